@@ -1,0 +1,146 @@
+"""The one error hierarchy of memfs.
+
+Every error carries the three ways it is reported at a boundary: an ``errno``
+for FUSE, an ``http_status`` for the control and review APIs, and an
+``exit_code`` for the CLI. Each boundary translates once, from these fields,
+so the same mistake reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from typing import ClassVar
+
+
+class MemfsError(Exception):
+    """Base of every error memfs raises on purpose."""
+
+    errno: ClassVar[int] = _errno.EIO
+    http_status: ClassVar[int] = 500
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+    def __str__(self) -> str:
+        if self.path is not None:
+            return f"{self.message}: {self.path!r}"
+        return self.message
+
+
+class InvalidName(MemfsError):
+    """A space name, session id, identity or file path breaks the name rules."""
+
+    errno = _errno.EINVAL
+    http_status = 400
+    exit_code = 2
+
+
+class NameTooLong(InvalidName):
+    """A path segment or whole path is longer than the rules allow."""
+
+    errno = _errno.ENAMETOOLONG
+
+
+class NotFound(MemfsError):
+    """The named session, turn, space, file or revision does not exist."""
+
+    errno = _errno.ENOENT
+    http_status = 404
+    exit_code = 3
+
+
+class ReadOnly(MemfsError):
+    """A write to a mount that is read-only for this turn."""
+
+    errno = _errno.EROFS
+    http_status = 403
+    exit_code = 4
+
+
+class Conflict(MemfsError):
+    """What the caller acted on has moved on, or the action was already taken."""
+
+    errno = _errno.EBUSY
+    http_status = 409
+    exit_code = 5
+
+    def __init__(
+        self, message: str, *, path: str | None = None, paths: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, path=path)
+        self.paths = paths
+
+
+class AlreadyCommitted(Conflict):
+    """A manual commit was asked for twice; the second would be a double write."""
+
+
+class TurnOpen(Conflict):
+    """A session already has an open turn."""
+
+
+class TooLarge(MemfsError):
+    """A file, a space's file count or a space's total size is past its limit."""
+
+    errno = _errno.EFBIG
+    http_status = 413
+    exit_code = 6
+
+
+class SpaceFull(TooLarge):
+    """The space's file count or total size would pass its limit."""
+
+    errno = _errno.ENOSPC
+
+
+class Unsupported(MemfsError):
+    """A kind of file memfs does not keep: symlinks, devices, FIFOs, sockets."""
+
+    errno = _errno.EPERM
+    http_status = 422
+    exit_code = 2
+
+
+class StoreUnavailable(MemfsError):
+    """The store could not be reached or failed; the cause is in ``__cause__``."""
+
+    errno = _errno.EIO
+    http_status = 503
+    exit_code = 7
+
+
+class ConfigError(MemfsError):
+    """A mistake in configuration or in the app's memory specs; fails loudly at start."""
+
+    errno = _errno.EINVAL
+    http_status = 500
+    exit_code = 78  # EX_CONFIG from sysexits.h
+
+
+class NoIdentity(MemfsError):
+    """The org or user resolver returned nothing for this turn's extra body."""
+
+    errno = _errno.EACCES
+    http_status = 401
+    exit_code = 8
+
+
+__all__ = [
+    "AlreadyCommitted",
+    "ConfigError",
+    "Conflict",
+    "InvalidName",
+    "MemfsError",
+    "NameTooLong",
+    "NoIdentity",
+    "NotFound",
+    "ReadOnly",
+    "SpaceFull",
+    "StoreUnavailable",
+    "TooLarge",
+    "TurnOpen",
+    "Unsupported",
+]

@@ -1,0 +1,245 @@
+"""The values memfs passes between its layers: refs, change sets, snapshots, revisions.
+
+All are frozen pydantic models. File contents are ``bytes`` everywhere below
+the app-facing edges, so binary files and non-UTF-8 content round-trip byte
+for byte; paths are ``str`` (see :mod:`memfs.core.names`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memfs.core.errors import InvalidName
+from memfs.core.names import check_identity, check_path, check_segment, check_space_name
+
+Layer = Literal["org", "user", "dir"]
+CommitMode = Literal["after-turn", "manual", "read-only"]
+Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
+StoreStatus = Literal["saved", "waiting", "conflict"]
+Origin = Literal["conversation", "code", "edited", "fix"]
+
+DEFAULT_ORG = "default"
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def digest(content: bytes) -> str:
+    """The content address memfs uses for blobs and folder-store revisions."""
+    return hashlib.sha256(content).hexdigest()
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Limits(Frozen):
+    """Every size limit memfs enforces, as one setting each."""
+
+    max_file_bytes: int = Field(default=1 * MIB, gt=0)
+    max_files: int = Field(default=10_000, gt=0)
+    max_space_bytes: int = Field(default=64 * MIB, gt=0)
+    note_file_list_bytes: int = Field(default=8_000, gt=0)
+
+
+class SpaceRef(Frozen):
+    """Which stored space a mount is: layer, org, space name and, for the user layer, whose."""
+
+    layer: Layer
+    space: str
+    org: str = DEFAULT_ORG
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SpaceRef:
+        if self.layer == "dir":
+            check_segment(self.space, what="persistent dir path")
+        else:
+            check_space_name(self.space)
+        check_identity(self.org, what="org id")
+        if self.layer == "user":
+            if self.user is None:
+                raise InvalidName("a user-layer space needs a user id", path=self.space)
+            check_identity(self.user, what="user id")
+        elif self.user is not None:
+            raise InvalidName(f"a {self.layer}-layer space has no user", path=self.space)
+        return self
+
+    def __str__(self) -> str:
+        if self.layer == "user":
+            return f"user:{self.org}/{self.user}/{self.space}"
+        return f"{self.layer}:{self.org}/{self.space}"
+
+
+class ChangeSet(Frozen):
+    """What a turn changed in one space, against the snapshot it loaded."""
+
+    created: dict[str, bytes] = Field(default_factory=dict)
+    updated: dict[str, bytes] = Field(default_factory=dict)
+    deleted: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> ChangeSet:
+        seen: set[str] = set()
+        for path in (*self.created, *self.updated, *self.deleted):
+            check_path(path)
+            if path in seen:
+                raise InvalidName("a path appears twice in one change set", path=path)
+            seen.add(path)
+        return self
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path the change set touches, sorted."""
+        return tuple(sorted((*self.created, *self.updated, *self.deleted)))
+
+    def is_empty(self) -> bool:
+        return not (self.created or self.updated or self.deleted)
+
+    def without(self, paths: Iterable[str]) -> ChangeSet:
+        drop = set(paths)
+        return ChangeSet(
+            created={p: c for p, c in self.created.items() if p not in drop},
+            updated={p: c for p, c in self.updated.items() if p not in drop},
+            deleted=tuple(p for p in self.deleted if p not in drop),
+        )
+
+    def only(self, paths: Iterable[str]) -> ChangeSet:
+        keep = set(paths)
+        return self.without(p for p in self.paths if p not in keep)
+
+    def summary(self) -> dict[str, list[str]]:
+        """Paths only, for JSON output and logs."""
+        return {
+            "created": sorted(self.created),
+            "updated": sorted(self.updated),
+            "deleted": sorted(self.deleted),
+        }
+
+
+class By(Frozen):
+    """Who a revision is attributed to, as the app's sign-in named them."""
+
+    id: str
+    label: str | None = None
+    role: str | None = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> By | None:
+        """Accept what an app's ``by`` callable returns: a ``By``, a mapping, a bare id or None."""
+        if value is None or isinstance(value, By):
+            return value
+        if isinstance(value, str):
+            return cls(id=value)
+        if isinstance(value, Mapping):
+            return cls(
+                id=str(value["id"]),
+                label=None if value.get("label") is None else str(value["label"]),
+                role=None if value.get("role") is None else str(value["role"]),
+            )
+        raise TypeError(f"'by' must return a mapping with 'id', a string or None, not {value!r}")
+
+
+class Provenance(Frozen):
+    """Where a change came from: what every revision written from it records."""
+
+    origin: Origin = "conversation"
+    session: str | None = None
+    turn: str | None = None
+    prompt: str | None = None
+    by: By | None = None
+    at: datetime = Field(default_factory=now)
+
+
+class Loaded(Frozen):
+    """What ``Store.load`` returns: the files, the cursor to send back, and the snapshot."""
+
+    files: dict[str, bytes] = Field(default_factory=dict)
+    cursor: str | None = None
+    revisions: dict[str, str] = Field(default_factory=dict)
+
+
+class Stored(Frozen):
+    """What ``Store.store`` returns."""
+
+    status: StoreStatus
+    conflicts: tuple[str, ...] = ()
+    revisions: dict[str, str] = Field(default_factory=dict)
+    cursor: str | None = None
+
+
+class Revision(Frozen):
+    """One immutable version of one file (or its deletion), with its provenance."""
+
+    id: str
+    path: str
+    sha256: str | None
+    size: int
+    deleted: bool = False
+    provenance: Provenance
+    approved_by: By | None = None
+
+
+class TurnContext(Frozen):
+    """What an app-defined persistent dir's ``load``/``store`` is told about the turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    session: str
+    turn: str
+    path: str
+    prompt: str | None = None
+    extra_body: Mapping[str, Any] = Field(default_factory=dict)
+
+
+class SpaceResult(Frozen):
+    """What ending a turn did with one mounted space."""
+
+    status: Status
+    changes: ChangeSet = Field(default_factory=ChangeSet)
+    not_saved: tuple[str, ...] = ()
+    error: str | None = None
+    errors: dict[str, str] = Field(default_factory=dict)
+    revisions: dict[str, str] = Field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON shape the CLI and control API print."""
+        return {
+            "status": self.status,
+            **self.changes.summary(),
+            "not_saved": list(self.not_saved),
+            "error": self.error,
+        }
+
+
+__all__ = [
+    "DEFAULT_ORG",
+    "KIB",
+    "MIB",
+    "By",
+    "ChangeSet",
+    "CommitMode",
+    "Layer",
+    "Limits",
+    "Loaded",
+    "Origin",
+    "Provenance",
+    "Revision",
+    "SpaceRef",
+    "SpaceResult",
+    "Status",
+    "StoreStatus",
+    "Stored",
+    "TurnContext",
+    "digest",
+    "now",
+]

@@ -1,0 +1,104 @@
+"""Name and path rules: what a space, an identity, a session and a file may be called.
+
+Every name that reaches a store or a filesystem passes through here first, so
+a bad name is refused with a clear error before it can touch data.
+
+File paths are kept as ``str`` relative paths with ``/`` separators. They must
+be valid UTF-8 (a name the filesystem hands us as bytes that do not decode is
+refused, not mangled), have no empty, ``.`` or ``..`` segment, no NUL, each
+segment at most 255 bytes and the whole path at most 1024 bytes, in UTF-8.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memfs.core.errors import InvalidName, NameTooLong
+
+SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+MAX_SEGMENT_BYTES = 255
+MAX_PATH_BYTES = 1024
+
+
+def check_space_name(name: str) -> str:
+    """Return ``name`` if it is a valid space name, else raise ``InvalidName``."""
+    if not isinstance(name, str) or SPACE_NAME.fullmatch(name) is None:
+        raise InvalidName(
+            "space names are 1-64 characters of a-z, 0-9, '.', '_' and '-', "
+            "starting with a letter or digit",
+            path=str(name),
+        )
+    return name
+
+
+def check_segment(segment: str, *, what: str = "name") -> str:
+    """Check one path segment: not empty, not ``.``/``..``, no ``/`` or NUL, ≤ 255 bytes."""
+    if not isinstance(segment, str):
+        raise InvalidName(f"{what} must be a string", path=repr(segment))
+    if segment in ("", ".", ".."):
+        raise InvalidName(f"{what} may not be empty, '.' or '..'", path=segment)
+    if "/" in segment or "\0" in segment:
+        raise InvalidName(f"{what} may not contain '/' or NUL", path=segment)
+    try:
+        size = len(segment.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidName(f"{what} is not valid UTF-8", path=segment) from None
+    if size > MAX_SEGMENT_BYTES:
+        raise NameTooLong(
+            f"{what} is {size} bytes; at most {MAX_SEGMENT_BYTES} are allowed", path=segment
+        )
+    return segment
+
+
+def check_path(path: str) -> str:
+    """Return ``path`` if it is a valid relative file path inside a space."""
+    if not isinstance(path, str):
+        raise InvalidName("file paths must be strings", path=repr(path))
+    if path.startswith("/"):
+        raise InvalidName("file paths must be relative", path=path)
+    if "\0" in path:
+        raise InvalidName("file paths may not contain NUL", path=path)
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidName("file path is not valid UTF-8", path=path) from None
+    if size > MAX_PATH_BYTES:
+        raise NameTooLong(
+            f"file path is {size} bytes; at most {MAX_PATH_BYTES} are allowed", path=path
+        )
+    for segment in path.split("/"):
+        check_segment(segment, what="file path segment")
+    return path
+
+
+def decode_fs_name(raw: bytes) -> str:
+    """Decode a name the filesystem gave us; refuse bytes that are not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidName(
+            "file name is not valid UTF-8", path=raw.decode("utf-8", "backslashreplace")
+        ) from None
+
+
+def check_identity(value: str, *, what: str) -> str:
+    """Check an org id, user id or session id: it becomes a folder name in some stores."""
+    return check_segment(value, what=what)
+
+
+def check_mount_path(path: str) -> str:
+    """A mount's folder inside the session directory: one segment, like a file name."""
+    return check_segment(path, what="mount path")
+
+
+__all__ = [
+    "MAX_PATH_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "SPACE_NAME",
+    "check_identity",
+    "check_mount_path",
+    "check_path",
+    "check_segment",
+    "check_space_name",
+    "decode_fs_name",
+]

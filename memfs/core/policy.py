@@ -1,0 +1,157 @@
+"""The rules of a turn: whose space a mount is, whether it may write, what ending does.
+
+Pure decisions, no I/O: the turn engine (copy mode now, the daemon later)
+asks these functions and does what they say.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memfs.core.errors import ConfigError, NoIdentity
+from memfs.core.models import DEFAULT_ORG, By, CommitMode, SpaceRef
+from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
+
+
+def resolve(resolver: Resolver | None, extra_body: ExtraBody) -> str | None:
+    """Read one identity from the extra body: a field name or a callable.
+
+    Empty values count as nothing. A mapping with an ``id`` (as a ``user``
+    callable may return, ``{"id": ..., "label": ...}``) gives its id.
+    """
+    if resolver is None:
+        return None
+    value: Any = extra_body.get(resolver) if isinstance(resolver, str) else resolver(extra_body)
+    if isinstance(value, Mapping):
+        value = value.get("id")
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ConfigError(f"an identity resolver returned {value!r}; expected a string id")
+    return str(value)
+
+
+def _resolve_label(spec: UserMemory, extra_body: ExtraBody) -> str | None:
+    if not isinstance(spec.user, str):
+        value = spec.user(extra_body)
+        if isinstance(value, Mapping) and value.get("label") is not None:
+            return str(value["label"])
+    label = resolve(spec.label, extra_body)
+    return label
+
+
+def resolve_org(org: Resolver | None, extra_body: ExtraBody) -> str:
+    """``None`` means the one org of a single-company deployment; a resolver must find one."""
+    if org is None:
+        return DEFAULT_ORG
+    found = resolve(org, extra_body)
+    if found is None:
+        raise NoIdentity(
+            "the org resolver found no org in the extra body; the turn cannot fall back to "
+            "a shared folder",
+            path=org if isinstance(org, str) else None,
+        )
+    return found
+
+
+def resolve_ref(spec: Spec, extra_body: ExtraBody) -> SpaceRef:
+    """The stored space this spec mounts for this extra body, or ``NoIdentity``."""
+    if isinstance(spec, PersistentDir):
+        return SpaceRef(layer="dir", space=spec.path)
+    org = resolve_org(spec.org, extra_body)
+    if isinstance(spec, OrgMemory):
+        return SpaceRef(layer="org", space=spec.space, org=org)
+    user = resolve(spec.user, extra_body)
+    if user is None:
+        raise NoIdentity(
+            "the user resolver found no signed-in person in the extra body; a person's "
+            "memory is never mounted without one",
+            path=spec.user if isinstance(spec.user, str) else None,
+        )
+    return SpaceRef(layer="user", space=spec.space, org=org, user=user)
+
+
+def resolve_by(spec: Spec, extra_body: ExtraBody) -> By | None:
+    """Who this turn's revisions are attributed to."""
+    if isinstance(spec, UserMemory):
+        user = resolve(spec.user, extra_body)
+        return None if user is None else By(id=user, label=_resolve_label(spec, extra_body))
+    if isinstance(spec, OrgMemory) and spec.by is not None:
+        return By.coerce(spec.by(extra_body))
+    return None
+
+
+def is_read_only(commit: CommitMode, may_write: bool) -> bool:
+    """A mount is read-only for a turn when its mode says so or ``can_write`` said no."""
+    return commit == "read-only" or not may_write
+
+
+class EndAction(enum.Enum):
+    """What ending a turn does with one mount's changes."""
+
+    NOTHING = "nothing"  # no changes: nothing to send
+    SKIP = "skip"  # read-only this turn: discard, never call store
+    MANUAL = "manual"  # hold until commit_manual()
+    REFUSE_STALE = "refuse_stale"  # loaded from the last known copy: do not send
+    STORE = "store"
+
+
+def end_action(
+    *, commit: CommitMode, read_only: bool, from_last_known_copy: bool, has_changes: bool
+) -> EndAction:
+    if read_only:
+        return EndAction.SKIP
+    if not has_changes:
+        return EndAction.NOTHING
+    if commit == "manual":
+        return EndAction.MANUAL
+    if from_last_known_copy:
+        return EndAction.REFUSE_STALE
+    return EndAction.STORE
+
+
+def check_unique_paths(specs: Iterable[Spec]) -> None:
+    """Two mounts in one session may not share a folder."""
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.path in seen:
+            raise ConfigError("two memory specs mount at the same path", path=spec.path)
+        seen.add(spec.path)
+
+
+__all__ = [
+    "EndAction",
+    "check_unique_paths",
+    "end_action",
+    "is_read_only",
+    "moved_on",
+    "parse_cursor",
+    "resolve",
+    "resolve_by",
+    "resolve_org",
+    "resolve_ref",
+]
+
+
+def moved_on(paths: Iterable[str], last_change: Mapping[str, int], cursor: int) -> tuple[str, ...]:
+    """The paths whose last change (a revision or a deletion) is newer than the snapshot.
+
+    Managed stores check per file: another session's changes to files this
+    change set does not touch never block it.
+    """
+    return tuple(sorted(p for p in paths if last_change.get(p, 0) > cursor))
+
+
+def parse_cursor(cursor: str | None) -> int | None:
+    """Managed stores' cursors are revision sequence numbers; ``None`` means no snapshot."""
+    if cursor is None:
+        return None
+    try:
+        value = int(cursor)
+    except ValueError:
+        raise ConfigError("this store did not issue that cursor", path=cursor) from None
+    if value < 0:
+        raise ConfigError("this store did not issue that cursor", path=cursor)
+    return value

@@ -1,0 +1,189 @@
+"""Memory specs: how an app declares the spaces mounted into each turn.
+
+``org_memory``, ``user_memory`` and ``persistent_dir`` build the specs an app
+passes to ``memfs.Memory``. A spec is checked when it is built, so a bad space
+name or commit mode fails at start, not in the middle of a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import ConfigDict, field_validator
+
+from memfs.core.errors import ConfigError, MemfsError
+from memfs.core.models import CommitMode, Frozen, TurnContext
+from memfs.core.names import check_mount_path, check_space_name
+
+ExtraBody = Mapping[str, Any]
+Resolver = str | Callable[[ExtraBody], Any]
+"""The name of an extra-body field, or a callable that reads the extra body."""
+CanWrite = Callable[[ExtraBody], "bool | Awaitable[bool]"]
+ByResolver = Callable[[ExtraBody], Any]
+LoadFn = Callable[[TurnContext], Awaitable[Any]]
+StoreFn = Callable[..., Awaitable[Any]]
+
+COMMIT_MODES: tuple[CommitMode, ...] = ("after-turn", "manual", "read-only")
+
+
+class MemorySpec(Frozen):
+    """What every kind of mount shares."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    path: str
+    description: str = ""
+    commit: CommitMode = "after-turn"
+    can_write: CanWrite | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        return check_mount_path(value)
+
+
+class OrgMemory(MemorySpec):
+    """A space shared by everyone in an org."""
+
+    layer: Literal["org"] = "org"
+    space: str
+    org: Resolver | None = None
+    by: ByResolver | None = None
+
+    @field_validator("space")
+    @classmethod
+    def _check_space(cls, value: str) -> str:
+        return check_space_name(value)
+
+
+class UserMemory(MemorySpec):
+    """One person's own space: private to them, saved at once."""
+
+    layer: Literal["user"] = "user"
+    space: str = "me"
+    user: Resolver = "userId"
+    label: Resolver | None = "name"
+    org: Resolver | None = None
+
+    @field_validator("space")
+    @classmethod
+    def _check_space(cls, value: str) -> str:
+        return check_space_name(value)
+
+
+class PersistentDir(MemorySpec):
+    """An app-defined folder: the app's ``load`` and ``store`` keep it; memfs neither reviews nor versions it."""
+
+    layer: Literal["dir"] = "dir"
+    load: LoadFn
+    store: StoreFn
+
+    @property
+    def space(self) -> str:
+        return self.path
+
+
+Spec = OrgMemory | UserMemory | PersistentDir
+S = TypeVar("S", bound=MemorySpec)
+
+
+def _build(cls: type[S], **fields: Any) -> S:
+    if fields.get("commit", "after-turn") not in COMMIT_MODES:
+        raise ConfigError(
+            f"commit must be one of {', '.join(COMMIT_MODES)}", path=str(fields.get("commit"))
+        )
+    try:
+        return cls(**fields)
+    except MemfsError:
+        raise
+    except ValueError as exc:  # pydantic's ValidationError
+        raise ConfigError(f"bad {cls.__name__} spec: {exc}") from exc
+
+
+def org_memory(
+    *,
+    space: str,
+    org: Resolver | None = None,
+    description: str = "",
+    can_write: CanWrite | None = None,
+    by: ByResolver | None = None,
+    path: str | None = None,
+    commit: CommitMode = "after-turn",
+) -> OrgMemory:
+    """A space everyone in an org shares; ``org`` left out means org ``default``."""
+    return _build(
+        OrgMemory,
+        space=space,
+        org=org,
+        description=description,
+        can_write=can_write,
+        by=by,
+        path=space if path is None else path,
+        commit=commit,
+    )
+
+
+def user_memory(
+    *,
+    user: Resolver = "userId",
+    label: Resolver | None = "name",
+    org: Resolver | None = None,
+    space: str = "me",
+    description: str = "",
+    can_write: CanWrite | None = None,
+    path: str | None = None,
+    commit: CommitMode = "after-turn",
+) -> UserMemory:
+    """A person's own memory in ``space`` (``me`` by default), found by ``user``."""
+    return _build(
+        UserMemory,
+        user=user,
+        label=label,
+        org=org,
+        space=space,
+        description=description,
+        can_write=can_write,
+        path=space if path is None else path,
+        commit=commit,
+    )
+
+
+def persistent_dir(
+    *,
+    path: str,
+    load: LoadFn,
+    store: StoreFn,
+    description: str = "",
+    can_write: CanWrite | None = None,
+    commit: CommitMode = "after-turn",
+) -> PersistentDir:
+    """A folder the app keeps: ``await load(ctx)`` and ``await store(ctx, changes, cursor)``."""
+    return _build(
+        PersistentDir,
+        path=path,
+        load=load,
+        store=store,
+        description=description,
+        can_write=can_write,
+        commit=commit,
+    )
+
+
+__all__ = [
+    "COMMIT_MODES",
+    "ByResolver",
+    "CanWrite",
+    "ExtraBody",
+    "LoadFn",
+    "MemorySpec",
+    "OrgMemory",
+    "PersistentDir",
+    "Resolver",
+    "Spec",
+    "StoreFn",
+    "UserMemory",
+    "org_memory",
+    "persistent_dir",
+    "user_memory",
+]

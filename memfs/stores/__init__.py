@@ -1,0 +1,1 @@
+"""Stores: where memory lives. One protocol (:mod:`memfs.stores.base`), several backends."""

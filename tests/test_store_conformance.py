@@ -1,0 +1,48 @@
+"""Every store backend passes the same contract, ``memfs.testing.check_store``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from memfs.stores.base import Store
+from memfs.stores.open import open_store
+from memfs.testing import COMMON_CHECKS, MANAGED_CHECKS, check_store, run_check
+
+BACKENDS: dict[str, tuple[bool, Callable[[Path], Callable[[], Store]]]] = {
+    # name: (managed, factory of make_store for a tmp dir)
+    "memory": (True, lambda tmp: lambda: open_store("memory://")),
+}
+
+
+def _counter() -> Callable[[], int]:
+    n = 0
+
+    def next_n() -> int:
+        nonlocal n
+        n += 1
+        return n
+
+    return next_n
+
+
+def _cases() -> list[tuple[str, str]]:
+    cases = []
+    for backend, (managed, _) in BACKENDS.items():
+        names = [*COMMON_CHECKS, *(MANAGED_CHECKS if managed else ())]
+        cases.extend((backend, name) for name in names)
+    return cases
+
+
+@pytest.mark.parametrize(("backend", "check"), _cases())
+async def test_store_contract(backend: str, check: str, tmp_path: Path) -> None:
+    _, factory = BACKENDS[backend]
+    await run_check(factory(tmp_path), check)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_check_store_runs_the_whole_contract(backend: str, tmp_path: Path) -> None:
+    _, factory = BACKENDS[backend]
+    await check_store(factory(tmp_path))
