@@ -207,6 +207,7 @@ class SpaceResult(Frozen):
     status: Status
     changes: ChangeSet = Field(default_factory=ChangeSet)
     not_saved: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
     error: str | None = None
     errors: dict[str, str] = Field(default_factory=dict)
     revisions: dict[str, str] = Field(default_factory=dict)

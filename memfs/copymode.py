@@ -1,0 +1,102 @@
+"""Copy mode: a turn's spaces as plain folders, loaded by copying and read back by scanning.
+
+The working copy of every mount is written out at turn start and walked at
+turn end. It costs O(space size) both ways, which is why the daemon (a FUSE
+overlay) exists; copy mode needs nothing but a local disk and is what tests
+and simple deployments use. All functions here block: call them through
+``trio.to_thread.run_sync``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memfs.core.errors import MemfsError, TooLarge, Unsupported
+from memfs.core.names import check_path, decode_fs_name
+
+READ_ONLY_FILE = 0o444
+READ_ONLY_DIR = 0o555
+
+
+@dataclass
+class Scan:
+    """What a folder holds at turn end: readable files, and what could not be taken, with why."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    refused: dict[str, MemfsError] = field(default_factory=dict)
+
+
+def materialize(folder: Path, files: dict[str, bytes], *, read_only: bool) -> None:
+    """Write a snapshot out as a folder; read-only mounts get no write bits."""
+    folder.mkdir(parents=True, exist_ok=False)
+    for path, content in files.items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+        if read_only:
+            target.chmod(READ_ONLY_FILE)
+    if read_only:
+        # Children first: once a directory loses its write bit nothing more goes in.
+        for dirpath, _dirnames, _files in os.walk(folder, topdown=False):
+            Path(dirpath).chmod(READ_ONLY_DIR)
+
+
+def _relative(raw: bytes) -> str:
+    return "/".join(decode_fs_name(part) for part in raw.split(b"/"))
+
+
+def scan(folder: Path, *, max_file_bytes: int) -> Scan:
+    """Walk ``folder`` and read every regular file; refuse anything memfs does not keep.
+
+    Names are read as bytes so a name that is not UTF-8 is refused rather than
+    mangled. Files over ``max_file_bytes`` are refused from their size alone,
+    without reading them into memory.
+    """
+    result = Scan()
+    root = os.fsencode(folder)
+    stack: list[bytes] = [b""]
+    while stack:
+        rel_dir = stack.pop()
+        with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as entries:
+            for entry in entries:
+                rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
+                shown = rel.decode("utf-8", "backslashreplace")
+                try:
+                    path = _relative(rel)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                        continue
+                    check_path(path)
+                    info = entry.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode):
+                        raise Unsupported(
+                            "only regular files and folders are kept; symlinks, devices, "
+                            "FIFOs and sockets are not",
+                            path=path,
+                        )
+                    if info.st_size > max_file_bytes:
+                        raise TooLarge(
+                            f"file is {info.st_size} bytes; the limit is {max_file_bytes}",
+                            path=path,
+                        )
+                    with open(entry.path, "rb") as fh:
+                        result.files[path] = fh.read()
+                except MemfsError as exc:
+                    result.refused[shown] = exc
+    return result
+
+
+def remove(folder: Path) -> None:
+    """Remove a working copy, read-only parts included."""
+    if not folder.exists():
+        return
+    for dirpath, _dirnames, _files in os.walk(folder):
+        Path(dirpath).chmod(0o755)
+    shutil.rmtree(folder)
+
+
+__all__ = ["Scan", "materialize", "remove", "scan"]

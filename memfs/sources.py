@@ -1,0 +1,111 @@
+"""Where one mount's files come from and go to: a store's space, or an app's own load/store.
+
+The turn engine talks to every mount through this one small shape, so an
+app-defined persistent dir and a managed space end a turn by the same rules.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from memfs.core.errors import Conflict, InvalidName
+from memfs.core.models import (
+    ChangeSet,
+    Loaded,
+    Provenance,
+    SpaceRef,
+    Stored,
+    TurnContext,
+    digest,
+)
+from memfs.core.names import check_path
+from memfs.core.specs import PersistentDir
+from memfs.stores.base import Store
+
+
+class Source(Protocol):
+    async def load(self) -> Loaded: ...
+
+    async def store(
+        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored: ...
+
+
+class StoreSource:
+    """A space held by a memfs store."""
+
+    def __init__(self, store: Store, ref: SpaceRef, session: str) -> None:
+        self.store_ = store
+        self.ref = ref
+        self.session = session
+
+    async def load(self) -> Loaded:
+        return await self.store_.load(self.ref, self.session)
+
+    async def store(
+        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored:
+        return await self.store_.store(self.ref, changes, cursor=cursor, provenance=provenance)
+
+
+def _as_bytes(path: str, content: Any) -> bytes:
+    if isinstance(content, bytes):
+        return content
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    raise InvalidName(f"load returned {type(content).__name__} content; use str or bytes", path=path)
+
+
+def normalize_loaded(result: Any) -> Loaded:
+    """Accept what an app's ``load`` returns: ``{path: str|bytes}`` or ``(files, cursor)``."""
+    if isinstance(result, Loaded):
+        return result
+    cursor: Any = None
+    files: Any = result
+    if isinstance(result, tuple):
+        if len(result) != 2:
+            raise InvalidName("load must return a mapping of files or a (files, cursor) pair")
+        files, cursor = result
+    if files is None:
+        files = {}
+    if not isinstance(files, Mapping):
+        raise InvalidName("load must return a mapping of file paths to contents")
+    out = {check_path(path): _as_bytes(path, content) for path, content in files.items()}
+    return Loaded(
+        files=out,
+        cursor=None if cursor is None else str(cursor),
+        revisions={path: digest(content) for path, content in out.items()},
+    )
+
+
+class AppSource:
+    """An app-defined persistent dir: the app's ``load(ctx)`` and ``store(ctx, changes, cursor)``.
+
+    ``store`` may return nothing (saved), a ``Stored``, or raise ``memfs.Conflict``
+    (with ``paths``) when its own cursor check fails.
+    """
+
+    def __init__(self, spec: PersistentDir, ctx: TurnContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+
+    async def load(self) -> Loaded:
+        return normalize_loaded(await self.spec.load(self.ctx))
+
+    async def store(
+        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored:
+        try:
+            result = self.spec.store(self.ctx, changes, cursor)
+            if inspect.isawaitable(result):
+                result = await result
+        except Conflict as exc:
+            return Stored(status="conflict", conflicts=exc.paths or changes.paths)
+        if isinstance(result, Stored):
+            return result
+        return Stored(status="saved", revisions={p: digest(c) for p, c in {**changes.created, **changes.updated}.items()})
+
+
+__all__ = ["AppSource", "Source", "StoreSource", "normalize_loaded"]

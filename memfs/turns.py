@@ -1,0 +1,485 @@
+"""The turn engine: ``Memory`` mounts an app's specs for each turn and commits what changed.
+
+A turn resolves whose spaces it mounts (``NoIdentity`` if the sign-in gave
+none), asks ``can_write``, loads each space, writes it out as a working copy
+(copy mode) and renders the note. Ending it scans each working copy, diffs it
+against the snapshot and does what :func:`memfs.core.policy.end_action` says:
+store, hold for ``commit_manual``, skip (read-only) or refuse (loaded from the
+last known copy). Every decision is the core's; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs import copymode
+from memfs.core.diff import diff
+from memfs.core.errors import (
+    AlreadyCommitted,
+    ConfigError,
+    MemfsError,
+    NotFound,
+    StoreUnavailable,
+    TurnOpen,
+)
+from memfs.core.limits import apply_limits
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    CommitMode,
+    Layer,
+    Limits,
+    Loaded,
+    Provenance,
+    SpaceRef,
+    SpaceResult,
+    TurnContext,
+)
+from memfs.core.names import check_identity
+from memfs.core.note import NoteSpace, render_note
+from memfs.core.policy import (
+    EndAction,
+    check_unique_paths,
+    end_action,
+    is_read_only,
+    resolve_by,
+    resolve_ref,
+)
+from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
+from memfs.sources import AppSource, Source, StoreSource
+from memfs.stores.base import Store
+
+OnError = Callable[[BaseException, str], "None | Awaitable[None]"]
+
+
+@dataclass
+class Mount:
+    """One space as a turn sees it: its folder, whether it may write, and its snapshot."""
+
+    name: str
+    path: Path
+    space: str
+    layer: Layer
+    ref: SpaceRef
+    read_only: bool
+    commit: CommitMode
+    from_last_known_copy: bool
+    loaded: Loaded
+    by: By | None
+    source: Source = field(repr=False)
+
+    @property
+    def snapshot(self) -> dict[str, str]:
+        """The exact revision of every file this turn loaded."""
+        return dict(self.loaded.revisions)
+
+
+@dataclass
+class _Pending:
+    """A manual mount's change set, held until ``commit_manual``."""
+
+    mount: Mount
+    changes: ChangeSet
+    refused: dict[str, MemfsError]
+    provenance: Provenance
+
+
+class CommitResult:
+    """What ending a turn did, space by space (keyed by mount name)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        session: str,
+        turn: str,
+        spaces: dict[str, SpaceResult],
+        pending: dict[str, _Pending],
+    ) -> None:
+        self._memory = memory
+        self.session = session
+        self.turn = turn
+        self.spaces = spaces
+        self._pending = pending
+        self._committed = False
+
+    async def commit_manual(self) -> CommitResult:
+        """Store every ``manual`` mount of this turn, once; returns the updated result."""
+        if self._committed:
+            raise AlreadyCommitted(
+                "this turn's manual mounts were already committed; committing again would "
+                "write twice",
+                path=self.turn,
+            )
+        self._committed = True
+        spaces = dict(self.spaces)
+        for name, pending in self._pending.items():
+            spaces[name] = await self._memory._store(
+                pending.mount, pending.changes, pending.refused, pending.provenance
+            )
+        return CommitResult(self._memory, self.session, self.turn, spaces, {})
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "turn": self.turn,
+            "spaces": {name: result.summary() for name, result in self.spaces.items()},
+        }
+
+    def __repr__(self) -> str:
+        return f"CommitResult(session={self.session!r}, turn={self.turn!r}, spaces={self.spaces!r})"
+
+
+class Turn:
+    """One open turn of one session, in copy mode."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        session: str,
+        turn: str,
+        root: Path,
+        prompt: str | None,
+        extra_body: ExtraBody,
+        mounts: dict[str, Mount],
+        note: str,
+    ) -> None:
+        self._memory = memory
+        self.session = session
+        self.id = turn
+        self.root = root
+        self.prompt = prompt
+        self.extra_body = extra_body
+        self.mounts = mounts
+        self.note = note
+        self.ended = False
+
+    async def end(self) -> CommitResult:
+        """Scan each working copy, commit what changed, and remove the session's folder."""
+        if self.ended:
+            raise NotFound("this turn has already ended", path=self.id)
+        self.ended = True
+        try:
+            return await self._memory._end(self)
+        finally:
+            self._memory._close(self)
+
+
+class Memory:
+    """An app's memory: a store and the specs mounted into every turn."""
+
+    def __init__(
+        self,
+        store: Store,
+        specs: Sequence[Spec],
+        *,
+        on_error: OnError | None = None,
+        workdir: Path | str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        specs = list(specs)
+        for spec in specs:
+            if not isinstance(spec, OrgMemory | UserMemory | PersistentDir):
+                raise ConfigError(
+                    "memory specs are built with org_memory(), user_memory() or persistent_dir()",
+                    path=repr(spec),
+                )
+        check_unique_paths(specs)
+        self.store = store
+        self.specs = specs
+        self.on_error = on_error
+        self.limits = limits or Limits()
+        self._workdir = None if workdir is None else Path(workdir)
+        self._open: dict[str, Turn] = {}
+        # The last copy this process loaded of each space, for when a load fails.
+        self._last_known: dict[tuple[str, SpaceRef], Loaded] = {}
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="memfs-"))
+        return self._workdir
+
+    async def start_turn(
+        self,
+        session: str,
+        extra_body: ExtraBody | None = None,
+        prompt: str | None = None,
+        *,
+        turn: str | None = None,
+    ) -> Turn:
+        """Mount every spec for this session's next turn (copy mode)."""
+        check_identity(session, what="session id")
+        if session in self._open:
+            raise TurnOpen("this session already has an open turn; end it first", path=session)
+        body: ExtraBody = dict(extra_body or {})
+        turn_id = turn or f"t-{uuid.uuid4().hex[:12]}"
+        check_identity(turn_id, what="turn id")
+        # Resolve every identity before loading anything: a turn without a
+        # signed-in person fails whole, it never mounts half its spaces.
+        refs = [(spec, resolve_ref(spec, body)) for spec in self.specs]
+        self._open[session] = placeholder = Turn(
+            self, session=session, turn=turn_id, root=self.workdir / session,
+            prompt=prompt, extra_body=body, mounts={}, note="",
+        )
+        try:
+            mounts: dict[str, Mount] = {}
+            async with trio.open_nursery() as nursery:
+                for spec, ref in refs:
+                    nursery.start_soon(self._mount, mounts, spec, ref, session, turn_id, prompt, body)
+            mounts = {spec.path: mounts[spec.path] for spec, _ in refs}
+            root = self.workdir / session
+            await trio.to_thread.run_sync(self._lay_out, root, mounts)
+        except BaseException:
+            del self._open[session]
+            raise
+        note = render_note(
+            (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
+            file_list_bytes=self.limits.note_file_list_bytes,
+        )
+        placeholder.mounts = mounts
+        placeholder.note = note
+        return placeholder
+
+    async def _mount(
+        self,
+        mounts: dict[str, Mount],
+        spec: Spec,
+        ref: SpaceRef,
+        session: str,
+        turn: str,
+        prompt: str | None,
+        body: ExtraBody,
+    ) -> None:
+        may_write = True
+        if spec.can_write is not None:
+            verdict = spec.can_write(body)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            may_write = bool(verdict)
+        source: Source
+        if isinstance(spec, PersistentDir):
+            ctx = TurnContext(session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=body)
+            source = AppSource(spec, ctx)
+        else:
+            source = StoreSource(self.store, ref, session)
+        key = (spec.path, ref)
+        stale = False
+        try:
+            loaded = await source.load()
+        except MemfsError as exc:
+            if not isinstance(exc, StoreUnavailable):
+                raise  # a mistake in the app or config: fail loudly
+            loaded, stale = await self._fall_back(key, exc, ref.space)
+        except Exception as exc:
+            loaded, stale = await self._fall_back(key, exc, ref.space)
+        else:
+            self._last_known[key] = loaded
+        mounts[spec.path] = Mount(
+            name=spec.path,
+            path=self.workdir / session / spec.path,
+            space=ref.space,
+            layer=ref.layer,
+            ref=ref,
+            read_only=is_read_only(spec.commit, may_write),
+            commit=spec.commit,
+            from_last_known_copy=stale,
+            loaded=loaded,
+            by=resolve_by(spec, body),
+            source=source,
+        )
+
+    async def _fall_back(
+        self, key: tuple[str, SpaceRef], exc: BaseException, space: str
+    ) -> tuple[Loaded, bool]:
+        await self._report(exc, space)
+        return self._last_known.get(key, Loaded()), True
+
+    async def _report(self, exc: BaseException, space: str) -> None:
+        if self.on_error is None:
+            return
+        outcome = self.on_error(exc, space)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    @staticmethod
+    def _lay_out(root: Path, mounts: Mapping[str, Mount]) -> None:
+        # A folder left by a turn this process never ended (a crash) is stale.
+        copymode.remove(root)
+        root.mkdir(parents=True)
+        for mount in mounts.values():
+            copymode.materialize(mount.path, mount.loaded.files, read_only=mount.read_only)
+
+    def _note_space(self, spec: Spec, mount: Mount) -> NoteSpace:
+        return NoteSpace(
+            path=mount.name,
+            space=mount.space,
+            layer=mount.layer,
+            description=spec.description,
+            writable=not mount.read_only,
+            files={path: len(content) for path, content in mount.loaded.files.items()},
+            from_last_known_copy=mount.from_last_known_copy,
+        )
+
+    def _close(self, turn: Turn) -> None:
+        self._open.pop(turn.session, None)
+
+    async def _end(self, turn: Turn) -> CommitResult:
+        spaces: dict[str, SpaceResult] = {}
+        pending: dict[str, _Pending] = {}
+        try:
+            for name, mount in turn.mounts.items():
+                scan = await trio.to_thread.run_sync(
+                    partial(copymode.scan, mount.path, max_file_bytes=self.limits.max_file_bytes)
+                )
+                after = dict(scan.files)
+                for path in scan.refused:
+                    # What could not be read is left as it was, never taken as deleted.
+                    if path in mount.loaded.files:
+                        after[path] = mount.loaded.files[path]
+                changes = diff(mount.loaded.files, after)
+                provenance = Provenance(
+                    session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
+                )
+                action = end_action(
+                    commit=mount.commit,
+                    read_only=mount.read_only,
+                    from_last_known_copy=mount.from_last_known_copy,
+                    has_changes=not changes.is_empty(),
+                )
+                spaces[name] = await self._finish(
+                    action, mount, changes, dict(scan.refused), provenance, pending
+                )
+        finally:
+            await trio.to_thread.run_sync(copymode.remove, turn.root)
+        return CommitResult(self, turn.session, turn.id, spaces, pending)
+
+    async def _finish(
+        self,
+        action: EndAction,
+        mount: Mount,
+        changes: ChangeSet,
+        refused: dict[str, MemfsError],
+        provenance: Provenance,
+        pending: dict[str, _Pending],
+    ) -> SpaceResult:
+        errors = {path: str(exc) for path, exc in refused.items()}
+        if action is EndAction.SKIP:
+            discarded = tuple(sorted({*changes.paths, *refused}))
+            return SpaceResult(
+                status="skipped",
+                changes=changes,
+                not_saved=discarded,
+                error="read-only this turn; changes were discarded" if discarded else None,
+                errors=errors,
+            )
+        if action is EndAction.NOTHING:
+            return SpaceResult(
+                status="not_saved" if refused else "saved",
+                not_saved=tuple(sorted(refused)),
+                error=_first_error(refused),
+                errors=errors,
+            )
+        if action is EndAction.MANUAL:
+            pending[mount.name] = _Pending(mount, changes, refused, provenance)
+            return SpaceResult(
+                status="manual",
+                changes=changes,
+                not_saved=tuple(sorted(refused)),
+                error=_first_error(refused),
+                errors=errors,
+            )
+        if action is EndAction.REFUSE_STALE:
+            unsaved = tuple(sorted({*changes.paths, *refused}))
+            exc = StoreUnavailable(
+                "the space was loaded from the last known copy, so its changes were not "
+                f"sent: {', '.join(unsaved)}",
+                path=mount.space,
+            )
+            await self._report(exc, mount.space)
+            return SpaceResult(
+                status="not_saved",
+                changes=changes,
+                not_saved=unsaved,
+                error=str(exc),
+                errors={**errors, **{p: "loaded from the last known copy" for p in changes.paths}},
+            )
+        return await self._store(mount, changes, refused, provenance)
+
+    async def _store(
+        self,
+        mount: Mount,
+        changes: ChangeSet,
+        refused: dict[str, MemfsError],
+        provenance: Provenance,
+    ) -> SpaceResult:
+        base_sizes = {path: len(content) for path, content in mount.loaded.files.items()}
+        accepted, over = apply_limits(changes, base_sizes, self.limits)
+        refused = {**refused, **over}
+        errors = {path: str(exc) for path, exc in refused.items()}
+        if accepted.is_empty():
+            return SpaceResult(
+                status="not_saved",
+                changes=changes,
+                not_saved=tuple(sorted(refused)),
+                error=_first_error(refused),
+                errors=errors,
+            )
+        try:
+            stored = await mount.source.store(
+                accepted, cursor=mount.loaded.cursor, provenance=provenance
+            )
+        except Exception as exc:
+            if isinstance(exc, ConfigError):
+                raise  # a mistake in the app or config: fail loudly
+            await self._report(exc, mount.space)
+            unsaved = tuple(sorted({*accepted.paths, *refused}))
+            return SpaceResult(
+                status="not_saved",
+                changes=changes,
+                not_saved=unsaved,
+                error=f"the store failed: {exc}",
+                errors={**errors, **{p: f"the store failed: {exc}" for p in accepted.paths}},
+            )
+        if stored.status == "conflict":
+            moved = stored.conflicts or accepted.paths
+            unsaved = tuple(sorted({*accepted.paths, *refused}))
+            return SpaceResult(
+                status="not_saved",
+                changes=changes,
+                not_saved=unsaved,
+                conflicts=tuple(moved),
+                error=(
+                    "changed by someone else since this turn loaded it, so nothing of this "
+                    f"space was saved: {', '.join(moved)}"
+                ),
+                errors={**errors, **{p: "changed since this turn loaded it" for p in moved}},
+            )
+        return SpaceResult(
+            status=stored.status,
+            changes=changes,
+            not_saved=tuple(sorted(refused)),
+            error=_first_error(refused),
+            errors=errors,
+            revisions=stored.revisions,
+        )
+
+
+def _first_error(refused: Mapping[str, MemfsError]) -> str | None:
+    if not refused:
+        return None
+    if len(refused) == 1:
+        return str(next(iter(refused.values())))
+    return f"{len(refused)} files were not saved; see errors"
+
+
+__all__ = ["CommitResult", "Memory", "Mount", "OnError", "Turn"]
