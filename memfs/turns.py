@@ -232,27 +232,34 @@ class Memory:
             prompt=prompt, extra_body=body, mounts={}, note="",
         )
         try:
-            mounts: dict[str, Mount] = {}
+            mounts: dict[str, Mount | Exception] = {}
             async with trio.open_nursery() as nursery:
                 for spec, ref in refs:
                     nursery.start_soon(self._mount, mounts, spec, ref, session, turn_id, prompt, body)
-            mounts = {spec.path: mounts[spec.path] for spec, _ in refs}
+            # Loads run concurrently; a mistake in one is raised as itself, the first in
+            # spec order, not wrapped in an exception group.
+            ready: dict[str, Mount] = {}
+            for spec, _ in refs:
+                outcome = mounts[spec.path]
+                if isinstance(outcome, Exception):
+                    raise outcome
+                ready[spec.path] = outcome
             root = self.workdir / session
-            await trio.to_thread.run_sync(self._lay_out, root, mounts)
+            await trio.to_thread.run_sync(self._lay_out, root, ready)
         except BaseException:
             del self._open[session]
             raise
         note = render_note(
-            (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
+            (self._note_space(spec, ready[spec.path]) for spec, _ in refs),
             file_list_bytes=self.limits.note_file_list_bytes,
         )
-        placeholder.mounts = mounts
+        placeholder.mounts = ready
         placeholder.note = note
         return placeholder
 
     async def _mount(
         self,
-        mounts: dict[str, Mount],
+        mounts: dict[str, Mount | Exception],
         spec: Spec,
         ref: SpaceRef,
         session: str,
@@ -260,6 +267,20 @@ class Memory:
         prompt: str | None,
         body: ExtraBody,
     ) -> None:
+        try:
+            mounts[spec.path] = await self._load_mount(spec, ref, session, turn, prompt, body)
+        except Exception as exc:
+            mounts[spec.path] = exc
+
+    async def _load_mount(
+        self,
+        spec: Spec,
+        ref: SpaceRef,
+        session: str,
+        turn: str,
+        prompt: str | None,
+        body: ExtraBody,
+    ) -> Mount:
         may_write = True
         if spec.can_write is not None:
             verdict = spec.can_write(body)
@@ -284,7 +305,7 @@ class Memory:
             loaded, stale = await self._fall_back(key, exc, ref.space)
         else:
             self._last_known[key] = loaded
-        mounts[spec.path] = Mount(
+        return Mount(
             name=spec.path,
             path=self.workdir / session / spec.path,
             space=ref.space,

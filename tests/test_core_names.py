@@ -1,0 +1,81 @@
+"""Name rules: spaces, path segments, whole paths, identities — at and past each limit."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from memfs.core.errors import InvalidName, NameTooLong
+from memfs.core.names import (
+    MAX_PATH_BYTES,
+    MAX_SEGMENT_BYTES,
+    check_identity,
+    check_path,
+    check_space_name,
+    decode_fs_name,
+)
+
+
+@pytest.mark.parametrize("name", ["a", "lending-rules", "me", "0", "a.b_c-d", "a" * 64])
+def test_valid_space_names_are_accepted(name: str) -> None:
+    assert check_space_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", "A", "Lending", "-a", ".a", "_a", "a/b", "a b", "é", "a" * 65, "a\0"]
+)
+def test_invalid_space_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidName):
+        check_space_name(name)
+
+
+@pytest.mark.parametrize(
+    "path", ["a.md", "dir/sub/file.txt", "über/straße.md", ".hidden", "a..b", "x" * 255]
+)
+def test_valid_paths_are_accepted(path: str) -> None:
+    assert check_path(path) == path
+
+
+@pytest.mark.parametrize(
+    "path", ["", "/etc/passwd", "../up", "a/../b", "a/./b", ".", "..", "a//b", "a/", "a\0b"]
+)
+def test_paths_with_empty_dot_or_nul_segments_are_refused(path: str) -> None:
+    with pytest.raises(InvalidName) as info:
+        check_path(path)
+    assert info.value.errno == errno.EINVAL
+
+
+def test_segment_at_255_bytes_is_accepted_and_256_refused_counting_utf8() -> None:
+    at_limit = "é" * (MAX_SEGMENT_BYTES // 2) + "a"  # 2 bytes each + 1 = 255
+    assert len(at_limit.encode()) == 255
+    check_path(at_limit)
+    with pytest.raises(NameTooLong) as info:
+        check_path(at_limit + "a")
+    assert info.value.errno == errno.ENAMETOOLONG
+
+
+def test_whole_path_at_1024_bytes_is_accepted_and_1025_refused() -> None:
+    at_limit = "/".join(["a" * 255] * 3 + ["a" * 254, "b"])
+    assert len(at_limit.encode()) == MAX_PATH_BYTES
+    check_path(at_limit)
+    with pytest.raises(NameTooLong):
+        check_path(at_limit + "b")
+
+
+def test_lone_surrogates_are_not_utf8() -> None:
+    with pytest.raises(InvalidName):
+        check_path("bad-\udcff.md")
+
+
+def test_fs_names_that_are_not_utf8_are_refused_not_mangled() -> None:
+    assert decode_fs_name("über".encode()) == "über"
+    with pytest.raises(InvalidName) as info:
+        decode_fs_name(b"bad-\xff")
+    assert "\\xff" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["", ".", "..", "a/b", "a\0", "x" * 256])
+def test_identities_that_could_escape_a_folder_are_refused(value: str) -> None:
+    with pytest.raises(InvalidName):
+        check_identity(value, what="user id")
