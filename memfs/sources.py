@@ -55,7 +55,9 @@ def _as_bytes(path: str, content: Any) -> bytes:
         return content
     if isinstance(content, str):
         return content.encode("utf-8")
-    raise InvalidName(f"load returned {type(content).__name__} content; use str or bytes", path=path)
+    raise InvalidName(
+        f"load returned {type(content).__name__} content; use str or bytes", path=path
+    )
 
 
 def normalize_loaded(result: Any) -> Loaded:
@@ -105,7 +107,10 @@ class AppSource:
             return Stored(status="conflict", conflicts=exc.paths or changes.paths)
         if isinstance(result, Stored):
             return result
-        return Stored(status="saved", revisions={p: digest(c) for p, c in {**changes.created, **changes.updated}.items()})
+        return Stored(
+            status="saved",
+            revisions={p: digest(c) for p, c in {**changes.created, **changes.updated}.items()},
+        )
 
 
 __all__ = ["AppSource", "Source", "StoreSource", "normalize_loaded"]

@@ -29,7 +29,10 @@ UNICODE_PATH = "notes/émoji-🙂/über straße.md"
 
 def _prov(session: str = "s1", turn: str = "t1", prompt: str = "remember this") -> Provenance:
     return Provenance(
-        session=session, turn=turn, prompt=prompt, by=By(id="dana", label="Dana", role="underwriter")
+        session=session,
+        turn=turn,
+        prompt=prompt,
+        by=By(id="dana", label="Dana", role="underwriter"),
     )
 
 
@@ -264,7 +267,9 @@ class TestMemory:
     def _ref(space: str, org: str, user: str | None) -> SpaceRef:
         return SpaceRef(layer="org" if user is None else "user", space=space, org=org, user=user)
 
-    def files(self, space: str, *, org: str = DEFAULT_ORG, user: str | None = None) -> dict[str, bytes]:
+    def files(
+        self, space: str, *, org: str = DEFAULT_ORG, user: str | None = None
+    ) -> dict[str, bytes]:
         """The live files of an org space, or of ``user``'s space when given."""
         return self.store.files_nowait(self._ref(space, org, user))
 

@@ -58,7 +58,7 @@ from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemo
 from memfs.sources import AppSource, Source, StoreSource
 from memfs.stores.base import Store
 
-OnError = Callable[[BaseException, str], "None | Awaitable[None]"]
+OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
 
 @dataclass
@@ -228,14 +228,22 @@ class Memory:
         # signed-in person fails whole, it never mounts half its spaces.
         refs = [(spec, resolve_ref(spec, body)) for spec in self.specs]
         self._open[session] = placeholder = Turn(
-            self, session=session, turn=turn_id, root=self.workdir / session,
-            prompt=prompt, extra_body=body, mounts={}, note="",
+            self,
+            session=session,
+            turn=turn_id,
+            root=self.workdir / session,
+            prompt=prompt,
+            extra_body=body,
+            mounts={},
+            note="",
         )
         try:
             mounts: dict[str, Mount | Exception] = {}
             async with trio.open_nursery() as nursery:
                 for spec, ref in refs:
-                    nursery.start_soon(self._mount, mounts, spec, ref, session, turn_id, prompt, body)
+                    nursery.start_soon(
+                        self._mount, mounts, spec, ref, session, turn_id, prompt, body
+                    )
             # Loads run concurrently; a mistake in one is raised as itself, the first in
             # spec order, not wrapped in an exception group.
             ready: dict[str, Mount] = {}
@@ -289,7 +297,9 @@ class Memory:
             may_write = bool(verdict)
         source: Source
         if isinstance(spec, PersistentDir):
-            ctx = TurnContext(session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=body)
+            ctx = TurnContext(
+                session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=body
+            )
             source = AppSource(spec, ctx)
         else:
             source = StoreSource(self.store, ref, session)

@@ -34,9 +34,7 @@ def test_file_at_the_size_limit_passes_and_one_byte_more_is_too_large() -> None:
 
 def test_file_count_at_the_limit_passes_and_past_it_is_space_full() -> None:
     limits = Limits(max_files=3)
-    ok, refused = apply_limits(
-        ChangeSet(created={"b": b"", "c": b"", "d": b""}), {"a": 0}, limits
-    )
+    ok, refused = apply_limits(ChangeSet(created={"b": b"", "c": b"", "d": b""}), {"a": 0}, limits)
     assert ok.created.keys() == {"b", "c"}
     assert isinstance(refused["d"], SpaceFull)
     assert refused["d"].errno == errno.ENOSPC
@@ -66,3 +64,4 @@ def test_shrinking_an_update_frees_room() -> None:
         ChangeSet(created={"b": b"xxxx"}, updated={"a": b"x"}), {"a": 9}, Limits(max_space_bytes=5)
     )
     assert refused == {}
+    assert ok.created == {"b": b"xxxx"}

@@ -42,7 +42,7 @@ def file_lines(note: str) -> list[str]:
 
 def test_file_list_that_fits_the_budget_exactly_is_listed_whole() -> None:
     files = {f"f{i:03}.md": 10 for i in range(10)}
-    one_line = len("- lending-rules/f000.md (10 B)\n".encode())
+    one_line = len(b"- lending-rules/f000.md (10 B)\n")
     note = render_note([rules(files=files)], file_list_bytes=one_line * 10)
     assert len(file_lines(note)) == 10
     assert "not listed" not in note
@@ -50,7 +50,7 @@ def test_file_list_that_fits_the_budget_exactly_is_listed_whole() -> None:
 
 def test_file_list_past_the_budget_says_how_many_are_left_out() -> None:
     files = {f"f{i:03}.md": 10 for i in range(10)}
-    one_line = len("- lending-rules/f000.md (10 B)\n".encode())
+    one_line = len(b"- lending-rules/f000.md (10 B)\n")
     note = render_note([rules(files=files)], file_list_bytes=one_line * 10 - 1)
     assert len(file_lines(note)) == 9
     assert "... and 1 more file not listed here; list the folder (ls -R lending-rules)" in note

@@ -53,7 +53,5 @@ import memfs.core.limits, memfs.core.note, memfs.core.specs, memfs.core.policy
 loaded = sorted(m for m in sys.modules if m.split('.')[0] in {sorted(FORBIDDEN)!r})
 print(loaded)
 """
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -38,7 +38,9 @@ def desk(store: memfs.Store, tmp_path: Path, **kwargs: Any) -> memfs.Memory:
 
 
 def seed(store: MemoryStore, ref: SpaceRef, files: dict[str, bytes]) -> None:
-    store.put_nowait(ref, memfs.ChangeSet(created=files), provenance=memfs.Provenance(origin="code"))
+    store.put_nowait(
+        ref, memfs.ChangeSet(created=files), provenance=memfs.Provenance(origin="code")
+    )
 
 
 async def test_turn_mounts_each_space_under_the_session_root(tmp_path: Path) -> None:
@@ -48,7 +50,9 @@ async def test_turn_mounts_each_space_under_the_session_root(tmp_path: Path) -> 
     assert turn.root == tmp_path / "work" / "s1"
     assert turn.mounts["lending-rules"].path == turn.root / "lending-rules"
     assert turn.mounts["me"].space == "me"
-    assert (turn.root / "lending-rules" / "rules/income.md").read_bytes() == b"Two years of accounts.\n"
+    assert (
+        turn.root / "lending-rules" / "rules/income.md"
+    ).read_bytes() == b"Two years of accounts.\n"
     assert turn.mounts["lending-rules"].snapshot == {"rules/income.md": "1"}
     await turn.end()
     assert not turn.root.exists()
@@ -207,9 +211,7 @@ async def test_can_write_is_evaluated_every_turn_before_load(tmp_path: Path) -> 
 
 async def test_manual_mount_stores_nothing_until_commit_manual(tmp_path: Path) -> None:
     mem = test_memory()
-    memory = memfs.Memory(
-        mem.store, [memfs.user_memory(commit="manual")], workdir=tmp_path
-    )
+    memory = memfs.Memory(mem.store, [memfs.user_memory(commit="manual")], workdir=tmp_path)
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.md").write_text("draft\n")
     result = await turn.end()
@@ -356,8 +358,7 @@ async def test_path_over_the_length_limit_is_refused(tmp_path: Path) -> None:
 async def test_non_utf8_file_name_is_refused(tmp_path: Path) -> None:
     mem = test_memory()
     turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
-    with open(os.path.join(os.fsencode(turn.root / "me"), b"bad-\xff.md"), "wb") as fh:
-        fh.write(b"x")
+    Path(os.fsdecode(os.path.join(os.fsencode(turn.root / "me"), b"bad-\xff.md"))).write_bytes(b"x")
     result = (await turn.end()).spaces["me"]
     assert result.not_saved == ("bad-\\xff.md",)
     assert "UTF-8" in result.errors["bad-\\xff.md"]
@@ -444,7 +445,9 @@ async def test_config_mistake_in_load_is_raised_not_hidden(tmp_path: Path) -> No
         raise AssertionError("never called")
 
     memory = memfs.Memory(
-        MemoryStore(), [memfs.persistent_dir(path="scratch", load=load, store=store)], workdir=tmp_path
+        MemoryStore(),
+        [memfs.persistent_dir(path="scratch", load=load, store=store)],
+        workdir=tmp_path,
     )
     with pytest.raises(memfs.InvalidName):
         await memory.start_turn("s1", {})
@@ -485,7 +488,9 @@ async def test_persistent_dir_conflict_from_the_app_is_not_saved(tmp_path: Path)
         raise memfs.Conflict("etag mismatch", paths=("n.md",))
 
     memory = memfs.Memory(
-        MemoryStore(), [memfs.persistent_dir(path="scratch", load=load, store=store)], workdir=tmp_path
+        MemoryStore(),
+        [memfs.persistent_dir(path="scratch", load=load, store=store)],
+        workdir=tmp_path,
     )
     turn = await memory.start_turn("s1", {})
     (turn.root / "scratch" / "n.md").write_text("n")

@@ -42,10 +42,8 @@ def human_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
 
-def file_list(
-    mount_path: str, files: Mapping[str, int], budget: int
-) -> tuple[list[str], int]:
-    """The listed lines within ``budget`` bytes (UTF-8, newlines counted) and how many were left out."""
+def file_list(mount_path: str, files: Mapping[str, int], budget: int) -> tuple[list[str], int]:
+    """The lines that fit in ``budget`` bytes (UTF-8, newlines counted), and how many did not."""
     lines: list[str] = []
     used = 0
     ordered = sorted(files)

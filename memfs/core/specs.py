@@ -73,7 +73,7 @@ class UserMemory(MemorySpec):
 
 
 class PersistentDir(MemorySpec):
-    """An app-defined folder: the app's ``load`` and ``store`` keep it; memfs neither reviews nor versions it."""
+    """An app-defined folder kept by the app's ``load`` and ``store``; not reviewed or versioned."""
 
     layer: Literal["dir"] = "dir"
     load: LoadFn

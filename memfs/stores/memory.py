@@ -128,9 +128,7 @@ class MemoryStore:
         return self._apply(ref, self._space(ref), changes, provenance)
 
     async def spaces(self) -> list[SpaceRef]:
-        return sorted(
-            (ref for ref, space in self._spaces.items() if space.history), key=str
-        )
+        return sorted((ref for ref, space in self._spaces.items() if space.history), key=str)
 
     async def aclose(self) -> None:
         self.closed = True

@@ -39,13 +39,15 @@ def open_store(url: str) -> Store:
 
         return MemoryStore()
     if scheme == "folder":
+        root = _absolute_path(url, parts.netloc, parts.path)
         from memfs.stores.folder import FolderStore
 
-        return FolderStore(_absolute_path(url, parts.netloc, parts.path))
+        return FolderStore(root)
     if scheme == "sqlite":
+        database = _absolute_path(url, parts.netloc, parts.path)
         from memfs.stores.sqlite import SqliteStore
 
-        return SqliteStore(_absolute_path(url, parts.netloc, parts.path))
+        return SqliteStore(database)
     raise ConfigError(f"unknown store URL scheme; use one of {', '.join(SCHEMES)}", path=url)
 
 
