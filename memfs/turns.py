@@ -15,14 +15,11 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from memfs import copymode
-from memfs.core.diff import diff
 from memfs.core.errors import (
     AlreadyCommitted,
     ConfigError,
@@ -57,6 +54,7 @@ from memfs.core.policy import (
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
 from memfs.sources import AppSource, Source, StoreSource
 from memfs.stores.base import Store
+from memfs.workspace import CopyWorkspace, Workspace
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
@@ -73,14 +71,11 @@ class Mount:
     read_only: bool
     commit: CommitMode
     from_last_known_copy: bool
-    loaded: Loaded
+    cursor: str | None
+    snapshot: dict[str, str]  # path -> the exact revision this turn loaded
+    sizes: dict[str, int]  # path -> size in bytes at the snapshot
     by: By | None
     source: Source = field(repr=False)
-
-    @property
-    def snapshot(self) -> dict[str, str]:
-        """The exact revision of every file this turn loaded."""
-        return dict(self.loaded.revisions)
 
 
 @dataclass
@@ -185,6 +180,7 @@ class Memory:
         on_error: OnError | None = None,
         workdir: Path | str | None = None,
         limits: Limits | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         specs = list(specs)
         for spec in specs:
@@ -199,15 +195,21 @@ class Memory:
         self.on_error = on_error
         self.limits = limits or Limits()
         self._workdir = None if workdir is None else Path(workdir)
+        self._workspace = workspace
         self._open: dict[str, Turn] = {}
         # The last copy this process loaded of each space, for when a load fails.
         self._last_known: dict[tuple[str, SpaceRef], Loaded] = {}
 
     @property
-    def workdir(self) -> Path:
-        if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="memfs-"))
-        return self._workdir
+    def workspace(self) -> Workspace:
+        """Copy mode under ``workdir`` (a temporary folder if none was given), unless set."""
+        if self._workspace is None:
+            if self._workdir is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="memfs-"))
+            self._workspace = CopyWorkspace(
+                self._workdir, max_file_bytes=self.limits.max_file_bytes
+            )
+        return self._workspace
 
     async def start_turn(
         self,
@@ -217,7 +219,7 @@ class Memory:
         *,
         turn: str | None = None,
     ) -> Turn:
-        """Mount every spec for this session's next turn (copy mode)."""
+        """Mount every spec for this session's next turn."""
         check_identity(session, what="session id")
         if session in self._open:
             raise TurnOpen("this session already has an open turn; end it first", path=session)
@@ -227,82 +229,63 @@ class Memory:
         # Resolve every identity before loading anything: a turn without a
         # signed-in person fails whole, it never mounts half its spaces.
         refs = [(spec, resolve_ref(spec, body)) for spec in self.specs]
-        self._open[session] = placeholder = Turn(
+        workspace = self.workspace
+        turn_obj = Turn(
             self,
             session=session,
             turn=turn_id,
-            root=self.workdir / session,
+            root=workspace.root(session),
             prompt=prompt,
             extra_body=body,
             mounts={},
             note="",
         )
+        self._open[session] = turn_obj
         try:
-            mounts: dict[str, Mount | Exception] = {}
+            outcomes: dict[str, tuple[Mount, Loaded] | Exception] = {}
             async with trio.open_nursery() as nursery:
                 for spec, ref in refs:
-                    nursery.start_soon(
-                        self._mount, mounts, spec, ref, session, turn_id, prompt, body
-                    )
+                    nursery.start_soon(self._mount, outcomes, turn_obj, spec, ref)
             # Loads run concurrently; a mistake in one is raised as itself, the first in
             # spec order, not wrapped in an exception group.
-            ready: dict[str, Mount] = {}
+            mounts: dict[str, Mount] = {}
+            loaded: dict[str, Loaded] = {}
             for spec, _ in refs:
-                outcome = mounts[spec.path]
+                outcome = outcomes[spec.path]
                 if isinstance(outcome, Exception):
                     raise outcome
-                ready[spec.path] = outcome
-            root = self.workdir / session
-            await trio.to_thread.run_sync(self._lay_out, root, ready)
+                mounts[spec.path], loaded[spec.path] = outcome
+            await workspace.open(session, turn_id, mounts, loaded)
         except BaseException:
             del self._open[session]
             raise
-        note = render_note(
-            (self._note_space(spec, ready[spec.path]) for spec, _ in refs),
+        turn_obj.mounts = mounts
+        turn_obj.note = render_note(
+            (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
             file_list_bytes=self.limits.note_file_list_bytes,
         )
-        placeholder.mounts = ready
-        placeholder.note = note
-        return placeholder
+        return turn_obj
 
     async def _mount(
         self,
-        mounts: dict[str, Mount | Exception],
+        outcomes: dict[str, tuple[Mount, Loaded] | Exception],
+        turn: Turn,
         spec: Spec,
         ref: SpaceRef,
-        session: str,
-        turn: str,
-        prompt: str | None,
-        body: ExtraBody,
     ) -> None:
         try:
-            mounts[spec.path] = await self._load_mount(spec, ref, session, turn, prompt, body)
+            outcomes[spec.path] = await self._load_mount(turn, spec, ref)
         except Exception as exc:
-            mounts[spec.path] = exc
+            outcomes[spec.path] = exc
 
-    async def _load_mount(
-        self,
-        spec: Spec,
-        ref: SpaceRef,
-        session: str,
-        turn: str,
-        prompt: str | None,
-        body: ExtraBody,
-    ) -> Mount:
+    async def _load_mount(self, turn: Turn, spec: Spec, ref: SpaceRef) -> tuple[Mount, Loaded]:
         may_write = True
         if spec.can_write is not None:
-            verdict = spec.can_write(body)
+            verdict = spec.can_write(turn.extra_body)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             may_write = bool(verdict)
-        source: Source
-        if isinstance(spec, PersistentDir):
-            ctx = TurnContext(
-                session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=body
-            )
-            source = AppSource(spec, ctx)
-        else:
-            source = StoreSource(self.store, ref, session)
+        source = self.source_for(spec, ref, turn.session, turn.id, turn.prompt, turn.extra_body)
         key = (spec.path, ref)
         stale = False
         try:
@@ -315,19 +298,39 @@ class Memory:
             loaded, stale = await self._fall_back(key, exc, ref.space)
         else:
             self._last_known[key] = loaded
-        return Mount(
+        mount = Mount(
             name=spec.path,
-            path=self.workdir / session / spec.path,
+            path=turn.root / spec.path,
             space=ref.space,
             layer=ref.layer,
             ref=ref,
             read_only=is_read_only(spec.commit, may_write),
             commit=spec.commit,
             from_last_known_copy=stale,
-            loaded=loaded,
-            by=resolve_by(spec, body),
+            cursor=loaded.cursor,
+            snapshot=dict(loaded.revisions),
+            sizes={path: len(content) for path, content in loaded.files.items()},
+            by=resolve_by(spec, turn.extra_body),
             source=source,
         )
+        return mount, loaded
+
+    def source_for(
+        self,
+        spec: Spec,
+        ref: SpaceRef,
+        session: str,
+        turn: str,
+        prompt: str | None,
+        extra_body: ExtraBody,
+    ) -> Source:
+        """Where a spec's files come from and go to for one turn."""
+        if isinstance(spec, PersistentDir):
+            ctx = TurnContext(
+                session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=extra_body
+            )
+            return AppSource(spec, ctx)
+        return StoreSource(self.store, ref, session)
 
     async def _fall_back(
         self, key: tuple[str, SpaceRef], exc: BaseException, space: str
@@ -342,14 +345,6 @@ class Memory:
         if inspect.isawaitable(outcome):
             await outcome
 
-    @staticmethod
-    def _lay_out(root: Path, mounts: Mapping[str, Mount]) -> None:
-        # A folder left by a turn this process never ended (a crash) is stale.
-        copymode.remove(root)
-        root.mkdir(parents=True)
-        for mount in mounts.values():
-            copymode.materialize(mount.path, mount.loaded.files, read_only=mount.read_only)
-
     def _note_space(self, spec: Spec, mount: Mount) -> NoteSpace:
         return NoteSpace(
             path=mount.name,
@@ -357,7 +352,7 @@ class Memory:
             layer=mount.layer,
             description=spec.description,
             writable=not mount.read_only,
-            files={path: len(content) for path, content in mount.loaded.files.items()},
+            files=mount.sizes,
             from_last_known_copy=mount.from_last_known_copy,
         )
 
@@ -369,15 +364,7 @@ class Memory:
         pending: dict[str, _Pending] = {}
         try:
             for name, mount in turn.mounts.items():
-                scan = await trio.to_thread.run_sync(
-                    partial(copymode.scan, mount.path, max_file_bytes=self.limits.max_file_bytes)
-                )
-                after = dict(scan.files)
-                for path in scan.refused:
-                    # What could not be read is left as it was, never taken as deleted.
-                    if path in mount.loaded.files:
-                        after[path] = mount.loaded.files[path]
-                changes = diff(mount.loaded.files, after)
+                changes, refused = await self.workspace.collect(turn.session, mount)
                 provenance = Provenance(
                     session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
                 )
@@ -388,10 +375,10 @@ class Memory:
                     has_changes=not changes.is_empty(),
                 )
                 spaces[name] = await self._finish(
-                    action, mount, changes, dict(scan.refused), provenance, pending
+                    action, mount, changes, refused, provenance, pending
                 )
         finally:
-            await trio.to_thread.run_sync(copymode.remove, turn.root)
+            await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, pending)
 
     async def _finish(
@@ -453,8 +440,7 @@ class Memory:
         refused: dict[str, MemfsError],
         provenance: Provenance,
     ) -> SpaceResult:
-        base_sizes = {path: len(content) for path, content in mount.loaded.files.items()}
-        accepted, over = apply_limits(changes, base_sizes, self.limits)
+        accepted, over = apply_limits(changes, mount.sizes, self.limits)
         refused = {**refused, **over}
         errors = {path: str(exc) for path, exc in refused.items()}
         if accepted.is_empty():
@@ -466,9 +452,7 @@ class Memory:
                 errors=errors,
             )
         try:
-            stored = await mount.source.store(
-                accepted, cursor=mount.loaded.cursor, provenance=provenance
-            )
+            stored = await mount.source.store(accepted, cursor=mount.cursor, provenance=provenance)
         except Exception as exc:
             if isinstance(exc, ConfigError):
                 raise  # a mistake in the app or config: fail loudly

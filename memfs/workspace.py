@@ -1,0 +1,91 @@
+"""Where a turn's working copies live: the seam between the turn engine and its mounts.
+
+The engine decides; a workspace lays the loaded files out for the agent and,
+at turn end, says what changed. ``CopyWorkspace`` copies files into plain
+folders and scans them back (O(space) both ways). The daemon's FUSE overlay
+implements the same protocol and reports only the paths a turn touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import trio
+
+from memfs import copymode
+from memfs.core.diff import diff
+from memfs.core.errors import MemfsError
+from memfs.core.models import ChangeSet, Loaded
+
+if TYPE_CHECKING:
+    from memfs.turns import Mount
+
+
+class Workspace(Protocol):
+    def root(self, session: str) -> Path:
+        """The session's directory, holding one folder per mount."""
+        ...
+
+    async def open(
+        self, session: str, turn: str, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]
+    ) -> None:
+        """Lay out a new turn's mounts from what was loaded."""
+        ...
+
+    async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
+        """What the turn changed in one mount, and the paths refused, with why."""
+        ...
+
+    async def close(self, session: str) -> None:
+        """Drop the session's working copies."""
+        ...
+
+
+class CopyWorkspace:
+    """Working copies as plain folders under ``workdir/<session>/``."""
+
+    def __init__(self, workdir: Path, *, max_file_bytes: int) -> None:
+        self.workdir = workdir
+        self.max_file_bytes = max_file_bytes
+        self._base: dict[tuple[str, str], dict[str, bytes]] = {}
+
+    def root(self, session: str) -> Path:
+        return self.workdir / session
+
+    async def open(
+        self, session: str, turn: str, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]
+    ) -> None:
+        for name in mounts:
+            self._base[(session, name)] = loaded[name].files
+        await trio.to_thread.run_sync(self._lay_out, self.root(session), mounts, loaded)
+
+    @staticmethod
+    def _lay_out(root: Path, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]) -> None:
+        # A folder left by a turn this process never ended (a crash) is stale.
+        copymode.remove(root)
+        root.mkdir(parents=True)
+        for name, mount in mounts.items():
+            copymode.materialize(mount.path, loaded[name].files, read_only=mount.read_only)
+
+    async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
+        base = self._base[(session, mount.name)]
+        scan = await trio.to_thread.run_sync(
+            partial(copymode.scan, mount.path, max_file_bytes=self.max_file_bytes)
+        )
+        after = dict(scan.files)
+        for path in scan.refused:
+            # What could not be read is left as it was, never taken as deleted.
+            if path in base:
+                after[path] = base[path]
+        return diff(base, after), dict(scan.refused)
+
+    async def close(self, session: str) -> None:
+        for key in [key for key in self._base if key[0] == session]:
+            del self._base[key]
+        await trio.to_thread.run_sync(copymode.remove, self.root(session))
+
+
+__all__ = ["CopyWorkspace", "Workspace"]
