@@ -1,0 +1,359 @@
+"""The folder store: each space is a plain folder of files on disk, saved at once.
+
+This module owns the on-disk layout under the store's root and every read and
+write of it::
+
+    org/<org>/<space>/...             org-layer spaces
+    people/<org>/<user>/<space>/...   a person's own spaces
+    dirs/<org>/<space>/...            app-defined persistent dirs
+    .locks/<same path>.lock           one lock file per space
+
+People may edit these files by hand; the next load sees what is there. There
+is no history and no review: a saved change set simply becomes the folder's
+content. What ``load`` sees is the regular files under the space folder with
+UTF-8 names; symlinks, FIFOs, devices, sockets, names that are not UTF-8 and
+this store's own temp files are skipped, never followed or opened. A write to
+a path that passes through a symlink is refused; that check runs before
+writing, so people who can write the root are trusted not to swap a folder
+for a symlink in the middle of a store.
+
+Conflicts cover the whole space. The cursor is a hash of the space's content
+(every path with the digest of its bytes), so a store whose cursor no longer
+matches conflicts on every path it touches, even when only other files of the
+space changed since the snapshot — including a file a person dropped in by
+hand. Nothing of a conflicting change set is written.
+
+Each store runs under an exclusive ``flock`` on the space's lock file, so
+several processes (and threads) sharing one root never interleave a check
+with another's apply. Every file is written to a temp file in its folder,
+fsynced and renamed over the target, so a crash leaves the old or the new
+content, never a torn file. All I/O runs in worker threads, off the trio loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import trio
+
+from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
+from memfs.core.models import ChangeSet, Loaded, Provenance, SpaceRef, Stored, digest
+from memfs.core.names import check_path, decode_fs_name
+
+TEMP_PREFIX = ".memfs-tmp-"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
+# Bumping this changes every cursor, so snapshots taken under another manifest
+# encoding can never be mistaken for current ones.
+_MANIFEST_HEADER = b"memfs-folder-manifest-v1\n"
+
+
+def _cursor(manifest: Mapping[str, str]) -> str:
+    """The hash of a space's content: its sorted (path, content digest) pairs."""
+    h = hashlib.sha256(_MANIFEST_HEADER)
+    for path in sorted(manifest):
+        # Paths never hold NUL (check_path), so the encoding is unambiguous.
+        h.update(path.encode("utf-8") + b"\0" + manifest[path].encode("ascii") + b"\n")
+    return h.hexdigest()
+
+
+EMPTY_CURSOR = _cursor({})
+
+
+@contextlib.contextmanager
+def _unavailable(what: str, ref: SpaceRef) -> Iterator[None]:
+    """Report a filesystem failure as the store being unavailable, cause attached."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreUnavailable(f"the folder store could not {what}: {exc}", path=str(ref)) from exc
+
+
+def _fsync_dir(path: Path) -> None:
+    # A rename, unlink or mkdir is durable only once its directory is fsynced.
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _ensure_dir(path: Path, dirty: set[Path]) -> None:
+    """``mkdir -p`` that remembers which parents gained an entry and need an fsync."""
+    missing: list[Path] = []
+    probe = path
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer made it first
+            os.mkdir(folder)
+            dirty.add(folder.parent)
+
+
+def _read_regular(name: str, dir_fd: int) -> bytes | None:
+    """A regular file's bytes, or None if it is gone or was swapped for something else.
+
+    O_NOFOLLOW and O_NONBLOCK keep a symlink or FIFO put there since the scan
+    from being followed or from blocking the read.
+    """
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO):
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def _walk(dir_fd: int, prefix: str, files: dict[str, bytes]) -> None:
+    # Directories are entered by descriptor with O_NOFOLLOW, so one swapped for
+    # a symlink between the scan and the descent is refused, not followed.
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                path = check_path(prefix + decode_fs_name(os.fsencode(name)))
+            except InvalidName:
+                continue  # not UTF-8 or over the length limits: no change set could name it
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    sub = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                        continue  # gone or replaced since the scan
+                    raise
+                try:
+                    _walk(sub, path + "/", files)
+                finally:
+                    os.close(sub)
+            elif entry.is_file(follow_symlinks=False):
+                content = _read_regular(name, dir_fd)
+                if content is not None:
+                    files[path] = content
+
+
+def _read_space(folder: Path) -> dict[str, bytes]:
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except FileNotFoundError:
+        return {}  # a space nobody has written to yet
+    files: dict[str, bytes] = {}
+    try:
+        _walk(fd, "", files)
+    finally:
+        os.close(fd)
+    return files
+
+
+def _write_atomically(target: Path, content: bytes) -> None:
+    temp = target.with_name(f"{TEMP_PREFIX}{secrets.token_hex(8)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            with contextlib.suppress(FileNotFoundError):
+                # Keep the permissions a person gave the file; replacing must not reset them.
+                old = os.lstat(target)
+                if stat.S_ISREG(old.st_mode):
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _remove_empty_parents(target: Path, space: Path, dirty: set[Path]) -> None:
+    folder = target.parent
+    while folder != space:
+        try:
+            os.rmdir(folder)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return  # still holds something, so every folder above does too
+            raise
+        dirty.discard(folder)
+        folder = folder.parent
+        dirty.add(folder)
+
+
+class FolderStore:
+    """A store that keeps each space as a plain folder under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(os.path.abspath(root))
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError("the folder store's root is not a folder", path=str(self.root))
+        # flock is per open file, but where it is emulated with fcntl locks (some
+        # network filesystems) it is per process; this keeps our own threads apart.
+        self._thread_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FolderStore({str(self.root)!r})"
+
+    def _parts(self, ref: SpaceRef) -> tuple[str, ...]:
+        if ref.layer == "org":
+            return ("org", ref.org, ref.space)
+        if ref.layer == "user":
+            assert ref.user is not None  # SpaceRef refuses a user layer without one
+            return ("people", ref.org, ref.user, ref.space)
+        return ("dirs", ref.org, ref.space)
+
+    def folder(self, ref: SpaceRef) -> Path:
+        """Where the space's files live."""
+        return self.root.joinpath(*self._parts(ref))
+
+    def _lock_path(self, ref: SpaceRef) -> Path:
+        *parents, space = self._parts(ref)
+        return self.root.joinpath(".locks", *parents, f"{space}.lock")
+
+    async def load(self, ref: SpaceRef, session: str) -> Loaded:
+        return await trio.to_thread.run_sync(self._load_sync, ref)
+
+    def _load_sync(self, ref: SpaceRef) -> Loaded:
+        with _unavailable("read the space", ref), self._shared_lock(ref):
+            files = _read_space(self.folder(ref))
+        revisions = {path: digest(content) for path, content in files.items()}
+        return Loaded(files=files, cursor=_cursor(revisions), revisions=revisions)
+
+    @contextlib.contextmanager
+    def _shared_lock(self, ref: SpaceRef) -> Iterator[None]:
+        # Waits out a store in progress so a load never sees half a change set.
+        # No lock file means no store has run yet; loads never create files.
+        try:
+            fd = os.open(self._lock_path(ref), os.O_RDONLY)
+        except FileNotFoundError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _exclusive_lock(self, ref: SpaceRef) -> Iterator[None]:
+        lock = self._lock_path(ref)
+        _ensure_dir(lock.parent, set())  # lock files need no durability
+        with self._thread_lock:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the last descriptor releases the flock
+
+    async def store(
+        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored:
+        # Not cancellable once started: abandoning the thread mid-apply would
+        # return before the lock is released and the writes are durable.
+        return await trio.to_thread.run_sync(self._store_sync, ref, changes, cursor)
+
+    def _store_sync(self, ref: SpaceRef, changes: ChangeSet, cursor: str | None) -> Stored:
+        with _unavailable("save the space", ref):
+            _ensure_dir(self.root, set())
+            with self._exclusive_lock(ref):
+                space = self.folder(ref)
+                manifest = {p: digest(c) for p, c in _read_space(space).items()}
+                current = _cursor(manifest)
+                if cursor is not None and cursor != current:
+                    return Stored(status="conflict", conflicts=changes.paths, cursor=current)
+                return self._apply(space, manifest, changes)
+
+    def _target(self, space: Path, path: str) -> Path:
+        """The file ``path`` names, refused if it would leave the space or pass a symlink."""
+        check_path(path)
+        if any(segment.startswith(TEMP_PREFIX) for segment in path.split("/")):
+            raise InvalidName(f"names starting {TEMP_PREFIX!r} are the store's own", path=path)
+        target = space.joinpath(*path.split("/"))
+        # Resolving the parent follows any symlink on the way; a path free of
+        # them resolves to itself, so any difference means it leads elsewhere.
+        try:
+            leads_elsewhere = target.parent.resolve() != space.resolve().joinpath(
+                *path.split("/")[:-1]
+            )
+        except RuntimeError:  # a symlink loop, on Pythons before 3.13
+            leads_elsewhere = True
+        if leads_elsewhere:
+            raise Unsupported("the path passes through a symlink in the folder store", path=path)
+        return target
+
+    def _apply(self, space: Path, manifest: dict[str, str], changes: ChangeSet) -> Stored:
+        writes = {**changes.created, **changes.updated}
+        # Check everything before touching disk, so a refused change set writes nothing.
+        targets = {path: self._target(space, path) for path in changes.paths}
+        for path in changes.deleted:
+            if path not in manifest:
+                raise InvalidName("cannot delete a file the space does not hold", path=path)
+        final = {p for p in manifest if p not in changes.deleted} | set(writes)
+        for path in sorted(final):
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in final:
+                    raise InvalidName("a path would be both a file and a folder", path=path)
+        for path in writes:
+            # A folder where a file goes must be empty, or emptied by this change set's
+            # deletions; one holding files load skips (or a person's files) stays put.
+            if (
+                _is_real_dir(targets[path])
+                and any(targets[path].iterdir())
+                and not any(d.startswith(path + "/") for d in changes.deleted)
+            ):
+                raise InvalidName("a folder is in the way of this file", path=path)
+
+        dirty: set[Path] = set()
+        revisions: dict[str, str] = {}
+        # Deletions first, so "delete a, create a/b.md" (and the reverse) find the way clear.
+        for path in sorted(changes.deleted):
+            os.unlink(targets[path])
+            dirty.add(targets[path].parent)
+            _remove_empty_parents(targets[path], space, dirty)
+            del manifest[path]
+            revisions[path] = "deleted"
+        for path, content in sorted(writes.items()):
+            _ensure_dir(targets[path].parent, dirty)
+            if _is_real_dir(targets[path]):
+                os.rmdir(targets[path])  # empty by now; a folder holds no content here
+            _write_atomically(targets[path], content)
+            dirty.add(targets[path].parent)
+            manifest[path] = revisions[path] = digest(content)
+        for folder in sorted(dirty, key=lambda p: len(p.parts), reverse=True):
+            _fsync_dir(folder)
+        # From what we wrote, not a fresh scan: a file someone drops in meanwhile
+        # must still make the caller's next store conflict.
+        return Stored(status="saved", revisions=revisions, cursor=_cursor(manifest))
+
+    async def aclose(self) -> None:
+        """Nothing to release: every call opens and closes what it uses."""
+
+
+__all__ = ["EMPTY_CURSOR", "TEMP_PREFIX", "FolderStore"]
