@@ -8,12 +8,24 @@ from pathlib import Path
 import pytest
 
 from memfs.stores.base import Store
+from memfs.stores.folder import FolderStore
 from memfs.stores.open import open_store
+from memfs.stores.sqlite import SqliteStore
 from memfs.testing import COMMON_CHECKS, MANAGED_CHECKS, check_store, run_check
 
 BACKENDS: dict[str, tuple[bool, Callable[[Path], Callable[[], Store]]]] = {
     # name: (managed, factory of make_store for a tmp dir)
     "memory": (True, lambda tmp: lambda: open_store("memory://")),
+    # a fresh folder per store, as the contract wants a fresh store per check
+    "folder": (
+        False,
+        lambda tmp: (lambda n: lambda: FolderStore(tmp / f"folder-{n()}"))(_counter()),
+    ),
+    # a fresh database file per store, likewise
+    "sqlite": (
+        True,
+        lambda tmp: (lambda n: lambda: SqliteStore(tmp / f"memfs-{n()}.db"))(_counter()),
+    ),
 }
 
 

@@ -1,0 +1,448 @@
+"""The SQLite store: the embedded default, a managed store in one database file.
+
+This module owns the database file and its schema: the migration steps that
+build it, and every read and write of it. Three tables hold everything::
+
+    spaces      one row per (layer, org, user, space); user is '' outside the user layer
+    revisions   every write ever made, with its provenance; content NULL is a deletion
+    live        (space, path) -> the revision that is the file's current content
+
+Cursors and revision ids are row ids of ``revisions``: a space's cursor is its
+largest revision id, and a store conflicts on each path it touches whose
+latest revision is newer than the cursor, as in the memory store. The check
+and the writes run in one ``BEGIN IMMEDIATE`` transaction, so several
+processes writing the same file serialize on SQLite's write lock and a
+conflicting or failing change set writes nothing.
+
+One connection per store, used from worker threads under a lock, so trio
+never blocks on the database. Every SQLite error leaves this module as
+``StoreUnavailable`` with the original as its cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import trio
+
+from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    Loaded,
+    Provenance,
+    Revision,
+    SpaceRef,
+    Stored,
+    digest,
+)
+from memfs.core.names import check_path
+from memfs.core.policy import moved_on, parse_cursor
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 5000
+
+# Each step takes the schema from version i to i + 1 (``PRAGMA user_version``).
+# Steps run inside one write transaction with the version bump, so a crash or a
+# second process opening the same new file never sees half a schema.
+_SCHEMA_V1 = (
+    """
+    CREATE TABLE spaces (
+        id INTEGER PRIMARY KEY,
+        layer TEXT NOT NULL,
+        org TEXT NOT NULL,
+        "user" TEXT NOT NULL,
+        space TEXT NOT NULL,
+        UNIQUE (layer, org, "user", space)
+    )
+    """,
+    # AUTOINCREMENT: ids are never reused, so a cursor can never point at a
+    # revision that was removed and then handed out again.
+    """
+    CREATE TABLE revisions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        path TEXT NOT NULL,
+        content BLOB,
+        sha256 TEXT,
+        size INTEGER NOT NULL,
+        origin TEXT NOT NULL,
+        session TEXT,
+        turn TEXT,
+        prompt TEXT,
+        by_id TEXT,
+        by_label TEXT,
+        by_role TEXT,
+        approved_by_id TEXT,
+        approved_by_label TEXT,
+        approved_by_role TEXT,
+        created_at TEXT NOT NULL,
+        CHECK ((content IS NULL) = (sha256 IS NULL))
+    )
+    """,
+    "CREATE INDEX revisions_by_path ON revisions (space_id, path, id)",
+    # A space's cursor is MAX(id) of its revisions; this makes that one index seek.
+    "CREATE INDEX revisions_by_space ON revisions (space_id, id)",
+    """
+    CREATE TABLE live (
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        path TEXT NOT NULL,
+        revision_id INTEGER NOT NULL REFERENCES revisions (id),
+        PRIMARY KEY (space_id, path)
+    ) WITHOUT ROWID
+    """,
+)
+
+
+def _create_core_tables(conn: sqlite3.Connection) -> None:
+    # Statement by statement: executescript would commit the migration's transaction.
+    for statement in _SCHEMA_V1:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_core_tables,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@contextlib.contextmanager
+def _map_exceptions(path: Path) -> Iterator[None]:
+    """Report any SQLite failure as the store being unavailable, cause attached."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"the sqlite store failed: {exc}", path=str(path)) from exc
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return  # the common case: no write lock taken just to open
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Read again under the write lock: another process may have migrated meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the database has schema version {version}, newer than this memfs "
+                f"understands ({SCHEMA_VERSION}); upgrade memfs",
+                path=str(path),
+            )
+        for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+            step(conn)
+            # PRAGMA takes no parameters; number is an int we computed.
+            conn.execute(f"PRAGMA user_version = {number:d}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _timestamp(at: datetime) -> str:
+    # memfs makes aware times (models.now); a naive one from an app is taken as UTC
+    # rather than the host's zone, so the stored instant never depends on the host.
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).isoformat()
+
+
+def _by(id_: str | None, label: str | None, role: str | None) -> By | None:
+    return None if id_ is None else By(id=id_, label=label, role=role)
+
+
+def _space_id(conn: sqlite3.Connection, ref: SpaceRef) -> int | None:
+    row = conn.execute(
+        'SELECT id FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
+        (ref.layer, ref.org, ref.user or "", ref.space),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _ensure_space(conn: sqlite3.Connection, ref: SpaceRef) -> int:
+    conn.execute(
+        'INSERT INTO spaces (layer, org, "user", space) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+        (ref.layer, ref.org, ref.user or "", ref.space),
+    )
+    space_id = _space_id(conn, ref)
+    assert space_id is not None  # inserted just above, in this transaction
+    return space_id
+
+
+def _cursor(conn: sqlite3.Connection, space_id: int | None) -> int:
+    if space_id is None:
+        return 0
+    row = conn.execute("SELECT MAX(id) FROM revisions WHERE space_id = ?", (space_id,)).fetchone()
+    return 0 if row[0] is None else int(row[0])
+
+
+def _load(conn: sqlite3.Connection, ref: SpaceRef) -> Loaded:
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        return Loaded(files={}, cursor="0", revisions={})
+    files: dict[str, bytes] = {}
+    revisions: dict[str, str] = {}
+    for path, revision_id, content in conn.execute(
+        "SELECT live.path, live.revision_id, revisions.content FROM live"
+        " JOIN revisions ON revisions.id = live.revision_id"
+        " WHERE live.space_id = ? ORDER BY live.path",
+        (space_id,),
+    ):
+        files[path] = bytes(content)
+        revisions[path] = str(revision_id)
+    return Loaded(files=files, cursor=str(_cursor(conn, space_id)), revisions=revisions)
+
+
+def _record(
+    conn: sqlite3.Connection,
+    space_id: int,
+    path: str,
+    content: bytes | None,
+    provenance: Provenance,
+) -> int:
+    by = provenance.by
+    cur = conn.execute(
+        "INSERT INTO revisions (space_id, path, content, sha256, size, origin, session, turn,"
+        " prompt, by_id, by_label, by_role, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            space_id,
+            path,
+            content,
+            None if content is None else digest(content),
+            0 if content is None else len(content),
+            provenance.origin,
+            provenance.session,
+            provenance.turn,
+            provenance.prompt,
+            None if by is None else by.id,
+            None if by is None else by.label,
+            None if by is None else by.role,
+            _timestamp(provenance.at),
+        ),
+    )
+    assert cur.lastrowid is not None  # always set after an INSERT into a rowid table
+    return cur.lastrowid
+
+
+def _store(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+) -> Stored:
+    space_id = _space_id(conn, ref)
+    current = _cursor(conn, space_id)
+    if base is not None and space_id is not None:
+        last_change: dict[str, int] = {}
+        for path in changes.paths:
+            (latest,) = conn.execute(
+                "SELECT MAX(id) FROM revisions WHERE space_id = ? AND path = ?", (space_id, path)
+            ).fetchone()
+            if latest is not None:
+                last_change[path] = int(latest)
+        conflicts = moved_on(changes.paths, last_change, base)
+        if conflicts:
+            return Stored(status="conflict", conflicts=conflicts, cursor=str(current))
+    if changes.is_empty():
+        return Stored(status="saved", cursor=str(current))
+    if space_id is None:
+        space_id = _ensure_space(conn, ref)
+
+    written: dict[str, str] = {}
+    for path, content in sorted({**changes.created, **changes.updated}.items()):
+        current = _record(conn, space_id, path, content, provenance)
+        conn.execute(
+            "INSERT INTO live (space_id, path, revision_id) VALUES (?, ?, ?)"
+            " ON CONFLICT (space_id, path) DO UPDATE SET revision_id = excluded.revision_id",
+            (space_id, path, current),
+        )
+        written[path] = str(current)
+    for path in changes.deleted:
+        # Checked here rather than up front: the caller's transaction rolls back
+        # the writes above, so a refused change set still writes nothing.
+        gone = conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
+        if gone.rowcount != 1:
+            raise InvalidName("cannot delete a file the space does not hold", path=path)
+        current = _record(conn, space_id, path, None, provenance)
+        written[path] = str(current)
+    return Stored(status="saved", revisions=written, cursor=str(current))
+
+
+def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revision]:
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        return []
+    rows = conn.execute(
+        "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
+        " approved_by_id, approved_by_label, approved_by_role, created_at"
+        " FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
+        (space_id, path),
+    ).fetchall()
+    return [
+        Revision(
+            id=str(row["id"]),
+            path=path,
+            sha256=row["sha256"],
+            size=row["size"],
+            deleted=row["sha256"] is None,
+            provenance=Provenance(
+                origin=row["origin"],
+                session=row["session"],
+                turn=row["turn"],
+                prompt=row["prompt"],
+                by=_by(row["by_id"], row["by_label"], row["by_role"]),
+                at=datetime.fromisoformat(row["created_at"]),
+            ),
+            approved_by=_by(
+                row["approved_by_id"], row["approved_by_label"], row["approved_by_role"]
+            ),
+        )
+        for row in rows
+    ]
+
+
+def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
+    rows = conn.execute(
+        'SELECT layer, org, "user", space FROM spaces'
+        " WHERE EXISTS (SELECT 1 FROM revisions WHERE revisions.space_id = spaces.id)"
+    ).fetchall()
+    refs = [
+        SpaceRef(layer=layer, org=org, user=user or None, space=space)
+        for layer, org, user, space in rows
+    ]
+    return sorted(refs, key=str)
+
+
+class SqliteStore:
+    """A managed store in the SQLite database file ``path``.
+
+    The file is created on first use; its folder must already exist.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(os.path.abspath(path))
+        # Checked now, not on first use, so a mistyped state dir fails at start.
+        if not self.path.parent.is_dir():
+            raise ConfigError(
+                "the sqlite store's folder does not exist; create it first", path=str(self.path)
+            )
+        if self.path.is_dir():
+            raise ConfigError("the sqlite store's path is a folder", path=str(self.path))
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    def _connect(self) -> sqlite3.Connection:
+        """The store's connection, opened and migrated on first use. Call with the lock held."""
+        if self._closed:
+            raise StoreUnavailable("the sqlite store is closed", path=str(self.path))
+        if self._conn is not None:
+            return self._conn
+        # isolation_level=None: the sqlite3 module must not open transactions of
+        # its own; every transaction here is begun explicitly, with the mode it needs.
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            # WAL: loads read a consistent snapshot without blocking writers, and
+            # writers from other processes queue on the write lock.
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL, not NORMAL: under WAL, NORMAL may lose the last commits on power
+            # loss, and a store answers "saved" only for what is durable.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _migrate(conn, self.path)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""
+        with self._lock, _map_exceptions(self.path):
+            conn = self._connect()
+            # IMMEDIATE takes the write lock before the conflict check reads, so no
+            # other process can write between the check and our writes.
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._abandon(conn)
+                raise
+            return result
+
+    def _abandon(self, conn: sqlite3.Connection) -> None:
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            # Closing rolls back too; the next call opens a fresh connection. The
+            # error that got us here is the one worth reporting, so this one is dropped.
+            conn.close()
+            self._conn = None
+
+    async def load(self, ref: SpaceRef, session: str) -> Loaded:
+        # One read transaction: the files and the cursor come from the same snapshot.
+        return await trio.to_thread.run_sync(self._run_load, ref)
+
+    def _run_load(self, ref: SpaceRef) -> Loaded:
+        return self._run(lambda conn: _load(conn, ref), write=False)
+
+    async def store(
+        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored:
+        base = parse_cursor(cursor)
+        # Not cancellable once started (run_sync's default): the transaction
+        # either commits or rolls back before this returns.
+        return await trio.to_thread.run_sync(self._run_store, ref, changes, base, provenance)
+
+    def _run_store(
+        self, ref: SpaceRef, changes: ChangeSet, base: int | None, provenance: Provenance
+    ) -> Stored:
+        return self._run(lambda conn: _store(conn, ref, changes, base, provenance), write=True)
+
+    async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
+        return await trio.to_thread.run_sync(self._run_store, ref, changes, None, provenance)
+
+    async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
+        check_path(path)
+        return await trio.to_thread.run_sync(self._run_history, ref, path)
+
+    def _run_history(self, ref: SpaceRef, path: str) -> list[Revision]:
+        return self._run(lambda conn: _history(conn, ref, path), write=False)
+
+    async def files(self, ref: SpaceRef) -> dict[str, bytes]:
+        return (await trio.to_thread.run_sync(self._run_load, ref)).files
+
+    async def spaces(self) -> list[SpaceRef]:
+        return await trio.to_thread.run_sync(self._run_spaces)
+
+    def _run_spaces(self) -> list[SpaceRef]:
+        return self._run(_spaces, write=False)
+
+    async def aclose(self) -> None:
+        """Close the connection; later calls raise ``StoreUnavailable``. Safe to call twice."""
+        await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock, _map_exceptions(self.path):
+            self._closed = True
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                conn.close()
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStore"]

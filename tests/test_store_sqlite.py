@@ -1,0 +1,270 @@
+"""The SQLite store: one database file, durable, shared safely by several processes.
+
+The store contract itself runs in ``test_store_conformance.py``; these pin
+what is particular to keeping memory in SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import trio
+
+from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
+from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Stored
+from memfs.stores.base import ManagedStore
+from memfs.stores.open import open_store
+from memfs.stores.sqlite import SCHEMA_VERSION, SqliteStore
+
+ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
+DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
+PROV = Provenance(
+    session="s1",
+    turn="t1",
+    prompt="remember this",
+    by=By(id="dana", label="Dana", role="underwriter"),
+    at=datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=UTC),
+)
+
+
+@contextlib.contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain connection to the store's file, to look at (or tamper with) it directly."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+async def save(store: SqliteStore, ref: SpaceRef, changes: ChangeSet) -> Stored:
+    loaded = await store.load(ref, "s1")
+    stored = await store.store(ref, changes, cursor=loaded.cursor, provenance=PROV)
+    assert stored.status == "saved", stored
+    return stored
+
+
+async def test_sqlite_store_is_a_managed_store_opened_from_its_url(tmp_path: Path) -> None:
+    store = open_store(f"sqlite://{tmp_path}/memfs.db")
+    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ManagedStore)
+    assert store.path == tmp_path / "memfs.db"
+    await store.aclose()
+
+
+async def test_sqlite_store_creates_the_file_on_first_use(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    assert not (tmp_path / "memfs.db").exists()
+    assert (await store.load(ORG, "s1")).cursor == "0"
+    assert (tmp_path / "memfs.db").is_file()
+    await store.aclose()
+
+
+async def test_sqlite_store_uses_wal_mode(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    with raw(tmp_path / "memfs.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    await store.aclose()
+
+
+async def test_sqlite_store_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    first = await save(store, ORG, ChangeSet(created={"a.md": b"a1", "b.md": b"b"}))
+    await save(store, ORG, ChangeSet(updated={"a.md": b"a2"}, deleted=("b.md",)))
+    await save(store, DANA, ChangeSet(created={"mine.md": b"dana"}))
+    before = await store.load(ORG, "s1")
+    await store.aclose()
+
+    reopened = SqliteStore(path)
+    after = await reopened.load(ORG, "s2")
+    assert after == before
+    assert after.files == {"a.md": b"a2"}
+    assert await reopened.files(DANA) == {"mine.md": b"dana"}
+    assert await reopened.spaces() == sorted([ORG, DANA], key=str)
+    history = await reopened.history(ORG, "a.md")
+    assert history[0].id == first.revisions["a.md"]
+    assert [r.deleted for r in history] == [False, False]
+    assert history[0].provenance == PROV  # every field, the time to the microsecond
+    assert history[0].approved_by is None
+    assert [r.deleted for r in await reopened.history(ORG, "b.md")] == [False, True]
+    await reopened.aclose()
+
+
+async def test_sqlite_store_keeps_empty_files_apart_from_deletions(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    await save(store, ORG, ChangeSet(created={"empty.md": b""}))
+    assert (await store.load(ORG, "s1")).files == {"empty.md": b""}
+    (revision,) = await store.history(ORG, "empty.md")
+    assert not revision.deleted
+    assert revision.size == 0
+    assert revision.sha256 is not None
+    await store.aclose()
+
+
+async def test_sqlite_store_missing_directory_is_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "no-such-dir" / "memfs.db"
+    with pytest.raises(ConfigError) as caught:
+        SqliteStore(path)
+    assert caught.value.path == str(path)
+    assert not path.parent.exists()  # never created behind the operator's back
+
+
+def test_sqlite_store_path_that_is_a_folder_is_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        SqliteStore(tmp_path)
+
+
+async def test_sqlite_store_database_error_becomes_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    path.write_bytes(b"this is not a database, just garbage bytes\n" * 100)
+    store = SqliteStore(path)
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.load(ORG, "s1")
+    assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)
+    assert caught.value.path == str(path)
+    await store.aclose()
+
+
+async def test_sqlite_store_refuses_a_database_from_a_newer_memfs(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    with raw(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    store = SqliteStore(path)
+    with pytest.raises(ConfigError, match="newer"):
+        await store.load(ORG, "s1")
+    await store.aclose()
+
+
+async def test_sqlite_store_two_connections_same_file_conflict_per_file(tmp_path: Path) -> None:
+    # Two store objects on one file stand for two daemons sharing the embedded store.
+    path = tmp_path / "memfs.db"
+    one, two = SqliteStore(path), SqliteStore(path)
+    await save(one, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    seen_by_one = await one.load(ORG, "s1")
+    seen_by_two = await two.load(ORG, "s2")
+    assert seen_by_two == seen_by_one
+
+    ok = await one.store(
+        ORG, ChangeSet(updated={"a.md": b"from one"}), cursor=seen_by_one.cursor, provenance=PROV
+    )
+    assert ok.status == "saved"
+    late = await two.store(
+        ORG,
+        ChangeSet(updated={"a.md": b"from two"}, created={"c.md": b"c"}),
+        cursor=seen_by_two.cursor,
+        provenance=PROV,
+    )
+    assert late.status == "conflict"
+    assert late.conflicts == ("a.md",)
+    assert late.cursor == ok.cursor
+    other = await two.store(
+        ORG, ChangeSet(updated={"b.md": b"from two"}), cursor=seen_by_two.cursor, provenance=PROV
+    )
+    assert other.status == "saved"
+    assert await one.files(ORG) == {"a.md": b"from one", "b.md": b"from two"}
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_sqlite_store_concurrent_stores_from_two_connections_serialize(
+    tmp_path: Path,
+) -> None:
+    # Both check and write at once; the write lock taken at BEGIN lets exactly one through.
+    path = tmp_path / "memfs.db"
+    stores = [SqliteStore(path) for _ in range(4)]
+    snapshot = await stores[0].load(ORG, "s1")
+    results: list[Stored] = []
+
+    async def write(store: SqliteStore, n: int) -> None:
+        results.append(
+            await store.store(
+                ORG,
+                ChangeSet(created={"x.md": str(n).encode()}),
+                cursor=snapshot.cursor,
+                provenance=PROV,
+            )
+        )
+
+    async with trio.open_nursery() as nursery:
+        for n, store in enumerate(stores):
+            nursery.start_soon(write, store, n)
+    assert sorted(r.status for r in results) == ["conflict", "conflict", "conflict", "saved"]
+    assert len(await stores[0].history(ORG, "x.md")) == 1
+    for store in stores:
+        await store.aclose()
+
+
+async def test_sqlite_store_failed_store_writes_nothing(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    await save(store, ORG, ChangeSet(created={"keep.md": b"k"}))
+    before = await store.load(ORG, "s1")
+    with pytest.raises(InvalidName):
+        await store.store(
+            ORG,
+            ChangeSet(created={"new.md": b"n"}, updated={"keep.md": b"k2"}, deleted=("gone.md",)),
+            cursor=before.cursor,
+            provenance=PROV,
+        )
+    assert await store.load(ORG, "s1") == before
+    assert await store.history(ORG, "new.md") == []
+    assert len(await store.history(ORG, "keep.md")) == 1
+    with pytest.raises(InvalidName):
+        await store.put(DANA, ChangeSet(created={"a.md": b"a"}, deleted=("b.md",)), provenance=PROV)
+    assert await store.spaces() == [ORG]  # not even the new space's row survives
+    await store.aclose()
+
+
+async def test_sqlite_store_database_error_mid_store_rolls_back(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    await save(store, ORG, ChangeSet(created={"keep.md": b"k"}))
+    before = await store.load(ORG, "s1")
+    with raw(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON revisions WHEN NEW.path = 'z.md'"
+            " BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
+        )
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.store(
+            ORG,
+            ChangeSet(created={"a.md": b"a", "z.md": b"z"}, updated={"keep.md": b"k2"}),
+            cursor=before.cursor,
+            provenance=PROV,
+        )
+    assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)
+    assert await store.load(ORG, "s1") == before
+    # The store is still usable after the failure.
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    await store.aclose()
+
+
+async def test_sqlite_store_cursor_is_the_spaces_latest_revision_id(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    assert (await store.load(ORG, "s1")).cursor == "0"
+    stored = await save(store, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    assert stored.revisions == {"a.md": "1", "b.md": "2"}
+    assert stored.cursor == "2"
+    await save(store, DANA, ChangeSet(created={"a.md": b"a"}))
+    # Another space's write does not move this space's cursor.
+    assert (await store.load(ORG, "s1")).cursor == "2"
+    assert (await store.load(DANA, "s1")).cursor == "3"
+    with pytest.raises(ConfigError):
+        await store.store(ORG, ChangeSet(), cursor="not-ours", provenance=PROV)
+    await store.aclose()
+
+
+async def test_sqlite_store_aclose_is_idempotent_and_final(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(StoreUnavailable):
+        await store.load(ORG, "s1")
