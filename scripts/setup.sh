@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-pip bash coreutils sed grep)
+# fuse3 and libfuse3-dev for the daemon's FUSE mounts (pyfuse3 builds against libfuse3);
+# git, tar and procps for the tests that drive real tools inside a mount.
+APT_PACKAGES=(python3 python3-venv python3-pip python3-dev gcc pkg-config fuse3 libfuse3-dev
+  bash coreutils sed grep git tar procps)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

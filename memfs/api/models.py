@@ -1,0 +1,116 @@
+"""The JSON shapes of the control API, shared by the daemon, ``memfs.Client`` and the CLI.
+
+Field names here are public interface: the CLI prints exactly these objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memfs.core.models import Layer, Status
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartTurnRequest(Model):
+    session: str
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    prompt: str | None = None
+    uid: int | None = Field(default=None, ge=0)
+    gid: int | None = Field(default=None, ge=0)
+
+
+class MountInfo(Model):
+    path: str
+    read_only: bool
+    space: str
+    layer: Layer
+
+
+class TurnStarted(Model):
+    session: str
+    turn: str
+    root: str
+    mounts: dict[str, MountInfo]
+    note: str
+
+
+class SpaceOutcome(Model):
+    status: Status
+    created: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    not_saved: list[str] = Field(default_factory=list)
+    error: str | None = None
+    conflicts: list[str] = Field(default_factory=list)
+    errors: dict[str, str] = Field(default_factory=dict)
+
+
+class FileAccess(Model):
+    """What the filesystem saw a turn do to one file (path ``NAME/relative/path``)."""
+
+    read: str | None = None  # the exact revision read; None if not read, or not a stored revision
+    opened: bool = False  # opened for reading at least once
+    wrote: bool = False
+    created: bool = False
+    deleted: bool = False
+    renamed_from: str | None = None
+
+
+class TurnEnded(Model):
+    session: str
+    turn: str
+    spaces: dict[str, SpaceOutcome]
+    files: dict[str, FileAccess] = Field(default_factory=dict)
+
+
+class SessionClosed(Model):
+    session: str
+    closed: Literal[True] = True
+
+
+class SessionStatus(Model):
+    session: str
+    turn: str | None
+    root: str
+    mounts: list[str]
+    uid: int | None = None
+    gid: int | None = None
+
+
+class DaemonStatus(Model):
+    version: str
+    pid: int
+    mount_root: str
+    state_dir: str
+    store: str
+    sessions: list[SessionStatus]
+
+
+class Problem(Model):
+    """An error, as the API returns it (RFC 9457 problem details)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    error: str  # the memfs error class, e.g. "NotFound"
+    exit_code: int
+
+
+__all__ = [
+    "DaemonStatus",
+    "FileAccess",
+    "MountInfo",
+    "Problem",
+    "SessionClosed",
+    "SessionStatus",
+    "SpaceOutcome",
+    "StartTurnRequest",
+    "TurnEnded",
+    "TurnStarted",
+]
