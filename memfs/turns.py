@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from pydantic import Field
 
 from memfs.core.errors import (
     AlreadyCommitted,
@@ -33,6 +34,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     CommitMode,
+    Frozen,
     Layer,
     Limits,
     Loaded,
@@ -76,6 +78,32 @@ class Mount:
     sizes: dict[str, int]  # path -> size in bytes at the snapshot
     by: By | None
     source: Source = field(repr=False)
+
+
+class MountState(Frozen):
+    """A mount as a durable workspace writes it down, to rebuild the turn after a crash."""
+
+    name: str
+    ref: SpaceRef
+    read_only: bool
+    commit: CommitMode
+    from_last_known_copy: bool
+    cursor: str | None
+    snapshot: dict[str, str]
+    sizes: dict[str, int]
+    by: By | None
+
+
+class TurnState(Frozen):
+    """An open turn, as a durable workspace writes it down."""
+
+    session: str
+    turn: str
+    prompt: str | None
+    extra_body: dict[str, Any]
+    note: str
+    mounts: dict[str, MountState]
+    done: dict[str, SpaceResult] = Field(default_factory=dict)
 
 
 @dataclass
@@ -157,6 +185,32 @@ class Turn:
         self.mounts = mounts
         self.note = note
         self.ended = False
+        # Mounts already committed before a crash, by name: ending skips them.
+        self.done: dict[str, SpaceResult] = {}
+
+    def state(self) -> TurnState:
+        return TurnState(
+            session=self.session,
+            turn=self.id,
+            prompt=self.prompt,
+            extra_body=dict(self.extra_body),
+            note=self.note,
+            mounts={
+                name: MountState(
+                    name=name,
+                    ref=m.ref,
+                    read_only=m.read_only,
+                    commit=m.commit,
+                    from_last_known_copy=m.from_last_known_copy,
+                    cursor=m.cursor,
+                    snapshot=m.snapshot,
+                    sizes=m.sizes,
+                    by=m.by,
+                )
+                for name, m in self.mounts.items()
+            },
+            done=dict(self.done),
+        )
 
     async def end(self) -> CommitResult:
         """Scan each working copy, commit what changed, and remove the session's folder."""
@@ -255,16 +309,69 @@ class Memory:
                 if isinstance(outcome, Exception):
                     raise outcome
                 mounts[spec.path], loaded[spec.path] = outcome
-            await workspace.open(session, turn_id, mounts, loaded)
+            turn_obj.mounts = mounts
+            await workspace.open(turn_obj, loaded)
         except BaseException:
             del self._open[session]
             raise
-        turn_obj.mounts = mounts
         turn_obj.note = render_note(
             (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
             file_list_bytes=self.limits.note_file_list_bytes,
         )
         return turn_obj
+
+    def restore_turn(self, state: TurnState) -> Turn:
+        """An open turn again, from what a durable workspace wrote down before a crash.
+
+        Nothing is loaded: the turn keeps its snapshot and cursors, so ending it
+        commits against exactly what it loaded.
+        """
+        if state.session in self._open:
+            raise TurnOpen("this session already has an open turn", path=state.session)
+        specs = {spec.path: spec for spec in self.specs}
+        turn = Turn(
+            self,
+            session=state.session,
+            turn=state.turn,
+            root=self.workspace.root(state.session),
+            prompt=state.prompt,
+            extra_body=state.extra_body,
+            mounts={},
+            note=state.note,
+        )
+        for name, m in state.mounts.items():
+            spec = specs.get(name)
+            if spec is None:
+                raise ConfigError(
+                    "an open turn mounts a space the configuration no longer has", path=name
+                )
+            turn.mounts[name] = Mount(
+                name=name,
+                path=turn.root / name,
+                space=m.ref.space,
+                layer=m.ref.layer,
+                ref=m.ref,
+                read_only=m.read_only,
+                commit=m.commit,
+                from_last_known_copy=m.from_last_known_copy,
+                cursor=m.cursor,
+                snapshot=dict(m.snapshot),
+                sizes=dict(m.sizes),
+                by=m.by,
+                source=self.source_for(
+                    spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
+                ),
+            )
+        turn.done = dict(state.done)
+        self._open[state.session] = turn
+        return turn
+
+    def open_turn(self, session: str) -> Turn:
+        """The session's open turn, or ``NotFound``."""
+        try:
+            return self._open[session]
+        except KeyError:
+            raise NotFound("this session has no open turn", path=session) from None
 
     async def _mount(
         self,
@@ -364,6 +471,9 @@ class Memory:
         pending: dict[str, _Pending] = {}
         try:
             for name, mount in turn.mounts.items():
+                if name in turn.done:
+                    spaces[name] = turn.done[name]
+                    continue
                 changes, refused = await self.workspace.collect(turn.session, mount)
                 provenance = Provenance(
                     session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
@@ -377,6 +487,8 @@ class Memory:
                 spaces[name] = await self._finish(
                     action, mount, changes, refused, provenance, pending
                 )
+                turn.done[name] = spaces[name]
+                await self.workspace.record(turn, name, spaces[name])
         finally:
             await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, pending)

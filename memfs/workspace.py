@@ -21,7 +21,8 @@ from memfs.core.errors import MemfsError
 from memfs.core.models import ChangeSet, Loaded
 
 if TYPE_CHECKING:
-    from memfs.turns import Mount
+    from memfs.core.models import SpaceResult
+    from memfs.turns import Mount, Turn
 
 
 class Workspace(Protocol):
@@ -29,14 +30,16 @@ class Workspace(Protocol):
         """The session's directory, holding one folder per mount."""
         ...
 
-    async def open(
-        self, session: str, turn: str, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]
-    ) -> None:
-        """Lay out a new turn's mounts from what was loaded."""
+    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
+        """Lay out a new turn's mounts (``turn.mounts``) from what was loaded."""
         ...
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
         """What the turn changed in one mount, and the paths refused, with why."""
+        ...
+
+    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
+        """One mount of an ending turn is done; a durable workspace remembers it."""
         ...
 
     async def close(self, session: str) -> None:
@@ -55,12 +58,10 @@ class CopyWorkspace:
     def root(self, session: str) -> Path:
         return self.workdir / session
 
-    async def open(
-        self, session: str, turn: str, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]
-    ) -> None:
-        for name in mounts:
-            self._base[(session, name)] = loaded[name].files
-        await trio.to_thread.run_sync(self._lay_out, self.root(session), mounts, loaded)
+    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
+        for name in turn.mounts:
+            self._base[(turn.session, name)] = loaded[name].files
+        await trio.to_thread.run_sync(self._lay_out, turn.root, turn.mounts, loaded)
 
     @staticmethod
     def _lay_out(root: Path, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]) -> None:
@@ -81,6 +82,9 @@ class CopyWorkspace:
             if path in base:
                 after[path] = base[path]
         return diff(base, after), dict(scan.refused)
+
+    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
+        return None  # copy mode keeps nothing across processes
 
     async def close(self, session: str) -> None:
         for key in [key for key in self._base if key[0] == session]:

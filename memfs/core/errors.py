@@ -128,15 +128,85 @@ class NoIdentity(MemfsError):
     exit_code = 8
 
 
+class Exists(MemfsError):
+    """The name is taken: a create that must be new, or a rename that must not replace."""
+
+    errno = _errno.EEXIST
+    http_status = 409
+    exit_code = 5
+
+
+class NotADirectory(MemfsError):
+    """A path goes through, or an operation needs, a folder, and this is a file."""
+
+    errno = _errno.ENOTDIR
+    http_status = 400
+    exit_code = 2
+
+
+class IsADirectory(MemfsError):
+    """An operation on files was asked of a folder."""
+
+    errno = _errno.EISDIR
+    http_status = 400
+    exit_code = 2
+
+
+class NotEmpty(MemfsError):
+    """A folder that still holds entries cannot be removed or replaced."""
+
+    errno = _errno.ENOTEMPTY
+    http_status = 409
+    exit_code = 5
+
+
+class NotSupported(Unsupported):
+    """A feature memfs does not offer at all, such as extended attributes."""
+
+    errno = _errno.ENOTSUP
+
+
+class PermissionDenied(MemfsError):
+    """The caller may not do this here (outside any space, or not its own session)."""
+
+    errno = _errno.EPERM
+    http_status = 403
+    exit_code = 4
+
+
+class BadRequest(MemfsError):
+    """A request the control API could not read: not JSON, or missing or mistyped fields."""
+
+    errno = _errno.EINVAL
+    http_status = 400
+    exit_code = 2
+
+
+class DaemonUnavailable(MemfsError):
+    """No memfs daemon answers on the control socket: not running, or not ours to use."""
+
+    errno = _errno.ECONNREFUSED
+    http_status = 503
+    exit_code = 9
+
+
 __all__ = [
     "AlreadyCommitted",
+    "BadRequest",
     "ConfigError",
     "Conflict",
+    "DaemonUnavailable",
+    "Exists",
     "InvalidName",
+    "IsADirectory",
     "MemfsError",
     "NameTooLong",
     "NoIdentity",
+    "NotADirectory",
+    "NotEmpty",
     "NotFound",
+    "NotSupported",
+    "PermissionDenied",
     "ReadOnly",
     "SpaceFull",
     "StoreUnavailable",

@@ -1,0 +1,328 @@
+"""The pyfuse3 ``Operations`` adapter: FUSE requests in, overlay calls out, errnos back.
+
+Nothing here decides policy; :mod:`memfsd.overlay` does. This module turns
+inode numbers and byte names into overlay calls and overlay nodes into
+``EntryAttributes``, and translates errors once, in :func:`fuse_errors`: a
+``MemfsError`` becomes its errno, an ``OSError`` its own errno, and anything
+unexpected is logged with its traceback and becomes EIO, because an exception
+other than ``FUSEError`` escaping a handler would end ``pyfuse3.main()`` and
+leave a dead mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import stat
+from collections.abc import Awaitable, Callable, Sequence
+from typing import ParamSpec, TypeVar
+
+import pyfuse3
+
+from memfs.core.errors import InvalidName, MemfsError, NotFound, NotSupported, Unsupported
+from memfs.core.names import decode_fs_name
+from memfsd.overlay import Node, Overlay
+
+log = logging.getLogger("memfsd.fs")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+BLOCK = 4096
+# The kernel may cache names and attributes this long; the daemon invalidates
+# what it changes behind the kernel's back (turns attached, detached, closed).
+CACHE_SECONDS = 300.0
+
+
+def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Every handler's one error boundary."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except MemfsError as exc:
+            raise pyfuse3.FUSEError(exc.errno) from None
+        except OSError as exc:
+            log.warning("%s: %s", method.__name__, exc)
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+        except Exception:
+            log.exception("unexpected error in FUSE handler %s", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _name(raw: bytes) -> str:
+    return decode_fs_name(raw)
+
+
+class MemfsOperations(pyfuse3.Operations):
+    """The FUSE face of an :class:`Overlay`."""
+
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, overlay: Overlay, *, cache_seconds: float = CACHE_SECONDS) -> None:
+        super().__init__()
+        self.overlay = overlay
+        self.cache_seconds = cache_seconds
+        self._dirs: dict[int, list[Node]] = {}
+        self._next_dir = 1
+        self.requests: dict[str, int] = {}
+
+    def attributes(self, node: Node) -> pyfuse3.EntryAttributes:
+        attr = pyfuse3.EntryAttributes()
+        attr.st_ino = node.inode
+        attr.generation = 0
+        attr.entry_timeout = self.cache_seconds
+        attr.attr_timeout = self.cache_seconds
+        if node.is_dir:
+            attr.st_mode = stat.S_IFDIR | node.mode
+            attr.st_nlink = 2 + sum(1 for child in node.children.values() if child.is_dir)
+            attr.st_size = BLOCK
+        else:
+            attr.st_mode = stat.S_IFREG | node.mode
+            attr.st_nlink = 1 if node.attached else 0
+            attr.st_size = node.size
+        attr.st_uid = node.uid
+        attr.st_gid = node.gid
+        attr.st_blksize = BLOCK
+        attr.st_blocks = (attr.st_size + 511) // 512
+        attr.st_atime_ns = node.atime_ns
+        attr.st_mtime_ns = node.mtime_ns
+        attr.st_ctime_ns = node.ctime_ns
+        return attr
+
+    def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
+        self.overlay.remember(node)
+        return self.attributes(node)
+
+    # -- names -----------------------------------------------------------------
+
+    @fuse_errors
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        try:
+            decoded = _name(name)
+        except InvalidName:
+            raise NotFound("no such file", path=repr(name)) from None
+        return self._entry(self.overlay.lookup(parent_inode, decoded))
+
+    @fuse_errors
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        for inode, count in inode_list:
+            self.overlay.forget(inode, count)
+
+    @fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self.attributes(self.overlay.node(inode))
+
+    @fuse_errors
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        node = self.overlay.setattr(
+            inode,
+            size=attr.st_size if fields.update_size else None,
+            mode=attr.st_mode if fields.update_mode else None,
+            uid=attr.st_uid if fields.update_uid else None,
+            gid=attr.st_gid if fields.update_gid else None,
+            atime_ns=attr.st_atime_ns if fields.update_atime else None,
+            mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+            caller_uid=ctx.uid,
+        )
+        return self.attributes(node)
+
+    @fuse_errors
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        if not stat.S_ISREG(mode):
+            raise Unsupported("device nodes, FIFOs and sockets are not kept", path=repr(name))
+        node = self.overlay.create(parent_inode, _name(name), mode, ctx.uid, ctx.gid)
+        return self._entry(node)
+
+    @fuse_errors
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        node = self.overlay.mkdir(parent_inode, _name(name), mode, ctx.uid, ctx.gid)
+        return self._entry(node)
+
+    @fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self.overlay.unlink(parent_inode, _name(name))
+
+    @fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self.overlay.rmdir(parent_inode, _name(name))
+
+    @fuse_errors
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise Unsupported("symlinks are not kept in memory spaces", path=repr(name))
+
+    @fuse_errors
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        raise InvalidName("not a symlink", path=str(inode))
+
+    @fuse_errors
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise Unsupported("hard links are not kept in memory spaces", path=repr(new_name))
+
+    @fuse_errors
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise InvalidName("exchanging two names is not supported", path=repr(name_new))
+        self.overlay.rename(
+            parent_inode_old,
+            _name(name_old),
+            parent_inode_new,
+            _name(name_new),
+            replace=not flags & pyfuse3.RENAME_NOREPLACE,
+        )
+
+    # -- files -----------------------------------------------------------------
+
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        fh, _ = self.overlay.open(inode, flags)
+        # Contents change only through this mount, so what the kernel cached
+        # for this inode is still right: keep it.
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    @fuse_errors
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        node = self.overlay.create(parent_inode, _name(name), mode, ctx.uid, ctx.gid)
+        fh, _ = self.overlay.open(node.inode, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._entry(node)
+
+    @fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return self.overlay.read(fh, off, size)
+
+    @fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return self.overlay.write(fh, off, buf)
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        self.overlay.flush(fh)
+
+    @fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        self.overlay.fsync(fh)
+
+    @fuse_errors
+    async def release(self, fh: int) -> None:
+        self.overlay.release(fh)
+
+    # -- folders ---------------------------------------------------------------
+
+    @fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        # A listing is a snapshot taken at opendir, so offsets stay stable
+        # while the folder changes under a reader.
+        entries = self.overlay.children(inode)
+        fh = self._next_dir
+        self._next_dir += 1
+        self._dirs[fh] = entries
+        return fh
+
+    @fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        entries = self._dirs.get(fh)
+        if entries is None:
+            raise NotFound("no such open folder", path=str(fh))
+        for index in range(start_id, len(entries)):
+            node = entries[index]
+            if not pyfuse3.readdir_reply(
+                token, node.name.encode(), self.attributes(node), index + 1
+            ):
+                return
+            self.overlay.remember(node)
+
+    @fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self._dirs.pop(fh, None)
+
+    @fuse_errors
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None
+
+    @fuse_errors
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        limits = self.overlay.limits
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = BLOCK
+        data.f_frsize = BLOCK
+        data.f_blocks = limits.max_space_bytes // BLOCK
+        data.f_bfree = data.f_bavail = data.f_blocks
+        data.f_files = limits.max_files
+        data.f_ffree = data.f_favail = limits.max_files
+        data.f_namemax = 255
+        return data
+
+    @fuse_errors
+    async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
+        self.overlay.node(inode)
+        return True
+
+    # -- what memfs does not keep ---------------------------------------------
+
+    @fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        raise NotSupported("extended attributes are not kept", path=repr(name))
+
+    @fuse_errors
+    async def setxattr(
+        self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext
+    ) -> None:
+        raise NotSupported("extended attributes are not kept", path=repr(name))
+
+    @fuse_errors
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
+        raise NotSupported("extended attributes are not kept", path=str(inode))
+
+    @fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        raise NotSupported("extended attributes are not kept", path=repr(name))
+
+
+def kernel_invalidator() -> Callable[[int, str], None]:
+    """Tell the kernel to drop a cached name (run outside request handlers, never blocking)."""
+
+    def invalidate(parent_inode: int, name: str) -> None:
+        try:
+            pyfuse3.invalidate_entry_async(parent_inode, name.encode(), ignore_enoent=True)
+        except Exception:  # the mount may already be gone at shutdown
+            log.debug("could not invalidate %s in %d", name, parent_inode, exc_info=True)
+
+    return invalidate
+
+
+__all__ = ["CACHE_SECONDS", "MemfsOperations", "fuse_errors", "kernel_invalidator"]

@@ -1,0 +1,916 @@
+"""The working copies the FUSE mount serves: one tree of nodes per open turn, over shared blobs.
+
+This module owns the daemon's filesystem state and its rules of motion,
+independent of pyfuse3: the node tree (root → sessions → mounts → entries),
+the overlay of each file (an unmodified snapshot blob, or a data file the
+turn wrote), the turn journal that makes a crash lose nothing the agent saw
+as saved, and the access log. ``memfsd.fs`` translates FUSE requests into the
+methods here; every refusal is a ``MemfsError`` whose errno reaches the agent.
+
+Durability: a turn's writes go to data files under
+``<state_dir>/sessions/<session>/<turn>/data/``; every change of what a path
+holds is one line in that turn's ``journal``. ``flush`` (the agent's
+``close``), ``fsync`` and every rename or unlink sync the journal, so after a
+``kill -9`` :meth:`Overlay.recover` rebuilds the turn from its manifest plus
+the journal. Methods never await: each runs whole between two FUSE requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from memfs.core.errors import (
+    Exists,
+    InvalidName,
+    IsADirectory,
+    NameTooLong,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    ReadOnly,
+    SpaceFull,
+    TooLarge,
+)
+from memfs.core.models import Limits
+from memfs.core.names import MAX_PATH_BYTES, check_segment
+from memfsd.blobs import BlobCache
+
+ROOT_INODE = 1
+Kind = Literal["dir", "file"]
+Role = Literal["root", "session", "mount", "entry"]
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+SESSION_MODE = 0o700
+
+
+@dataclass(eq=False)
+class Node:
+    inode: int
+    kind: Kind
+    role: Role
+    name: str
+    parent: Node | None
+    mode: int
+    uid: int
+    gid: int
+    mtime_ns: int
+    ctime_ns: int
+    atime_ns: int
+    children: dict[str, Node] = field(default_factory=dict)
+    tree: MountTree | None = None
+    # A file holds either a snapshot blob (unmodified) or a data file of this turn.
+    blob: str | None = None
+    revision: str | None = None  # the snapshot revision of ``blob``
+    data: int | None = None
+    size: int = 0
+    written: bool = False  # its content was written during this turn
+    lookups: int = 0
+    opens: int = 0
+    attached: bool = True
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind == "dir"
+
+    def path(self) -> str:
+        """The node's path inside its mount."""
+        parts: list[str] = []
+        node: Node | None = self
+        while node is not None and node.role == "entry":
+            parts.append(node.name)
+            node = node.parent
+        return "/".join(reversed(parts))
+
+
+@dataclass
+class FileAccess:
+    opened: bool = False
+    read: str | None = None
+    wrote: bool = False
+    created: bool = False
+    deleted: bool = False
+    renamed_from: str | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    sha: str
+    size: int
+    revision: str | None
+
+
+@dataclass(eq=False)
+class MountTree:
+    """One space mounted for one turn."""
+
+    name: str
+    read_only: bool
+    root: Node
+    turn: TurnTree
+    snapshot: dict[str, SnapshotFile]
+    files: int = 0
+    bytes: int = 0
+    touched: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class TurnTree:
+    """A turn's working state: its mounts, journal, data files and access log."""
+
+    session: SessionTree
+    turn: str
+    dir: Path
+    journal: int  # fd, O_APPEND
+    mounts: dict[str, MountTree] = field(default_factory=dict)
+    next_data: int = 1
+    frozen: bool = False
+    access: dict[tuple[str, str], FileAccess] = field(default_factory=dict)
+    present: dict[str, set[str]] = field(default_factory=dict)
+
+    def data_path(self, data: int) -> Path:
+        return self.dir / "data" / str(data)
+
+    def log(self, record: dict[str, Any]) -> None:
+        os.write(self.journal, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        self.note(record)
+
+    def sync(self) -> None:
+        os.fsync(self.journal)
+
+    def note(self, record: Mapping[str, Any]) -> None:
+        """Fold one journal record into the access log (live, and on replay)."""
+        op, mount, path = record["o"], record["m"], record["p"]
+        entry = self.access.setdefault((mount, path), FileAccess())
+        present = self.present.setdefault(mount, set())
+        if op in ("f", "b"):
+            if path not in present and path not in self.mounts[mount].snapshot:
+                entry.created = True
+            present.add(path)
+        elif op == "x":
+            present.discard(path)
+            entry.deleted = True
+        elif op == "w":
+            entry.wrote = True
+        elif op == "r":
+            entry.opened = True
+            if entry.read is None:
+                entry.read = record.get("r")
+        elif op == "n":
+            entry.renamed_from = record["from"]
+
+    def access_log(self) -> dict[str, FileAccess]:
+        out: dict[str, FileAccess] = {}
+        for (mount, path), entry in sorted(self.access.items()):
+            if not path:
+                continue
+            if path in self.present.get(mount, ()):
+                entry.deleted = False
+            out[f"{mount}/{path}"] = entry
+        return out
+
+
+@dataclass(eq=False)
+class SessionTree:
+    session: str
+    node: Node
+    uid: int
+    gid: int
+    turn: TurnTree | None = None
+
+
+@dataclass(eq=False)
+class Handle:
+    node: Node
+    fd: int
+    writable: bool
+    append: bool
+    wrote: bool = False
+
+
+Invalidate = Callable[[int, str], None]
+
+
+class Overlay:
+    """Every session's working copies, as one tree the FUSE adapter serves."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        blobs: BlobCache,
+        limits: Limits,
+        *,
+        invalidate: Invalidate | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.state_dir = state_dir
+        self.blobs = blobs
+        self.limits = limits
+        self.invalidate = invalidate or (lambda parent, name: None)
+        self.clock = clock
+        self._next_inode = ROOT_INODE + 1
+        self._next_fh = 1
+        now = clock()
+        self.root = Node(ROOT_INODE, "dir", "root", "", None, 0o755, 0, 0, now, now, now, lookups=1)
+        self.nodes: dict[int, Node] = {ROOT_INODE: self.root}
+        self.sessions: dict[str, SessionTree] = {}
+        self.handles: dict[int, Handle] = {}
+
+    # -- sessions and turns -------------------------------------------------
+
+    def _new_node(
+        self,
+        kind: Kind,
+        role: Role,
+        name: str,
+        parent: Node,
+        *,
+        mode: int,
+        uid: int,
+        gid: int,
+        tree: MountTree | None = None,
+    ) -> Node:
+        now = self.clock()
+        node = Node(
+            self._next_inode, kind, role, name, parent, mode, uid, gid, now, now, now, tree=tree
+        )
+        self._next_inode += 1
+        self.nodes[node.inode] = node
+        parent.children[name] = node
+        parent.mtime_ns = parent.ctime_ns = now
+        return node
+
+    def session_dir(self, session: str) -> Path:
+        return self.state_dir / "sessions" / session
+
+    def open_session(
+        self, session: str, uid: int | None = None, gid: int | None = None
+    ) -> SessionTree:
+        """The session's directory under the mount root, given to ``uid``/``gid`` if set."""
+        existing = self.sessions.get(session)
+        if existing is not None:
+            if uid is not None or gid is not None:
+                existing.uid = existing.node.uid = existing.uid if uid is None else uid
+                existing.gid = existing.node.gid = existing.gid if gid is None else gid
+            return existing
+        private = uid is not None or gid is not None
+        node = self._new_node(
+            "dir",
+            "session",
+            session,
+            self.root,
+            mode=SESSION_MODE if private else DIR_MODE,
+            uid=uid or 0,
+            gid=gid or 0,
+        )
+        tree = SessionTree(session, node, node.uid, node.gid)
+        self.sessions[session] = tree
+        return tree
+
+    def attach_turn(
+        self,
+        session: str,
+        turn: str,
+        mounts: Mapping[str, tuple[bool, Mapping[str, SnapshotFile]]],
+        *,
+        replay: bool = False,
+    ) -> TurnTree:
+        """Build a turn's mount trees from their snapshots (and, on recovery, its journal)."""
+        tree = self.sessions[session]
+        if tree.turn is not None:
+            raise Exists("the session already has a turn attached", path=session)
+        turn_dir = self.session_dir(session) / turn
+        (turn_dir / "data").mkdir(parents=True, exist_ok=True)
+        journal = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        state = TurnTree(tree, turn, turn_dir, journal)
+        for name, (read_only, snapshot) in mounts.items():
+            root = self._new_node(
+                "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
+            )
+            mount = MountTree(name, read_only, root, state, dict(snapshot))
+            root.tree = mount
+            state.mounts[name] = mount
+            state.present[name] = set(snapshot)
+            for path, file in snapshot.items():
+                node = self._file_at(mount, path)
+                node.blob, node.size, node.revision = file.sha, file.size, file.revision
+                mount.bytes += file.size
+        tree.turn = state
+        if replay:
+            self._replay(state)
+        self.invalidate(ROOT_INODE, session)
+        return state
+
+    def detach_turn(self, session: str) -> None:
+        """Drop a turn's trees and its data; the session directory stays until closed."""
+        tree = self.sessions[session]
+        state = tree.turn
+        if state is None:
+            return
+        for mount in state.mounts.values():
+            self._detach(mount.root)
+            self.invalidate(tree.node.inode, mount.name)
+        for fh in [
+            fh
+            for fh, h in self.handles.items()
+            if h.node.tree is not None and h.node.tree.turn is state
+        ]:
+            self._close_handle(fh)
+        os.close(state.journal)
+        tree.turn = None
+        shutil.rmtree(state.dir, ignore_errors=True)
+
+    def close_session(self, session: str) -> None:
+        """The session's directory disappears (ENOENT from now on)."""
+        self.detach_turn(session)
+        tree = self.sessions.pop(session)
+        self._detach(tree.node)
+        self.invalidate(ROOT_INODE, session)
+        shutil.rmtree(self.session_dir(session), ignore_errors=True)
+
+    def _detach(self, node: Node) -> None:
+        if node.parent is not None and node.parent.children.get(node.name) is node:
+            del node.parent.children[node.name]
+        for child in list(node.children.values()):
+            self._detach(child)
+        node.attached = False
+        self._maybe_free(node)
+
+    def _maybe_free(self, node: Node) -> None:
+        if not node.attached and node.lookups <= 0 and node.opens <= 0:
+            self.nodes.pop(node.inode, None)
+
+    # -- looking things up ---------------------------------------------------
+
+    def node(self, inode: int) -> Node:
+        try:
+            return self.nodes[inode]
+        except KeyError:
+            raise NotFound("no such inode", path=str(inode)) from None
+
+    def lookup(self, parent_inode: int, name: str) -> Node:
+        parent = self.node(parent_inode)
+        if not parent.is_dir:
+            raise NotADirectory("not a folder", path=parent.name)
+        child = parent.children.get(name)
+        if child is None:
+            raise NotFound("no such file or folder", path=name)
+        return child
+
+    def remember(self, node: Node) -> Node:
+        """The kernel now holds a reference to ``node`` (one more lookup)."""
+        node.lookups += 1
+        return node
+
+    def forget(self, inode: int, count: int) -> None:
+        node = self.nodes.get(inode)
+        if node is None or inode == ROOT_INODE:
+            return
+        node.lookups -= count
+        self._maybe_free(node)
+
+    def children(self, inode: int) -> list[Node]:
+        node = self.node(inode)
+        if not node.is_dir:
+            raise NotADirectory("not a folder", path=node.name)
+        return [node.children[name] for name in sorted(node.children)]
+
+    def _dir_at(self, mount: MountTree, parts: list[str]) -> Node:
+        """The folder at ``parts`` in ``mount``, made (with its parents) if missing."""
+        parent = mount.root
+        for part in parts:
+            child = parent.children.get(part)
+            if child is None:
+                child = self._new_node(
+                    "dir",
+                    "entry",
+                    part,
+                    parent,
+                    mode=DIR_MODE,
+                    uid=parent.uid,
+                    gid=parent.gid,
+                    tree=mount,
+                )
+            elif not child.is_dir:
+                raise NotADirectory("a file stands where a folder is needed", path=part)
+            parent = child
+        return parent
+
+    def _file_at(self, mount: MountTree, path: str) -> Node:
+        """The file at ``path``, made empty (a new file of the mount) if missing."""
+        parts = path.split("/")
+        parent = self._dir_at(mount, parts[:-1])
+        node = parent.children.get(parts[-1])
+        if node is None:
+            node = self._new_node(
+                "file",
+                "entry",
+                parts[-1],
+                parent,
+                mode=FILE_MODE,
+                uid=parent.uid,
+                gid=parent.gid,
+                tree=mount,
+            )
+            mount.files += 1
+        return node
+
+    # -- checks every change goes through ------------------------------------
+
+    def _writable_dir(self, parent: Node) -> MountTree:
+        """The mount a change inside ``parent`` lands in, if changes may land there."""
+        if not parent.is_dir:
+            raise NotADirectory("not a folder", path=parent.name)
+        if parent.role in ("root", "session"):
+            raise PermissionDenied(
+                "only the folders of mounted spaces hold files", path=parent.name
+            )
+        return self._writable(parent)
+
+    def _writable(self, node: Node) -> MountTree:
+        mount = node.tree
+        if mount is None:
+            raise PermissionDenied("outside any mounted space", path=node.name)
+        if mount.read_only:
+            raise ReadOnly("this space is read-only for this turn", path=mount.name)
+        if mount.turn.frozen or not node.attached:
+            raise ReadOnly("this turn is ending; its folders take no more changes", path=mount.name)
+        return mount
+
+    def _check_name(self, parent: Node, name: str) -> str:
+        check_segment(name, what="file name")
+        full = f"{parent.path()}/{name}" if parent.role == "entry" else name
+        if len(full.encode()) > MAX_PATH_BYTES:
+            raise NameTooLong(f"the path would be longer than {MAX_PATH_BYTES} bytes", path=full)
+        return name
+
+    # -- namespace changes ---------------------------------------------------
+
+    def create(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
+        parent = self.node(parent_inode)
+        mount = self._writable_dir(parent)
+        self._check_name(parent, name)
+        if name in parent.children:
+            raise Exists("already exists", path=name)
+        if mount.files + 1 > self.limits.max_files:
+            raise SpaceFull(
+                f"the space holds {mount.files} files; the limit is {self.limits.max_files}",
+                path=name,
+            )
+        node = self._new_node(
+            "file",
+            "entry",
+            name,
+            parent,
+            mode=stat.S_IMODE(mode) or FILE_MODE,
+            uid=uid,
+            gid=gid,
+            tree=mount,
+        )
+        node.data = self._new_data(mount.turn)
+        node.written = True
+        mount.files += 1
+        path = node.path()
+        mount.touched.add(path)
+        mount.turn.log({"o": "f", "m": mount.name, "p": path, "d": node.data})
+        mount.turn.log({"o": "w", "m": mount.name, "p": path})
+        return node
+
+    def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
+        parent = self.node(parent_inode)
+        mount = self._writable_dir(parent)
+        self._check_name(parent, name)
+        if name in parent.children:
+            raise Exists("already exists", path=name)
+        node = self._new_node(
+            "dir",
+            "entry",
+            name,
+            parent,
+            mode=stat.S_IMODE(mode) or DIR_MODE,
+            uid=uid,
+            gid=gid,
+            tree=mount,
+        )
+        mount.turn.log({"o": "D", "m": mount.name, "p": node.path()})
+        return node
+
+    def unlink(self, parent_inode: int, name: str) -> None:
+        parent = self.node(parent_inode)
+        mount = self._writable_dir(parent)
+        node = self.lookup(parent_inode, name)
+        if node.is_dir:
+            raise IsADirectory("use rmdir for folders", path=name)
+        self._remove_file(mount, node)
+        mount.turn.sync()
+
+    def _remove_file(self, mount: MountTree, node: Node) -> None:
+        path = node.path()
+        mount.touched.add(path)
+        mount.turn.log({"o": "x", "m": mount.name, "p": path})
+        mount.files -= 1
+        mount.bytes -= node.size
+        self._detach(node)
+
+    def rmdir(self, parent_inode: int, name: str) -> None:
+        parent = self.node(parent_inode)
+        mount = self._writable_dir(parent)
+        node = self.lookup(parent_inode, name)
+        if not node.is_dir:
+            raise NotADirectory("not a folder", path=name)
+        if node.children:
+            raise NotEmpty("the folder is not empty", path=name)
+        mount.turn.log({"o": "R", "m": mount.name, "p": node.path()})
+        self._detach(node)
+        mount.turn.sync()
+
+    def rename(
+        self,
+        old_parent_inode: int,
+        old_name: str,
+        new_parent_inode: int,
+        new_name: str,
+        *,
+        replace: bool = True,
+    ) -> None:
+        old_parent = self.node(old_parent_inode)
+        new_parent = self.node(new_parent_inode)
+        mount = self._writable_dir(old_parent)
+        if self._writable_dir(new_parent) is not mount:
+            raise PermissionDenied("files move only within one space", path=new_name)
+        node = self.lookup(old_parent_inode, old_name)
+        self._check_name(new_parent, new_name)
+        target = new_parent.children.get(new_name)
+        if target is node:
+            return
+        ancestor: Node | None = new_parent
+        while ancestor is not None:
+            if ancestor is node:
+                raise InvalidName("a folder cannot move into itself", path=new_name)
+            ancestor = ancestor.parent
+        if target is not None:
+            if not replace:
+                raise Exists("already exists", path=new_name)
+            if node.is_dir and not target.is_dir:
+                raise NotADirectory("cannot replace a file with a folder", path=new_name)
+            if target.is_dir and not node.is_dir:
+                raise IsADirectory("cannot replace a folder with a file", path=new_name)
+            if target.is_dir and target.children:
+                raise NotEmpty("the folder being replaced is not empty", path=new_name)
+        moved = list(self._walk(node))
+        old_paths = {id(n): n.path() for n in moved}
+        if target is not None:
+            if target.is_dir:
+                mount.turn.log({"o": "R", "m": mount.name, "p": target.path()})
+                self._detach(target)
+            else:
+                self._remove_file(mount, target)
+        for n in moved:
+            if n.is_dir:
+                mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
+            else:
+                mount.touched.add(old_paths[id(n)])
+                mount.turn.log({"o": "x", "m": mount.name, "p": old_paths[id(n)]})
+        del old_parent.children[old_name]
+        node.name = new_name
+        node.parent = new_parent
+        new_parent.children[new_name] = node
+        now = self.clock()
+        old_parent.mtime_ns = old_parent.ctime_ns = new_parent.mtime_ns = now
+        new_parent.ctime_ns = node.ctime_ns = now
+        for n in moved:
+            path = n.path()
+            if n.is_dir:
+                mount.turn.log({"o": "D", "m": mount.name, "p": path})
+                continue
+            mount.touched.add(path)
+            mount.turn.log(self._holds(mount, n, path))
+            mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
+            if n.written:
+                mount.turn.log({"o": "w", "m": mount.name, "p": path})
+        mount.turn.sync()
+
+    @staticmethod
+    def _holds(mount: MountTree, node: Node, path: str) -> dict[str, Any]:
+        if node.data is not None:
+            return {"o": "f", "m": mount.name, "p": path, "d": node.data}
+        return {
+            "o": "b",
+            "m": mount.name,
+            "p": path,
+            "s": node.blob,
+            "z": node.size,
+            "r": node.revision,
+        }
+
+    def _walk(self, node: Node) -> Iterator[Node]:
+        yield node
+        for child in node.children.values():
+            yield from self._walk(child)
+
+    # -- attributes ----------------------------------------------------------
+
+    def setattr(
+        self,
+        inode: int,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+        caller_uid: int = 0,
+    ) -> Node:
+        node = self.node(inode)
+        self._writable(node)
+        changes_owner = (uid is not None and uid != node.uid) or (
+            gid is not None and gid != node.gid
+        )
+        if changes_owner and caller_uid != 0:
+            raise PermissionDenied("only root may change owners", path=node.name)
+        if size is not None:
+            if node.is_dir:
+                raise IsADirectory("cannot truncate a folder", path=node.name)
+            self._truncate(node, size)
+        if mode is not None:
+            node.mode = stat.S_IMODE(mode)
+        if uid is not None:
+            node.uid = uid
+        if gid is not None:
+            node.gid = gid
+        if atime_ns is not None:
+            node.atime_ns = atime_ns
+        if mtime_ns is not None:
+            node.mtime_ns = mtime_ns
+        node.ctime_ns = self.clock()
+        return node
+
+    def _truncate(self, node: Node, size: int) -> None:
+        mount = self._writable(node)
+        self._check_size(mount, node, size)
+        self._copy_up(mount, node, keep=size > 0)
+        os.truncate(mount.turn.data_path(self._data(node)), size)
+        mount.bytes += size - node.size
+        node.size = size
+        node.mtime_ns = node.ctime_ns = self.clock()
+        self._mark_written(mount, node)
+
+    def _check_size(self, mount: MountTree, node: Node, size: int) -> None:
+        if size > self.limits.max_file_bytes:
+            raise TooLarge(
+                f"files may hold at most {self.limits.max_file_bytes} bytes", path=node.name
+            )
+        growth = size - node.size
+        if growth > 0 and mount.bytes + growth > self.limits.max_space_bytes:
+            raise SpaceFull(
+                f"the space may hold at most {self.limits.max_space_bytes} bytes", path=node.name
+            )
+
+    # -- file contents -------------------------------------------------------
+
+    @staticmethod
+    def _data(node: Node) -> int:
+        assert node.data is not None
+        return node.data
+
+    def _new_data(self, turn: TurnTree) -> int:
+        data = turn.next_data
+        turn.next_data += 1
+        fd = os.open(turn.data_path(data), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        return data
+
+    def _copy_up(self, mount: MountTree, node: Node, *, keep: bool) -> None:
+        """Give a snapshot file its own data file before its first change."""
+        if node.data is not None:
+            return
+        data = self._new_data(mount.turn)
+        target = mount.turn.data_path(data)
+        if keep and node.blob is not None:
+            shutil.copyfile(self.blobs.path(node.blob), target)
+        node.data, node.blob, node.revision = data, None, None
+        if not keep:
+            mount.bytes -= node.size
+            node.size = 0
+        path = node.path()
+        mount.touched.add(path)
+        mount.turn.log({"o": "f", "m": mount.name, "p": path, "d": data})
+
+    def _mark_written(self, mount: MountTree, node: Node) -> None:
+        if not node.written:
+            node.written = True
+            mount.turn.log({"o": "w", "m": mount.name, "p": node.path()})
+
+    def open(self, inode: int, flags: int) -> tuple[int, Handle]:
+        node = self.node(inode)
+        if node.is_dir:
+            raise IsADirectory("cannot open a folder as a file", path=node.name)
+        mount = node.tree
+        assert mount is not None
+        access = flags & os.O_ACCMODE
+        writable = access in (os.O_WRONLY, os.O_RDWR)
+        truncate = bool(flags & os.O_TRUNC)
+        if writable or truncate:
+            self._writable(node)
+            if truncate:
+                self._copy_up(mount, node, keep=False)
+                os.truncate(mount.turn.data_path(self._data(node)), 0)
+                mount.bytes -= node.size
+                node.size = 0
+                node.mtime_ns = node.ctime_ns = self.clock()
+                self._mark_written(mount, node)
+            else:
+                self._copy_up(mount, node, keep=True)
+        source = (
+            mount.turn.data_path(node.data)
+            if node.data is not None
+            else self.blobs.path(node.blob or "")
+        )
+        fd = os.open(source, os.O_RDWR if writable else os.O_RDONLY)
+        if access in (os.O_RDONLY, os.O_RDWR) and not mount.turn.frozen:
+            mount.turn.log({"o": "r", "m": mount.name, "p": node.path(), "r": node.revision})
+        fh = self._next_fh
+        self._next_fh += 1
+        handle = Handle(node, fd, writable, bool(flags & os.O_APPEND))
+        self.handles[fh] = handle
+        node.opens += 1
+        return fh, handle
+
+    def handle(self, fh: int) -> Handle:
+        try:
+            return self.handles[fh]
+        except KeyError:
+            raise NotFound("no such open file", path=str(fh)) from None
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        handle = self.handle(fh)
+        return os.pread(handle.fd, size, offset)
+
+    def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self.handle(fh)
+        node = handle.node
+        if not handle.writable:
+            raise PermissionDenied("the file was not opened for writing", path=node.name)
+        # A file unlinked while open still takes writes, as on any disk; they
+        # count against nothing, since the file is no longer in the space.
+        mount = self._writable(node) if node.attached else None
+        if handle.append:
+            offset = node.size
+        end = offset + len(data)
+        if mount is not None and end > node.size:
+            self._check_size(mount, node, end)
+        written = os.pwrite(handle.fd, data, offset)
+        if offset + written > node.size:
+            if mount is not None:
+                mount.bytes += offset + written - node.size
+            node.size = offset + written
+        node.mtime_ns = node.ctime_ns = self.clock()
+        handle.wrote = True
+        if mount is not None:
+            self._mark_written(mount, node)
+        return written
+
+    def flush(self, fh: int) -> None:
+        """The agent closed a descriptor: what it wrote is on disk before close returns."""
+        handle = self.handle(fh)
+        if handle.writable and (handle.wrote or handle.node.written):
+            os.fsync(handle.fd)
+            tree = handle.node.tree
+            if tree is not None:
+                tree.turn.sync()
+
+    def fsync(self, fh: int) -> None:
+        self.flush(fh)
+
+    def release(self, fh: int) -> None:
+        self._close_handle(fh)
+
+    def _close_handle(self, fh: int) -> None:
+        handle = self.handles.pop(fh, None)
+        if handle is None:
+            return
+        os.close(handle.fd)
+        handle.node.opens -= 1
+        self._maybe_free(handle.node)
+
+    # -- turn end --------------------------------------------------------------
+
+    def freeze(self, session: str) -> None:
+        """From now on the turn's folders refuse changes: what ends is what was there."""
+        state = self.sessions[session].turn
+        if state is not None:
+            state.frozen = True
+
+    def content(self, mount: MountTree, path: str) -> bytes | None:
+        """What ``path`` holds now in ``mount``, or ``None`` if nothing."""
+        node: Node | None = mount.root
+        for part in path.split("/"):
+            if node is None or not node.is_dir:
+                return None
+            node = node.children.get(part)
+        if node is None or node.is_dir:
+            return None
+        if node.data is not None:
+            return mount.turn.data_path(node.data).read_bytes()
+        return self.blobs.get(node.blob or "")
+
+    def base(self, mount: MountTree, path: str) -> bytes | None:
+        file = mount.snapshot.get(path)
+        return None if file is None else self.blobs.get(file.sha)
+
+    # -- recovery --------------------------------------------------------------
+
+    def _replay(self, state: TurnTree) -> None:
+        journal = state.dir / "journal"
+        lines = journal.read_bytes().splitlines()
+        highest = 0
+        for raw in lines:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break  # a torn last line from the crash: everything before it stands
+            mount = state.mounts.get(record.get("m"))
+            if mount is None:
+                continue
+            self._apply(mount, record)
+            state.note(record)
+            if record["o"] == "f":
+                highest = max(highest, int(record["d"]))
+        state.next_data = highest + 1
+
+    def _apply(self, mount: MountTree, record: Mapping[str, Any]) -> None:
+        op, path = record["o"], record["p"]
+        if op in ("f", "b", "x"):
+            mount.touched.add(path)
+        if op == "f" or op == "b":
+            try:
+                node = self._file_at(mount, path)
+            except NotADirectory:
+                return
+            if node.is_dir:
+                return
+            mount.bytes -= node.size
+            if op == "f":
+                node.data, node.blob, node.revision = int(record["d"]), None, None
+                try:
+                    node.size = mount.turn.data_path(node.data).stat().st_size
+                except FileNotFoundError:
+                    node.size = 0
+            else:
+                node.data, node.blob, node.revision = None, record["s"], record.get("r")
+                node.size = int(record["z"])
+            mount.bytes += node.size
+        elif op == "w":
+            self._find(mount, path, lambda n: setattr(n, "written", True))
+        elif op == "x":
+            self._find(mount, path, self._drop_file(mount))
+        elif op == "D":
+            try:
+                self._dir_at(mount, path.split("/"))
+            except NotADirectory:
+                return
+        elif op == "R":
+            self._find(
+                mount, path, lambda n: self._detach(n) if n.is_dir and not n.children else None
+            )
+
+    def _drop_file(self, mount: MountTree) -> Callable[[Node], None]:
+        def drop(node: Node) -> None:
+            if not node.is_dir:
+                mount.files -= 1
+                mount.bytes -= node.size
+                self._detach(node)
+
+        return drop
+
+    def _find(self, mount: MountTree, path: str, action: Callable[[Node], Any]) -> None:
+        node: Node | None = mount.root
+        for part in path.split("/"):
+            if node is None or not node.is_dir:
+                return
+            node = node.children.get(part)
+        if node is not None:
+            action(node)
+
+
+__all__ = [
+    "ROOT_INODE",
+    "FileAccess",
+    "Handle",
+    "MountTree",
+    "Node",
+    "Overlay",
+    "SessionTree",
+    "SnapshotFile",
+    "TurnTree",
+]
