@@ -811,8 +811,8 @@ class Overlay:
         if state is not None:
             state.frozen = True
 
-    def content(self, mount: MountTree, path: str) -> bytes | None:
-        """What ``path`` holds now in ``mount``, or ``None`` if nothing."""
+    def source(self, mount: MountTree, path: str) -> Path | None:
+        """The file on disk holding what ``path`` holds now in ``mount``; ``None`` if nothing."""
         node: Node | None = mount.root
         for part in path.split("/"):
             if node is None or not node.is_dir:
@@ -821,12 +821,13 @@ class Overlay:
         if node is None or node.is_dir:
             return None
         if node.data is not None:
-            return mount.turn.data_path(node.data).read_bytes()
-        return self.blobs.get(node.blob or "")
+            return mount.turn.data_path(node.data)
+        return self.blobs.path(node.blob or "")
 
-    def base(self, mount: MountTree, path: str) -> bytes | None:
+    def base(self, mount: MountTree, path: str) -> Path | None:
+        """The blob holding what ``path`` held in the turn's snapshot; ``None`` if nothing."""
         file = mount.snapshot.get(path)
-        return None if file is None else self.blobs.get(file.sha)
+        return None if file is None else self.blobs.path(file.sha)
 
     # -- recovery --------------------------------------------------------------
 

@@ -1,0 +1,170 @@
+"""The daemon process: one trio nursery holding the FUSE mount, the control API and systemd glue.
+
+Start-up order, as a filesystem daemon should: clear a stale mount left by a
+crash, open the store, mount, bring back open turns, serve the control API,
+then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
+through ``pyfuse3.terminate()``; the mount is closed in a ``finally`` and
+open turns stay on disk for the next start.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyfuse3
+import trio
+
+from memfs.api.control import control_app
+from memfs.core.errors import ConfigError
+from memfs.core.models import Limits
+from memfs.core.specs import Spec
+from memfs.stores.open import open_store
+from memfs.turns import Memory
+from memfsd.blobs import BlobCache
+from memfsd.control import serve_control
+from memfsd.fs import MemfsOperations, kernel_invalidator
+from memfsd.notify import notify, watchdog_interval
+from memfsd.overlay import Overlay
+from memfsd.service import DaemonService
+from memfsd.workspace import OverlayWorkspace
+
+log = logging.getLogger("memfsd")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a running daemon needs, however it was configured."""
+
+    mount_root: Path
+    state_dir: Path
+    store: str
+    specs: list[Spec]
+    limits: Limits
+    socket: Path
+
+
+def is_mountpoint(path: Path) -> bool:
+    target = os.fsencode(os.path.realpath(path))
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            return any(line.split()[4] == target for line in fh)
+    except OSError:
+        return os.path.ismount(path)
+
+
+def clear_stale_mount(mount_root: Path) -> bool:
+    """Lazily unmount what a crashed daemon left at ``mount_root``; True if there was one."""
+    stale = False
+    try:
+        os.stat(mount_root)
+    except OSError as exc:
+        if exc.errno != errno.ENOTCONN:
+            return False
+        stale = True  # "Transport endpoint is not connected": a dead FUSE mount
+    if not stale and not is_mountpoint(mount_root):
+        return False
+    log.warning("unmounting a stale mount at %s", mount_root)
+    done = subprocess.run(
+        ["fusermount3", "-u", "-z", str(mount_root)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        subprocess.run(["umount", "-l", str(mount_root)], capture_output=True, check=False)
+    return True
+
+
+def mount_options() -> set[str]:
+    options = set(pyfuse3.default_options)  # default_permissions: the kernel checks modes
+    options |= {"fsname=memfs", "subtype=memfs", "noatime"}
+    if os.geteuid() == 0:
+        options.add("allow_other")  # agents run as other users, one uid per session
+    return options
+
+
+async def serve(
+    settings: Settings, *, task_status: trio.TaskStatus[DaemonService] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
+    settings.mount_root.mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.store)
+    overlay = Overlay(
+        settings.state_dir,
+        BlobCache(settings.state_dir / "blobs"),
+        settings.limits,
+        invalidate=kernel_invalidator(),
+    )
+    workspace = OverlayWorkspace(overlay, settings.mount_root)
+
+    def report(exc: BaseException, space: str) -> None:
+        log.warning("memory space %s: %s", space, exc)
+
+    memory = Memory(
+        store, settings.specs, on_error=report, limits=settings.limits, workspace=workspace
+    )
+    service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
+    operations = MemfsOperations(overlay)
+    try:
+        pyfuse3.init(operations, str(settings.mount_root), mount_options())
+    except RuntimeError as exc:
+        await store.aclose()
+        raise ConfigError(f"cannot mount at {settings.mount_root}: {exc}") from exc
+    try:
+        service.recover()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_control, control_app(service), settings.socket)
+            nursery.start_soon(_stop_on_signals)
+            interval = watchdog_interval()
+            if interval is not None:
+                nursery.start_soon(_watchdog, interval)
+            notify("READY=1")
+            log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
+            task_status.started(service)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+    finally:
+        notify("STOPPING=1")
+        pyfuse3.close(unmount=True)
+        await store.aclose()
+        log.info("memfs unmounted %s", settings.mount_root)
+
+
+async def _stop_on_signals() -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s; unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+async def _watchdog(interval: float) -> None:
+    while True:
+        notify("WATCHDOG=1")
+        await trio.sleep(interval)
+
+
+def run_daemon(config: Any) -> None:
+    """Run the daemon in the foreground (as systemd and tests want) from a ``DaemonConfig``."""
+    logging.basicConfig(
+        level=os.environ.get("MEMFS_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    settings = Settings(
+        mount_root=Path(config.mount_root),
+        state_dir=Path(config.state_dir),
+        store=str(config.store),
+        specs=list(config.specs()),
+        limits=config.limits,
+        socket=Path(config.socket),
+    )
+    trio.run(serve, settings)
+
+
+__all__ = ["Settings", "clear_stale_mount", "run_daemon", "serve"]

@@ -1,0 +1,176 @@
+"""The daemon's workspace: turns mounted as FUSE overlays, written down to survive a crash.
+
+Implements :class:`memfs.workspace.Workspace` over :class:`memfsd.overlay.Overlay`.
+Opening a turn puts its snapshot into the blob cache and writes ``turn.json``
+(everything needed to rebuild the turn) before the agent sees a file. Ending
+one looks only at the paths the turn touched: O(touched), not O(space).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.core.diff import diff_touched
+from memfs.core.errors import MemfsError, NotFound
+from memfs.core.models import ChangeSet, Loaded, SpaceResult
+from memfs.turns import Mount, Turn, TurnState
+from memfsd.overlay import FileAccess, Overlay, SnapshotFile
+
+TURN_FILE = "turn.json"
+
+
+class OverlayWorkspace:
+    def __init__(self, overlay: Overlay, mount_root: Path) -> None:
+        self.overlay = overlay
+        self.mount_root = mount_root
+        self._owners: dict[str, tuple[int | None, int | None]] = {}
+        self._shas: dict[str, dict[str, dict[str, str]]] = {}
+        self._access: dict[str, dict[str, FileAccess]] = {}
+
+    def root(self, session: str) -> Path:
+        return self.mount_root / session
+
+    def set_owner(self, session: str, uid: int | None, gid: int | None) -> None:
+        """Give the session's directory to a Unix user (mode 0700) from its next turn on."""
+        self._owners[session] = (uid, gid)
+
+    def turn_file(self, session: str) -> Path:
+        return self.overlay.session_dir(session) / TURN_FILE
+
+    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
+        names = list(turn.mounts)
+        contents = [list(loaded[name].files.values()) for name in names]
+        flat = [content for group in contents for content in group]
+        shas = await trio.to_thread.run_sync(self.overlay.blobs.put_many, flat)
+        manifests: dict[str, dict[str, str]] = {}
+        at = 0
+        for name in names:
+            paths = list(loaded[name].files)
+            manifests[name] = dict(zip(paths, shas[at : at + len(paths)], strict=True))
+            at += len(paths)
+        self._shas[turn.session] = manifests
+        uid, gid = self._owners.get(turn.session, (None, None))
+        await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
+        self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=False)
+
+    def _attach(
+        self,
+        session: str,
+        turn: str,
+        mounts: Mapping[str, Mount],
+        manifests: Mapping[str, Mapping[str, str]],
+        uid: int | None,
+        gid: int | None,
+        *,
+        replay: bool,
+    ) -> None:
+        self.overlay.open_session(session, uid, gid)
+        self.overlay.attach_turn(
+            session,
+            turn,
+            {
+                name: (
+                    mount.read_only,
+                    {
+                        path: SnapshotFile(sha, mount.sizes[path], mount.snapshot.get(path))
+                        for path, sha in manifests[name].items()
+                    },
+                )
+                for name, mount in mounts.items()
+            },
+            replay=replay,
+        )
+
+    def _write_state(
+        self,
+        state: TurnState,
+        manifests: Mapping[str, Mapping[str, str]],
+        uid: int | None,
+        gid: int | None,
+    ) -> None:
+        record: dict[str, Any] = {
+            "state": state.model_dump(mode="json"),
+            "shas": manifests,
+            "uid": uid,
+            "gid": gid,
+        }
+        target = self.turn_file(state.session)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(record, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
+        self.overlay.freeze(session)
+        state = self.overlay.sessions[session].turn
+        if state is None:
+            raise NotFound("the session has no turn attached", path=session)
+        tree = state.mounts[mount.name]
+        # Walk the tree here, in trio, where nothing else moves it; read the
+        # bytes in a thread.
+        sources = {path: self.overlay.source(tree, path) for path in tree.touched}
+        bases = {path: self.overlay.base(tree, path) for path in tree.touched}
+
+        def read() -> ChangeSet:
+            touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
+            base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
+            return diff_touched(base, touched)
+
+        return await trio.to_thread.run_sync(read), {}
+
+    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
+        uid, gid = self._owners.get(turn.session, (None, None))
+        manifests = self._shas.get(turn.session, {})
+        await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
+
+    def access_log(self, session: str) -> dict[str, FileAccess]:
+        """What the filesystem saw the session's current (or just ended) turn do."""
+        tree = self.overlay.sessions.get(session)
+        if tree is not None and tree.turn is not None:
+            return tree.turn.access_log()
+        return self._access.get(session, {})
+
+    async def close(self, session: str) -> None:
+        tree = self.overlay.sessions.get(session)
+        if tree is not None and tree.turn is not None:
+            self._access[session] = tree.turn.access_log()
+            self.overlay.detach_turn(session)
+        self._shas.pop(session, None)
+        self.turn_file(session).unlink(missing_ok=True)
+
+    def pop_access(self, session: str) -> dict[str, FileAccess]:
+        return self._access.pop(session, {})
+
+    def saved_turns(self) -> list[dict[str, Any]]:
+        """Every turn written down and never ended: what a restart must bring back."""
+        sessions = self.overlay.state_dir / "sessions"
+        found = []
+        for path in sorted(sessions.glob(f"*/{TURN_FILE}")):
+            found.append(json.loads(path.read_text()))
+        return found
+
+    def reattach(self, turn: Turn, record: Mapping[str, Any]) -> None:
+        """Bring a turn written down before a crash back under the mount, journal replayed."""
+        uid, gid = record.get("uid"), record.get("gid")
+        if uid is not None or gid is not None:
+            self._owners[turn.session] = (uid, gid)
+        manifests = record["shas"]
+        self._shas[turn.session] = manifests
+        self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+
+
+__all__ = ["OverlayWorkspace"]
