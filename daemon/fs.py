@@ -313,16 +313,18 @@ class MemfsOperations(pyfuse3.Operations):
         raise NotSupported("extended attributes are not kept", path=repr(name))
 
 
-def kernel_invalidator() -> Callable[[int, str], None]:
-    """Tell the kernel to drop a cached name (run outside request handlers, never blocking)."""
+def invalidate_names(names: Sequence[tuple[int, str]]) -> None:
+    """Make the kernel drop cached names, waiting until it has.
 
-    def invalidate(parent_inode: int, name: str) -> None:
+    Blocks: call it from a worker thread, never from a FUSE request handler
+    (the kernel would wait for the handler that waits for the kernel).
+    """
+    for parent_inode, name in names:
         try:
-            pyfuse3.invalidate_entry_async(parent_inode, name.encode(), ignore_enoent=True)
-        except Exception:  # the mount may already be gone at shutdown
-            log.debug("could not invalidate %s in %d", name, parent_inode, exc_info=True)
+            pyfuse3.invalidate_entry(parent_inode, name.encode())
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                log.warning("could not invalidate %s in %d: %s", name, parent_inode, exc)
 
-    return invalidate
 
-
-__all__ = ["CACHE_SECONDS", "MemfsOperations", "fuse_errors", "kernel_invalidator"]
+__all__ = ["CACHE_SECONDS", "MemfsOperations", "fuse_errors", "invalidate_names"]

@@ -29,7 +29,7 @@ from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
 from memfsd.control import serve_control
-from memfsd.fs import MemfsOperations, kernel_invalidator
+from memfsd.fs import MemfsOperations, invalidate_names
 from memfsd.notify import notify, watchdog_interval
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
@@ -99,9 +99,8 @@ async def serve(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),
         settings.limits,
-        invalidate=kernel_invalidator(),
     )
-    workspace = OverlayWorkspace(overlay, settings.mount_root)
+    workspace = OverlayWorkspace(overlay, settings.mount_root, invalidate=invalidate_names)
 
     def report(exc: BaseException, space: str) -> None:
         log.warning("memory space %s: %s", space, exc)

@@ -197,9 +197,6 @@ class Handle:
     wrote: bool = False
 
 
-Invalidate = Callable[[int, str], None]
-
-
 class Overlay:
     """Every session's working copies, as one tree the FUSE adapter serves."""
 
@@ -209,14 +206,16 @@ class Overlay:
         blobs: BlobCache,
         limits: Limits,
         *,
-        invalidate: Invalidate | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.state_dir = state_dir
         self.blobs = blobs
         self.limits = limits
-        self.invalidate = invalidate or (lambda parent, name: None)
         self.clock = clock
+        # Names the kernel may have cached that the daemon changed behind its
+        # back, as (parent inode, name); the workspace tells the kernel (it must
+        # not happen inside a FUSE request, or the kernel would wait on itself).
+        self.stale_names: list[tuple[int, str]] = []
         self._next_inode = ROOT_INODE + 1
         self._next_fh = 1
         now = clock()
@@ -307,7 +306,6 @@ class Overlay:
         tree.turn = state
         if replay:
             self._replay(state)
-        self.invalidate(ROOT_INODE, session)
         return state
 
     def detach_turn(self, session: str) -> None:
@@ -318,7 +316,7 @@ class Overlay:
             return
         for mount in state.mounts.values():
             self._detach(mount.root)
-            self.invalidate(tree.node.inode, mount.name)
+            self.stale_names.append((tree.node.inode, mount.name))
         for fh in [
             fh
             for fh, h in self.handles.items()
@@ -334,7 +332,7 @@ class Overlay:
         self.detach_turn(session)
         tree = self.sessions.pop(session)
         self._detach(tree.node)
-        self.invalidate(ROOT_INODE, session)
+        self.stale_names.append((ROOT_INODE, session))
         shutil.rmtree(self.session_dir(session), ignore_errors=True)
 
     def _detach(self, node: Node) -> None:

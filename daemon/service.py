@@ -8,6 +8,7 @@ crash left open, exactly as it was, so ``memfs turn end`` can still commit it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class DaemonService:
         """Reattach every turn a crash or stop left open; returns their sessions."""
         back = []
         for record in self.workspace.saved_turns():
-            state = TurnState.model_validate(record["state"])
+            state = TurnState.model_validate_json(json.dumps(record["state"]))
             try:
                 turn = self.memory.restore_turn(state)
                 self.workspace.reattach(turn, record)
@@ -134,7 +135,7 @@ class DaemonService:
             pass
         else:
             raise TurnOpen("the session has an open turn; end it first", path=session)
-        self.workspace.overlay.close_session(session)
+        await self.workspace.close_session(session)
         for key in [key for key in self.manual if key[0] == session]:
             del self.manual[key]
         return SessionClosed(session=session)

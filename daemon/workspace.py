@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,16 @@ TURN_FILE = "turn.json"
 
 
 class OverlayWorkspace:
-    def __init__(self, overlay: Overlay, mount_root: Path) -> None:
+    def __init__(
+        self,
+        overlay: Overlay,
+        mount_root: Path,
+        *,
+        invalidate: Callable[[Sequence[tuple[int, str]]], None] | None = None,
+    ) -> None:
         self.overlay = overlay
         self.mount_root = mount_root
+        self._invalidate = invalidate
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         self._shas: dict[str, dict[str, dict[str, str]]] = {}
         self._access: dict[str, dict[str, FileAccess]] = {}
@@ -151,6 +158,17 @@ class OverlayWorkspace:
             self.overlay.detach_turn(session)
         self._shas.pop(session, None)
         self.turn_file(session).unlink(missing_ok=True)
+        await self.forget_names()
+
+    async def close_session(self, session: str) -> None:
+        self.overlay.close_session(session)
+        await self.forget_names()
+
+    async def forget_names(self) -> None:
+        """Tell the kernel about every name the daemon removed, before answering the caller."""
+        names, self.overlay.stale_names = self.overlay.stale_names, []
+        if names and self._invalidate is not None:
+            await trio.to_thread.run_sync(self._invalidate, names)
 
     def pop_access(self, session: str) -> dict[str, FileAccess]:
         return self._access.pop(session, {})

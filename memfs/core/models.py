@@ -30,7 +30,10 @@ MIB = 1024 * KIB
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Contents are bytes; in JSON they travel as base64 so binary survives.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
 
 
 def digest(content: bytes) -> str:

@@ -1,0 +1,450 @@
+"""The daemon's configuration: ``memfs.toml``, ``MEMFS_*`` variables and flags.
+
+This module owns reading and checking the configuration and turning its
+``[[memory]]`` tables (and an ``app = "module:attr"`` spec list) into memory
+specs. Later sources win: the file, then the environment, then the command
+line. Every mistake is a ``ConfigError`` at start whose message names the key
+(``memory[1].commit: must be one of after-turn, manual, read-only``), so a
+typo is never silently ignored and never surfaces in the middle of a turn.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from memfs.core.errors import ConfigError, MemfsError
+from memfs.core.models import CommitMode, Limits
+from memfs.core.names import check_mount_path, check_space_name
+from memfs.core.specs import (
+    OrgMemory,
+    PersistentDir,
+    Spec,
+    UserMemory,
+    org_memory,
+    user_memory,
+)
+from memfs.stores.open import parse_store_url
+
+DEFAULT_MOUNT_ROOT = Path("/mnt/memfs")
+DEFAULT_STATE_DIR = Path("/var/lib/memfs")
+SOCKET_NAME = "memfs.sock"
+
+# Which environment variable overrides which key.
+ENV_VARS = {
+    "mount_root": "MEMFS_MOUNT_ROOT",
+    "state_dir": "MEMFS_STATE_DIR",
+    "store": "MEMFS_STORE",
+}
+
+_APP = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+def _invalid(reason: str) -> PydanticCustomError:
+    # A custom error type keeps pydantic from prefixing "Value error, ".
+    return PydanticCustomError("memfs", "{reason}", {"reason": reason})
+
+
+class ExtraBodyRule:
+    """``can_write = { role = ["underwriter"] }``: every named extra-body field holds a listed value.
+
+    A field holding a list (``roles = [...]``) matches when any of its items is
+    listed. A missing field never matches, so a turn without it is read-only.
+    """
+
+    def __init__(self, allowed: Mapping[str, Sequence[str]]) -> None:
+        self.allowed = {field: tuple(values) for field, values in allowed.items()}
+
+    def __call__(self, extra_body: Mapping[str, Any]) -> bool:
+        return all(
+            _holds_one_of(extra_body.get(field), values) for field, values in self.allowed.items()
+        )
+
+    def __repr__(self) -> str:
+        rules = " and ".join(f"{f} in {list(v)!r}" for f, v in self.allowed.items())
+        return f"ExtraBodyRule({rules})"
+
+
+def _holds_one_of(value: Any, allowed: tuple[str, ...]) -> bool:
+    if isinstance(value, str):
+        return value in allowed
+    if isinstance(value, list | tuple):
+        return any(isinstance(item, str) and item in allowed for item in value)
+    return False
+
+
+class ByFields:
+    """``by = { id = "userId", label = "name", role = "role" }``: who org revisions are by."""
+
+    def __init__(self, id: str, label: str | None, role: str | None) -> None:
+        self.id, self.label, self.role = id, label, role
+
+    def __call__(self, extra_body: Mapping[str, Any]) -> dict[str, Any] | None:
+        who = extra_body.get(self.id)
+        if who is None or who == "":
+            return None
+        return {
+            "id": str(who),
+            "label": None if self.label is None else extra_body.get(self.label),
+            "role": None if self.role is None else extra_body.get(self.role),
+        }
+
+    def __repr__(self) -> str:
+        return f"ByFields(id={self.id!r}, label={self.label!r}, role={self.role!r})"
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ByTable(_Table):
+    """Extra-body field names for the author of an org space's revisions."""
+
+    id: str = "userId"
+    label: str | None = "name"
+    role: str | None = "role"
+
+
+class MemoryTable(_Table):
+    """One ``[[memory]]`` table: a space mounted into every turn."""
+
+    layer: Literal["org", "user"]
+    space: str | None = Field(default=None, validate_default=True)
+    path: str | None = None
+    org: str | None = None  # extra-body field naming the org; left out: org "default"
+    user: str | None = None  # extra-body field naming the person (user layer; default userId)
+    label: str | None = None  # extra-body field with the person's name (user layer; default name)
+    description: str = ""
+    commit: CommitMode = "after-turn"
+    can_write: dict[str, list[str]] | None = None
+    by: ByTable | None = None
+
+    @field_validator("space")
+    @classmethod
+    def _check_space(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            if info.data.get("layer") == "org":
+                raise _invalid('an org space needs a name, e.g. space = "lending-rules"')
+            return None
+        try:
+            return check_space_name(value)
+        except MemfsError as exc:
+            raise _invalid(str(exc)) from None
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_mount_path(value)
+        except MemfsError as exc:
+            raise _invalid(str(exc)) from None
+
+    @field_validator("user", "label")
+    @classmethod
+    def _user_layer_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("layer") == "org":
+            raise _invalid('only user-layer spaces name a person; remove it or use layer = "user"')
+        return value
+
+    @field_validator("can_write")
+    @classmethod
+    def _check_can_write(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        if value is not None and not value:
+            raise _invalid(
+                'name at least one extra-body field, e.g. { role = ["underwriter"] }; '
+                'for no writes at all use commit = "read-only"'
+            )
+        return value
+
+    @field_validator("by")
+    @classmethod
+    def _org_layer_only(cls, value: ByTable | None, info: ValidationInfo) -> ByTable | None:
+        if value is not None and info.data.get("layer") == "user":
+            raise _invalid("a person's own space is always written by them; `by` is for org spaces")
+        return value
+
+    def spec(self) -> OrgMemory | UserMemory:
+        can_write = None if self.can_write is None else ExtraBodyRule(self.can_write)
+        if self.layer == "org":
+            assert self.space is not None  # checked by _check_space
+            return org_memory(
+                space=self.space,
+                org=self.org,
+                description=self.description,
+                can_write=can_write,
+                by=None if self.by is None else ByFields(self.by.id, self.by.label, self.by.role),
+                path=self.path,
+                commit=self.commit,
+            )
+        return user_memory(
+            user=self.user or "userId",
+            label=self.label or "name",
+            org=self.org,
+            space=self.space or "me",
+            description=self.description,
+            can_write=can_write,
+            path=self.path,
+            commit=self.commit,
+        )
+
+
+def _absolute(value: Path) -> Path:
+    if not value.is_absolute():
+        raise _invalid(f"must be an absolute path, not {str(value)!r}")
+    return value
+
+
+class DaemonConfig(BaseModel):
+    """Everything ``memfs daemon`` needs to start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mount_root: Path = DEFAULT_MOUNT_ROOT
+    state_dir: Path = DEFAULT_STATE_DIR
+    store: str = Field(default="", validate_default=True)  # "": SQLite in state_dir
+    app: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    memory: list[MemoryTable] = Field(default_factory=list)
+
+    @field_validator("mount_root")
+    @classmethod
+    def _check_mount_root(cls, value: Path) -> Path:
+        return _absolute(value)
+
+    @field_validator("state_dir")
+    @classmethod
+    def _check_state_dir(cls, value: Path, info: ValidationInfo) -> Path:
+        _absolute(value)
+        mount_root = info.data.get("mount_root")
+        if mount_root is not None and value.is_relative_to(mount_root):
+            # The mount would hide the daemon's own blobs, database and socket.
+            raise _invalid(f"must not be inside mount_root ({mount_root})")
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _check_store(cls, value: str, info: ValidationInfo) -> str:
+        if not value:
+            state_dir = info.data.get("state_dir")
+            if state_dir is None:
+                return value  # state_dir is wrong; its own error says so
+            value = f"sqlite://{state_dir / 'memfs.db'}"
+        try:
+            parse_store_url(value)
+        except MemfsError as exc:
+            raise _invalid(str(exc)) from None
+        return value
+
+    @field_validator("app")
+    @classmethod
+    def _check_app(cls, value: str | None) -> str | None:
+        if value is not None and _APP.fullmatch(value) is None:
+            raise _invalid(f"must be module:attribute, e.g. myapp.memory:specs, not {value!r}")
+        return value
+
+    @property
+    def socket(self) -> Path:
+        """The control API's Unix socket."""
+        return self.state_dir / SOCKET_NAME
+
+    def specs(self) -> list[Spec]:
+        """The memory specs: the ``[[memory]]`` tables, then the ``app``'s; paths unique."""
+        named: list[tuple[str, Spec]] = [
+            (f"memory[{i}]", table.spec()) for i, table in enumerate(self.memory)
+        ]
+        if self.app is not None:
+            named += [(f"app {self.app}", spec) for spec in load_app_specs(self.app)]
+        taken: dict[str, str] = {}
+        for key, spec in named:
+            if spec.path in taken:
+                raise ConfigError(
+                    f"{key}: mounts at path {spec.path!r}, which {taken[spec.path]} already "
+                    "uses; give one of them another path"
+                )
+            taken[spec.path] = key
+        return [spec for _, spec in named]
+
+
+def load_app_specs(app: str) -> list[Spec]:
+    """The specs ``module:attr`` names: a list of specs, a ``memfs.Memory``, or a callable giving either."""
+    from memfs.turns import Memory
+
+    module_name, _, attr = app.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"app: cannot import {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise ConfigError(f"app: {module_name!r} has no attribute {attr!r}") from None
+    if callable(found) and not isinstance(found, Memory):
+        try:
+            found = found()
+        except MemfsError as exc:
+            raise ConfigError(f"app: {app}() failed: {exc}") from exc
+        except Exception as exc:
+            raise ConfigError(f"app: {app}() raised {type(exc).__name__}: {exc}") from exc
+        if inspect.isawaitable(found):
+            if inspect.iscoroutine(found):
+                found.close()  # never awaited; closing avoids a "never awaited" warning
+            raise ConfigError(f"app: {app} is async; give a plain function or a list of specs")
+    if isinstance(found, Memory):
+        found = found.specs
+    if not isinstance(found, list | tuple):
+        raise ConfigError(
+            f"app: {app} must be a list of memory specs, a memfs.Memory, or a function "
+            f"returning one, not {type(found).__name__}"
+        )
+    for i, spec in enumerate(found):
+        if not isinstance(spec, OrgMemory | UserMemory | PersistentDir):
+            raise ConfigError(
+                f"app: {app}[{i}] is {spec!r}, not a memory spec; build specs with "
+                "memfs.org_memory(), memfs.user_memory() or memfs.persistent_dir()"
+            )
+    return list(found)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the config file: {exc.strerror or exc}", path=str(path)
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 at byte {exc.start}") from exc
+
+
+def load_config(
+    path: Path | None,
+    *,
+    env: Mapping[str, str] = os.environ,
+    overrides: Mapping[str, Any] | None = None,
+) -> DaemonConfig:
+    """The configuration from ``path`` (if any), then ``MEMFS_*`` in ``env``, then ``overrides``.
+
+    ``overrides`` holds the command line's values by key (``mount_root``,
+    ``state_dir``, ``store``, ``app``); ``None`` values are not given.
+    """
+    data: dict[str, Any] = {} if path is None else read_toml(path)
+    sources: dict[str, str] = {}
+    for key, var in ENV_VARS.items():
+        if env.get(var):
+            data[key] = env[var]
+            sources[key] = var
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = str(value) if isinstance(value, Path) else value
+            sources[key] = "the command line"
+    try:
+        return DaemonConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path, sources)) from None
+
+
+# What to suggest for an unknown key, by where it sits (list indexes left out).
+_KNOWN_KEYS: dict[tuple[str, ...], type[BaseModel]] = {
+    (): DaemonConfig,
+    ("limits",): Limits,
+    ("memory",): MemoryTable,
+    ("memory", "by"): ByTable,
+}
+
+
+def _key(loc: Sequence[int | str]) -> str:
+    key = ""
+    for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
+    return key
+
+
+def _reason(error: Mapping[str, Any]) -> str:
+    kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
+    if kind == "memfs":
+        return str(error["msg"])
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        model = _KNOWN_KEYS.get(tuple(p for p in loc[:-1] if isinstance(p, str)))
+        known = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        if close:
+            return f"unknown key; did you mean {close[0]!r}?"
+        return f"unknown key; known keys here: {', '.join(known)}" if known else "unknown key"
+    if kind == "literal_error":
+        values = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return f"must be one of {', '.join(values)}"
+    if kind == "dict_type" and loc and loc[-1] == "can_write":
+        return 'must be a table of extra-body fields and allowed values, e.g. { role = ["underwriter"] }'
+    if kind == "list_type" and loc and loc[0] == "memory" and len(loc) == 1:
+        return "must be an array of tables: [[memory]]"
+    simple = {
+        "string_type": "must be a string",
+        "path_type": "must be a path (a string)",
+        "int_type": "must be a whole number",
+        "int_parsing": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "bool_type": "must be true or false",
+        "list_type": "must be a list",
+        "dict_type": "must be a table",
+        "model_type": "must be a table",
+        "model_attributes_type": "must be a table",
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "greater_than":
+        return f"must be greater than {ctx.get('gt')}"
+    message = str(error["msg"])
+    return message[:1].lower() + message[1:]
+
+
+def _explain(exc: ValidationError, path: Path | None, sources: Mapping[str, str]) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = error["loc"]
+        key = _key(loc) or "config"
+        source = sources.get(str(loc[0])) if loc else None
+        if source is not None:
+            parts.append(f"{key} (from {source}): {_reason(error)}")
+        elif path is not None:
+            parts.append(f"{path}: {key}: {_reason(error)}")
+        else:
+            parts.append(f"{key}: {_reason(error)}")
+    return "; ".join(parts)
+
+
+__all__ = [
+    "DEFAULT_MOUNT_ROOT",
+    "DEFAULT_STATE_DIR",
+    "ENV_VARS",
+    "ByFields",
+    "DaemonConfig",
+    "ExtraBodyRule",
+    "MemoryTable",
+    "load_app_specs",
+    "load_config",
+]
