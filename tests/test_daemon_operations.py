@@ -1,0 +1,204 @@
+"""The FUSE adapter and the overlay, called directly with a stand-in request context (no mount)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import pytest
+
+from memfs.core.models import Limits
+from memfsd.blobs import BlobCache
+from memfsd.fs import MemfsOperations, fuse_errors
+from memfsd.overlay import ROOT_INODE, Overlay, SnapshotFile
+
+
+@dataclass
+class Ctx:
+    uid: int = 1000
+    gid: int = 1000
+    pid: int = 1
+    umask: int = 0o022
+
+
+CTX = Ctx()
+
+
+def make(
+    tmp_path: Path, *, read_only: bool = False, limits: Limits | None = None
+) -> tuple[Overlay, MemfsOperations]:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"rule 1\n"])
+    overlay = Overlay(tmp_path, blobs, limits or Limits())
+    overlay.open_session("s1")
+    overlay.attach_turn(
+        "s1", "t1", {"rules": (read_only, {"dir/rules.md": SnapshotFile(sha, 7, "rev-1")})}
+    )
+    return overlay, MemfsOperations(overlay)
+
+
+async def inode_of(ops: MemfsOperations, *names: str) -> int:
+    inode = ROOT_INODE
+    for name in names:
+        inode = (await ops.lookup(inode, name.encode(), CTX)).st_ino
+    return inode
+
+
+async def test_lookup_walks_root_session_mount_and_snapshot_files(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    attr = await ops.getattr(inode, CTX)
+    assert attr.st_size == 7
+    assert overlay.node(inode).revision == "rev-1"
+    with pytest.raises(pyfuse3.FUSEError) as info:
+        await ops.lookup(ROOT_INODE, b"nobody", CTX)
+    assert info.value.errno == errno.ENOENT
+
+
+async def test_write_copies_up_and_reads_back_through_handles(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    info = await ops.open(inode, os.O_RDWR, CTX)
+    assert info.keep_cache
+    assert await ops.write(info.fh, 7, b"rule 2\n") == 7
+    assert await ops.read(info.fh, 0, 100) == b"rule 1\nrule 2\n"
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    node = overlay.node(inode)
+    assert node.blob is None and node.data is not None
+    assert (await ops.getattr(inode, CTX)).st_size == 14
+    # the snapshot blob is untouched: other sessions still read it
+    assert (
+        overlay.blobs.get(overlay.sessions["s1"].turn.mounts["rules"].snapshot["dir/rules.md"].sha)
+        == b"rule 1\n"
+    )
+
+
+async def test_create_rename_over_and_unlink_record_the_touched_paths(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    info, attr = await ops.create(folder, b"tmp", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    await ops.write(info.fh, 0, b"new rules\n")
+    await ops.release(info.fh)
+    await ops.rename(folder, b"tmp", folder, b"rules.md", 0, CTX)
+    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    assert mount.touched == {"dir/tmp", "dir/rules.md"}
+    assert overlay.source(mount, "dir/rules.md").read_bytes() == b"new rules\n"
+    assert overlay.source(mount, "dir/tmp") is None
+    log = overlay.sessions["s1"].turn.access_log()
+    assert log["rules/dir/rules.md"].wrote and not log["rules/dir/rules.md"].deleted
+    assert log["rules/dir/rules.md"].renamed_from == "dir/tmp"
+    assert log["rules/dir/tmp"].created and log["rules/dir/tmp"].deleted
+
+
+async def test_rename_noreplace_and_exchange_are_refused(tmp_path: Path) -> None:
+    _, ops = make(tmp_path)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    info, _ = await ops.create(folder, b"other.md", 0o100644, os.O_WRONLY, CTX)
+    await ops.release(info.fh)
+    for flags, code in (
+        (pyfuse3.RENAME_NOREPLACE, errno.EEXIST),
+        (pyfuse3.RENAME_EXCHANGE, errno.EINVAL),
+    ):
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await ops.rename(folder, b"other.md", folder, b"rules.md", flags, CTX)
+        assert raised.value.errno == code
+
+
+async def test_read_only_mount_refuses_each_change_with_erofs(tmp_path: Path) -> None:
+    _, ops = make(tmp_path, read_only=True)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    file = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    attempts = [
+        ops.open(file, os.O_WRONLY, CTX),
+        ops.open(file, os.O_RDONLY | os.O_TRUNC, CTX),
+        ops.create(folder, b"n.md", 0o100644, os.O_WRONLY, CTX),
+        ops.mkdir(folder, b"d", 0o40755, CTX),
+        ops.unlink(folder, b"rules.md", CTX),
+        ops.rename(folder, b"rules.md", folder, b"x.md", 0, CTX),
+    ]
+    for attempt in attempts:
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await attempt
+        assert raised.value.errno == errno.EROFS
+    info = await ops.open(file, os.O_RDONLY, CTX)
+    assert await ops.read(info.fh, 0, 10) == b"rule 1\n"
+
+
+async def test_nothing_can_be_made_outside_a_mounted_space(tmp_path: Path) -> None:
+    _, ops = make(tmp_path)
+    session = await inode_of(ops, "s1")
+    for parent in (ROOT_INODE, session):
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await ops.mkdir(parent, b"x", 0o40755, CTX)
+        assert raised.value.errno == errno.EPERM
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.rmdir(session, b"rules", CTX)
+    assert raised.value.errno == errno.EPERM
+
+
+async def test_file_size_limit_is_efbig_at_one_byte_past(tmp_path: Path) -> None:
+    _, ops = make(tmp_path, limits=Limits(max_file_bytes=10))
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    info, _ = await ops.create(folder, b"f", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"x" * 10) == 10
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.write(info.fh, 10, b"x")
+    assert raised.value.errno == errno.EFBIG
+
+
+async def test_error_boundary_turns_unexpected_exceptions_into_eio(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @fuse_errors
+    async def handler() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await handler()
+    assert raised.value.errno == errno.EIO
+    assert "boom" in caplog.text
+
+
+async def test_forgotten_detached_nodes_leave_the_inode_table(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    await ops.unlink(folder, b"rules.md", CTX)
+    assert inode in overlay.nodes  # the kernel still holds it
+    await ops.forget([(inode, 1)])
+    assert inode not in overlay.nodes
+
+
+async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    file = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    info = await ops.open(file, os.O_WRONLY | os.O_APPEND, CTX)
+    await ops.write(info.fh, 0, b"rule 2\n")
+    await ops.flush(info.fh)
+    created, _ = await ops.create(folder, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    await ops.write(created.fh, 0, b"fresh\n")
+    await ops.flush(created.fh)
+    await ops.mkdir(folder, b"sub", 0o40755, CTX)
+    await ops.rename(
+        folder, b"new.md", await inode_of(ops, "s1", "rules", "dir", "sub"), b"moved.md", 0, CTX
+    )
+    # A new process: same state dir, nothing in memory.
+    blobs = BlobCache(tmp_path / "blobs")
+    sha = overlay.sessions["s1"].turn.mounts["rules"].snapshot["dir/rules.md"].sha
+    again = Overlay(tmp_path, blobs, Limits())
+    again.open_session("s1")
+    state = again.attach_turn(
+        "s1", "t1", {"rules": (False, {"dir/rules.md": SnapshotFile(sha, 7, "rev-1")})}, replay=True
+    )
+    mount = state.mounts["rules"]
+    assert mount.touched == {"dir/rules.md", "dir/new.md", "dir/sub/moved.md"}
+    assert again.source(mount, "dir/rules.md").read_bytes() == b"rule 1\nrule 2\n"
+    assert again.source(mount, "dir/sub/moved.md").read_bytes() == b"fresh\n"
+    assert again.source(mount, "dir/new.md") is None
+    assert mount.files == 2
+    assert state.next_data > max(n.data or 0 for n in again.nodes.values())
