@@ -140,7 +140,8 @@ async def test_tar_extract_and_git_commit_inside_a_space(tmp_path: Path) -> None
         ended = await turn(
             daemon,
             f"set -e; cd me; tar xf {archive}; git init -q; git add -A; "
-            "git -c user.email=a@b -c user.name=agent commit -q -m notes; git log --oneline | wc -l",
+            "git -c user.email=a@b -c user.name=agent commit -q -m notes; "
+            "git log --oneline | wc -l",
         )
         created = ended.spaces["me"].created
         assert "notes/a.md" in created and "notes/b.md" in created
@@ -176,9 +177,9 @@ async def test_read_only_mount_rejects_every_write_with_erofs(tmp_path: Path) ->
         def attempts() -> dict[str, int]:
             codes: dict[str, int] = {}
             tries = {
-                "open for writing": lambda: open(target, "r+b"),
-                "append": lambda: open(target, "ab"),
-                "create": lambda: open(rules / "new.md", "xb"),
+                "open for writing": lambda: os.close(os.open(target, os.O_RDWR)),
+                "append": lambda: os.close(os.open(target, os.O_WRONLY | os.O_APPEND)),
+                "create": lambda: os.close(os.open(rules / "new.md", os.O_CREAT | os.O_EXCL)),
                 "truncate": lambda: os.truncate(target, 0),
                 "rename": lambda: os.rename(target, rules / "moved.md"),
                 "unlink": lambda: os.unlink(target),
@@ -345,7 +346,8 @@ async def test_session_directory_can_belong_to_a_unix_user(tmp_path: Path) -> No
             )
             assert out.returncode != 0 and b"Permission denied" in out.stderr
             out = await sh(
-                f"setpriv --reuid=4242 --regid=4343 --clear-groups sh -c 'echo mine > {root}/me/p.md'",
+                "setpriv --reuid=4242 --regid=4343 --clear-groups "
+                f"sh -c 'echo mine > {root}/me/p.md'",
                 tmp_path,
                 check=False,
             )

@@ -80,7 +80,7 @@ async def test_write_copies_up_and_reads_back_through_handles(tmp_path: Path) ->
 async def test_create_rename_over_and_unlink_record_the_touched_paths(tmp_path: Path) -> None:
     overlay, ops = make(tmp_path)
     folder = await inode_of(ops, "s1", "rules", "dir")
-    info, attr = await ops.create(folder, b"tmp", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+    info, _attr = await ops.create(folder, b"tmp", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
     await ops.write(info.fh, 0, b"new rules\n")
     await ops.release(info.fh)
     await ops.rename(folder, b"tmp", folder, b"rules.md", 0, CTX)
