@@ -1,0 +1,177 @@
+"""The daemon as a process: started by the CLI, killed, restarted, stopped — nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.stores.sqlite import SqliteStore
+from tests.daemon_harness import require_fuse
+
+DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
+
+CONFIG = """
+mount_root = "{root}/mnt"
+state_dir = "{root}/state"
+
+[[memory]]
+layer = "org"
+space = "lending-rules"
+org = "bankId"
+description = "The bank's lending rules."
+can_write = {{ role = ["underwriter"] }}
+
+[[memory]]
+layer = "user"
+space = "me"
+user = "userId"
+label = "name"
+"""
+
+
+def memfs(*args: str, root: Path, check: bool = True) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", *args, "--socket", str(root / "state" / "memfs.sock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+    return done
+
+
+class DaemonProcess:
+    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.config = root / "memfs.toml"
+        self.config.write_text(CONFIG.format(root=root))
+        self.log = open(root / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(self.config)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited: {(root / 'daemon.log').read_text()}")
+            done = memfs("status", root=root, check=False)
+            if done.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError("daemon did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=30)
+        self.log.close()
+        return code
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    require_fuse()
+    yield tmp_path
+    subprocess.run(["fusermount3", "-u", "-z", str(tmp_path / "mnt")], capture_output=True)
+
+
+def test_kill_9_then_restart_commits_everything_closed_before_the_kill_once(root: Path) -> None:
+    daemon = DaemonProcess(root)
+    started = memfs(
+        "turn", "start", "s1", "--extra-body", json.dumps(DANA), "--prompt", "p", root=root
+    )
+    mnt = Path(started["root"])
+    (mnt / "me" / "prefs.md").write_text("short answers\n")
+    (mnt / "lending-rules" / "rules").mkdir()
+    (mnt / "lending-rules" / "rules" / "income.md").write_bytes(b"two years\n")
+    os.rename(mnt / "lending-rules" / "rules" / "income.md", mnt / "lending-rules" / "income.md")
+    daemon.stop(signal.SIGKILL)
+
+    again = DaemonProcess(root)  # finds the dead mount, unmounts it, brings the turn back
+    assert (mnt / "me" / "prefs.md").read_text() == "short answers\n"
+    ended = memfs("turn", "end", "s1", root=root)
+    assert ended["turn"] == started["turn"]
+    assert ended["spaces"]["me"]["created"] == ["prefs.md"]
+    assert ended["spaces"]["lending-rules"]["created"] == ["income.md"]
+    assert ended["files"]["lending-rules/income.md"]["renamed_from"] == "rules/income.md"
+    twice = memfs("turn", "end", "s1", root=root, check=False)
+    assert twice.returncode == 3  # NotFound: the turn is over, nothing is committed twice
+    assert again.stop() == 0
+
+    import trio
+
+    from memfs.core.models import SpaceRef
+
+    async def history() -> int:
+        store = SqliteStore(root / "state" / "memfs.db")
+        try:
+            ref = SpaceRef(layer="user", space="me", user="u_dana")
+            return len(await store.history(ref, "prefs.md"))
+        finally:
+            await store.aclose()
+
+    assert trio.run(history) == 1
+
+
+def test_sigterm_unmounts_cleanly_and_keeps_the_open_turn(root: Path) -> None:
+    daemon = DaemonProcess(root)
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    (Path(started["root"]) / "me" / "kept.md").write_text("kept\n")
+    assert daemon.stop() == 0
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(root / "mnt") not in mounts
+    assert not (root / "state" / "memfs.sock").exists()
+
+    again = DaemonProcess(root)
+    status = memfs("status", root=root)
+    assert [s["session"] for s in status["sessions"]] == ["s1"]
+    assert status["sessions"][0]["turn"] == started["turn"]
+    ended = memfs("turn", "end", "s1", root=root)
+    assert ended["spaces"]["me"]["created"] == ["kept.md"]
+    again.stop()
+
+
+def test_daemon_tells_systemd_it_is_ready(root: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    address = str(root / "notify.sock")
+    listener.bind(address)
+    listener.settimeout(10)
+    try:
+        daemon = DaemonProcess(root, env={"NOTIFY_SOCKET": address})
+        messages = []
+        while b"READY=1" not in messages:
+            messages.append(listener.recv(4096))
+        daemon.stop()
+        messages.append(listener.recv(4096))
+        assert b"STOPPING=1" in messages
+    finally:
+        listener.close()
+
+
+def test_a_bad_config_fails_at_start_naming_the_key(root: Path) -> None:
+    config = root / "bad.toml"
+    config.write_text(
+        'mount_root = "/tmp/x"\n[[memory]]\nlayer = "org"\nspace = "rules"\ncommit = "sometimes"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 78
+    assert "memory[0].commit" in done.stderr
