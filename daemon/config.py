@@ -63,7 +63,7 @@ def _invalid(reason: str) -> PydanticCustomError:
 
 
 class ExtraBodyRule:
-    """``can_write = { role = ["underwriter"] }``: every named extra-body field holds a listed value.
+    """``can_write = { role = ["underwriter"] }``: each named extra-body field holds a listed value.
 
     A field holding a list (``roles = [...]``) matches when any of its items is
     listed. A missing field never matches, so a turn without it is read-only.
@@ -285,7 +285,11 @@ class DaemonConfig(BaseModel):
 
 
 def load_app_specs(app: str) -> list[Spec]:
-    """The specs ``module:attr`` names: a list of specs, a ``memfs.Memory``, or a callable giving either."""
+    """The specs ``module:attr`` names.
+
+    That is a list of specs, a ``memfs.Memory`` (its ``specs``), or a function
+    returning either, called once with no arguments.
+    """
     from memfs.turns import Memory
 
     module_name, _, attr = app.partition(":")
@@ -399,7 +403,10 @@ def _reason(error: Mapping[str, Any]) -> str:
         values = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return f"must be one of {', '.join(values)}"
     if kind == "dict_type" and loc and loc[-1] == "can_write":
-        return 'must be a table of extra-body fields and allowed values, e.g. { role = ["underwriter"] }'
+        return (
+            "must be a table of extra-body fields and allowed values, "
+            'e.g. { role = ["underwriter"] }'
+        )
     if kind == "list_type" and loc and loc[0] == "memory" and len(loc) == 1:
         return "must be an array of tables: [[memory]]"
     simple = {
@@ -434,7 +441,9 @@ def _explain(exc: ValidationError, path: Path | None, sources: Mapping[str, str]
             parts.append(f"{path}: {key}: {_reason(error)}")
         else:
             parts.append(f"{key}: {_reason(error)}")
-    return "; ".join(parts)
+    if len(parts) == 1:
+        return parts[0]
+    return f"{len(parts)} mistakes in the configuration:\n  " + "\n  ".join(parts)
 
 
 __all__ = [

@@ -46,6 +46,25 @@ def _check_path_length(path: Path) -> None:
         )
 
 
+def socket_in_use(path: Path) -> bool:
+    """True if something listens on the Unix socket ``path`` (a running daemon).
+
+    The daemon's start asks this before touching anything a running daemon
+    owns, such as a mount at ``mount_root`` that looks stale but is not.
+    """
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)  # a live daemon with a full backlog must not hang our start
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False  # nobody listens: at most a stale file from a daemon that died
+    except TimeoutError:
+        return True  # it is there, just busy
+    finally:
+        probe.close()
+    return True
+
+
 def _clear_stale_socket(path: Path) -> None:
     """Remove a socket file left by a daemon that died; refuse to touch anything else."""
     try:
@@ -54,22 +73,10 @@ def _clear_stale_socket(path: Path) -> None:
         return
     if not stat.S_ISSOCK(mode):
         raise ConfigError("control socket path exists and is not a socket", path=str(path))
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)  # a live daemon with a full backlog must not hang our start
-    try:
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        pass  # nobody listens: a stale file from a daemon that died
-    except TimeoutError:
-        raise Conflict(
-            "another memfs daemon holds the control socket and does not answer", path=str(path)
-        ) from None
-    else:
+    if socket_in_use(path):
         raise Conflict(
             "another memfs daemon is already serving on the control socket", path=str(path)
         )
-    finally:
-        probe.close()
     path.unlink(missing_ok=True)
 
 
@@ -97,36 +104,57 @@ async def serve_control(
     ``shutdown_trigger`` stops accepting and lets requests in flight finish
     (hypercorn's graceful timeout). Either way the socket file is removed.
     """
-    socket_path = Path(socket_path).absolute()
-    _check_path_length(socket_path)
-    socket_path.parent.mkdir(parents=True, exist_ok=True)
-    _clear_stale_socket(socket_path)
-
-    # Bind in a fresh 0700 directory, narrow the socket to 0600, and only then
-    # rename it into place: at no moment can another user connect through a
-    # wider mode (a chmod after binding would leave that window open, and a
-    # umask change would leak into files other threads create meanwhile).
-    private = Path(tempfile.mkdtemp(prefix=".ctl", dir=socket_path.parent))
-    bound = private / "s"
+    socket_path, private = _prepare(Path(socket_path))
     identity: tuple[int, int] | None = None
     try:
-        _check_path_length(bound)
         async with trio.open_nursery() as nursery:
+            bind = f"unix:{private / 'socket'}"
             await nursery.start(
-                partial(serve, app, _config(f"unix:{bound}"), shutdown_trigger=shutdown_trigger)
+                partial(serve, app, _config(bind), shutdown_trigger=shutdown_trigger)
             )
-            os.chmod(bound, 0o600)
-            os.rename(bound, socket_path)
-            st = socket_path.lstat()
-            identity = (st.st_dev, st.st_ino)
-            private.rmdir()
+            identity = _publish(private, socket_path)
             log.info("control API listening on %s", socket_path)
             task_status.started()
     finally:
         _remove_if_ours(socket_path, identity)
-        if private.exists():
-            bound.unlink(missing_ok=True)
-            private.rmdir()
+        _remove_private(private)
+
+
+def _prepare(socket_path: Path) -> tuple[Path, Path]:
+    """Check the path, clear a stale socket, and make the private directory to bind in.
+
+    Binding in a fresh 0700 directory, narrowing the socket to 0600 and only
+    then renaming it into place means no other user can ever connect through
+    a wider mode (a chmod after binding would leave that window open, and a
+    umask change would leak into files other threads create meanwhile).
+    """
+    socket_path = socket_path.absolute()
+    _check_path_length(socket_path)
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    _clear_stale_socket(socket_path)
+    private = Path(tempfile.mkdtemp(prefix=".ctl", dir=socket_path.parent))
+    try:
+        _check_path_length(private / "socket")
+    except ConfigError:
+        private.rmdir()
+        raise
+    return socket_path, private
+
+
+def _publish(private: Path, socket_path: Path) -> tuple[int, int]:
+    """Narrow the bound socket to 0600 and move it into place; returns its identity."""
+    bound = private / "socket"
+    os.chmod(bound, 0o600)
+    os.rename(bound, socket_path)
+    private.rmdir()
+    st = socket_path.lstat()
+    return st.st_dev, st.st_ino
+
+
+def _remove_private(private: Path) -> None:
+    (private / "socket").unlink(missing_ok=True)
+    if private.exists():
+        private.rmdir()
 
 
 def _remove_if_ours(path: Path, identity: tuple[int, int] | None) -> None:
@@ -141,4 +169,4 @@ def _remove_if_ours(path: Path, identity: tuple[int, int] | None) -> None:
         path.unlink(missing_ok=True)
 
 
-__all__ = ["MAX_SOCKET_PATH", "serve_control"]
+__all__ = ["MAX_SOCKET_PATH", "serve_control", "socket_in_use"]

@@ -28,7 +28,7 @@ from memfs.core.specs import Spec
 from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
-from memfsd.control import serve_control
+from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_names
 from memfsd.notify import notify, watchdog_interval
 from memfsd.overlay import Overlay
@@ -60,15 +60,24 @@ def is_mountpoint(path: Path) -> bool:
 
 
 def clear_stale_mount(mount_root: Path) -> bool:
-    """Lazily unmount what a crashed daemon left at ``mount_root``; True if there was one."""
-    stale = False
+    """Lazily unmount what a crashed daemon left at ``mount_root``; True if there was one.
+
+    Only a dead FUSE mount ("Transport endpoint is not connected") is stale. A
+    live mount there belongs to someone else, and starting is a mistake.
+    """
     try:
-        os.stat(mount_root)
+        # statvfs always reaches the filesystem; stat may be answered from the
+        # kernel's attribute cache even when the daemon behind it is dead.
+        os.statvfs(mount_root)
     except OSError as exc:
         if exc.errno != errno.ENOTCONN:
             return False
-        stale = True  # "Transport endpoint is not connected": a dead FUSE mount
-    if not stale and not is_mountpoint(mount_root):
+    else:
+        if is_mountpoint(mount_root):
+            raise ConfigError(
+                "something is already mounted there (another memfs daemon?)",
+                path=str(mount_root),
+            )
         return False
     log.warning("unmounting a stale mount at %s", mount_root)
     done = subprocess.run(
@@ -92,6 +101,8 @@ async def serve(
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
+    if await trio.to_thread.run_sync(socket_in_use, settings.socket):
+        raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
     settings.mount_root.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.store)

@@ -8,11 +8,17 @@ turns::
     turn = await mem.start_turn(session="s1", extra_body={"userId": "u1", "name": "Dana"})
     ...  # the agent works in turn.root
     result = await turn.end()
+
+With the daemon running (``memfs daemon``), ``memfs.Client()`` does the same
+over its control socket, and each turn's spaces are FUSE-mounted directories.
 """
 
+from memfs.client import Client as Client
 from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
+from memfs.core.errors import BadRequest as BadRequest
 from memfs.core.errors import ConfigError as ConfigError
 from memfs.core.errors import Conflict as Conflict
+from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
 from memfs.core.errors import InvalidName as InvalidName
 from memfs.core.errors import MemfsError as MemfsError
 from memfs.core.errors import NameTooLong as NameTooLong

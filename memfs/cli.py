@@ -2,30 +2,70 @@
 
 Commands print JSON (or, for the demo, readable sections) on stdout; errors
 go to stderr as one line and exit with the error's ``exit_code``. Commands
-are sync and call ``trio.run`` themselves.
+are sync: ``daemon`` and ``demo`` call ``trio.run`` themselves, the rest talk
+to a running daemon through :class:`memfs.Client` on its control socket.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 import trio
+from pydantic import BaseModel
 
-from memfs.core.errors import MemfsError
+from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.errors import BadRequest, MemfsError, sole_memfs_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_STATE_DIR = "/var/lib/memfs"
 
-
-def fail(exc: MemfsError) -> None:
+def fail(exc: MemfsError) -> NoReturn:
     click.echo(f"memfs: error: {exc}", err=True)
     sys.exit(exc.exit_code)
+
+
+def emit(model: BaseModel) -> None:
+    click.echo(json.dumps(model.model_dump(mode="json"), indent=2))
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn a memfs error (also one a trio nursery wrapped) into ``fail``."""
+    try:
+        yield
+    except MemfsError as exc:
+        fail(exc)
+    except BaseExceptionGroup as group:
+        found = sole_memfs_error(group)
+        if found is None:
+            raise
+        fail(found)
+
+
+def socket_option(command: F) -> F:
+    """``--socket PATH``, shared by every command that talks to the daemon."""
+    return click.option(
+        "--socket",
+        "socket_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        show_default="$MEMFS_SOCKET, else memfs.sock in $MEMFS_STATE_DIR or /var/lib/memfs",
+        help="The daemon's control socket.",
+    )(command)
+
+
+def call(socket_path: Path | None, action: Callable[[Client], BaseModel]) -> None:
+    """Run one control-API call and print its answer as JSON."""
+    with reported(), Client(socket_path) as client:
+        result = action(client)
+    emit(result)
 
 
 @click.group()
@@ -63,6 +103,152 @@ def demo(state_dir: Path, store_url: str | None) -> None:
         trio.run(run_demo, url, state_dir / "turns", say)
     except MemfsError as exc:
         fail(exc)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="MEMFS_CONFIG",
+    default=None,
+    help="A memfs.toml (also $MEMFS_CONFIG). Without one, defaults and MEMFS_* variables.",
+)
+@click.option(
+    "--mount-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where sessions are mounted (overrides mount_root and $MEMFS_MOUNT_ROOT).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Blob cache, open turns, SQLite store and control socket "
+    "(overrides state_dir and $MEMFS_STATE_DIR).",
+)
+@click.option(
+    "--store", "store_url", default=None, help="Store URL (overrides store and $MEMFS_STORE)."
+)
+@click.option(
+    "--app",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Python memory specs: a list of specs, a memfs.Memory, or a function returning one.",
+)
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Accepted for clarity: the daemon always runs in the foreground (no fork), "
+    "as systemd's Type=notify expects.",
+)
+def daemon(
+    config_file: Path | None,
+    mount_root: Path | None,
+    state_dir: Path | None,
+    store_url: str | None,
+    app: str | None,
+    foreground: bool,
+) -> None:
+    """Run the memfs daemon: the FUSE mount and the control API, in the foreground.
+
+    Settings come from --config, then MEMFS_MOUNT_ROOT, MEMFS_STATE_DIR and
+    MEMFS_STORE, then these flags. Stops on SIGTERM or SIGINT, keeping open
+    turns for the next start.
+    """
+    from memfsd.config import load_config
+
+    overrides = {
+        "mount_root": None if mount_root is None else mount_root.absolute(),
+        "state_dir": None if state_dir is None else state_dir.absolute(),
+        "store": store_url,
+        "app": app,
+    }
+    with reported():
+        config = load_config(config_file, overrides=overrides)
+        # Imported here: the mount needs pyfuse3, which the other commands do not.
+        from memfsd.main import run_daemon
+
+        run_daemon(config)
+
+
+@main.group()
+def turn() -> None:
+    """Start, end and commit agent turns on the running daemon."""
+
+
+@turn.command("start")
+@click.argument("session")
+@click.option(
+    "--extra-body",
+    default=None,
+    metavar="JSON",
+    help='The sign-in identity as a JSON object, e.g. \'{"userId": "u1", "role": "underwriter"}\'.',
+)
+@click.option("--prompt", default=None, help="What the person asked; kept with every revision.")
+@click.option("--uid", type=click.IntRange(min=0), default=None, help="Owner of the session dir.")
+@click.option("--gid", type=click.IntRange(min=0), default=None, help="Group of the session dir.")
+@socket_option
+def turn_start(
+    session: str,
+    extra_body: str | None,
+    prompt: str | None,
+    uid: int | None,
+    gid: int | None,
+    socket_path: Path | None,
+) -> None:
+    """Mount SESSION's spaces for its next turn; prints the mounts and the note."""
+    body = parse_extra_body(extra_body)
+    call(socket_path, lambda c: c.start_turn(session, body, prompt=prompt, uid=uid, gid=gid))
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(BadRequest(f"--extra-body is not valid JSON: {exc}"))
+    if not isinstance(body, dict):
+        fail(BadRequest(f"--extra-body must be a JSON object, not {type(body).__name__}"))
+    return body
+
+
+@turn.command("end")
+@click.argument("session")
+@socket_option
+def turn_end(session: str, socket_path: Path | None) -> None:
+    """End SESSION's open turn: commit its changes; prints what it saved and touched."""
+    call(socket_path, lambda c: c.end_turn(session))
+
+
+@turn.command("commit")
+@click.argument("session")
+@click.argument("turn_id", metavar="TURN")
+@socket_option
+def turn_commit(session: str, turn_id: str, socket_path: Path | None) -> None:
+    """Commit what TURN of SESSION left in commit = "manual" spaces."""
+    call(socket_path, lambda c: c.commit_turn(session, turn_id))
+
+
+@main.group()
+def session() -> None:
+    """Manage sessions on the running daemon."""
+
+
+@session.command("close")
+@click.argument("session_id", metavar="SESSION")
+@socket_option
+def session_close(session_id: str, socket_path: Path | None) -> None:
+    """Close SESSION: its directory leaves the mount."""
+    call(socket_path, lambda c: c.close_session(session_id))
+
+
+@main.command()
+@socket_option
+def status(socket_path: Path | None) -> None:
+    """Show the daemon, its store and its open sessions."""
+    call(socket_path, lambda c: c.status())
 
 
 if __name__ == "__main__":  # pragma: no cover

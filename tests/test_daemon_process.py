@@ -68,11 +68,15 @@ class DaemonProcess:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
                 raise AssertionError(f"daemon exited: {(root / 'daemon.log').read_text()}")
             done = memfs("status", root=root, check=False)
             if done.returncode == 0:
                 return
             time.sleep(0.1)
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
         raise AssertionError("daemon did not start")
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
@@ -175,3 +179,17 @@ def test_a_bad_config_fails_at_start_naming_the_key(root: Path) -> None:
     )
     assert done.returncode == 78
     assert "memory[0].commit" in done.stderr
+
+
+def test_a_second_daemon_refuses_to_start_and_the_first_keeps_serving(root: Path) -> None:
+    daemon = DaemonProcess(root)
+    second = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(daemon.config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 78
+    assert "already running" in second.stderr
+    assert memfs("status", root=root)["sessions"] == []
+    assert daemon.stop() == 0

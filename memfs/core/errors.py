@@ -190,6 +190,17 @@ class DaemonUnavailable(MemfsError):
     exit_code = 9
 
 
+def sole_memfs_error(exc: BaseException) -> MemfsError | None:
+    """The memfs error ``exc`` is, or carries alone through exception groups (trio nurseries).
+
+    Boundaries use this to translate an error a nursery wrapped as the error
+    itself, not as an unexpected failure.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, MemfsError) else None
+
+
 __all__ = [
     "AlreadyCommitted",
     "BadRequest",
@@ -213,4 +224,5 @@ __all__ = [
     "TooLarge",
     "TurnOpen",
     "Unsupported",
+    "sole_memfs_error",
 ]

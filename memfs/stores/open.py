@@ -28,27 +28,37 @@ def _absolute_path(url: str, netloc: str, path: str) -> Path:
     return Path(unquote(path))
 
 
-def open_store(url: str) -> Store:
-    """Open the store ``url`` names."""
+def parse_store_url(url: str) -> tuple[str, Path | None]:
+    """Check ``url`` as ``open_store`` would, without opening anything: (scheme, path).
+
+    Configuration loading calls this so a bad store URL fails at start with
+    the config key named, before any file is created.
+    """
     parts = urlsplit(url)
     scheme = parts.scheme
     if scheme == "memory":
         if parts.netloc or parts.path:
             raise ConfigError("memory:// takes no path", path=url)
+        return scheme, None
+    if scheme in ("folder", "sqlite"):
+        return scheme, _absolute_path(url, parts.netloc, parts.path)
+    raise ConfigError(f"unknown store URL scheme; use one of {', '.join(SCHEMES)}", path=url)
+
+
+def open_store(url: str) -> Store:
+    """Open the store ``url`` names."""
+    scheme, path = parse_store_url(url)
+    if path is None:
         from memfs.stores.memory import MemoryStore
 
         return MemoryStore()
     if scheme == "folder":
-        root = _absolute_path(url, parts.netloc, parts.path)
         from memfs.stores.folder import FolderStore
 
-        return FolderStore(root)
-    if scheme == "sqlite":
-        database = _absolute_path(url, parts.netloc, parts.path)
-        from memfs.stores.sqlite import SqliteStore
+        return FolderStore(path)
+    from memfs.stores.sqlite import SqliteStore
 
-        return SqliteStore(database)
-    raise ConfigError(f"unknown store URL scheme; use one of {', '.join(SCHEMES)}", path=url)
+    return SqliteStore(path)
 
 
-__all__ = ["SCHEMES", "open_store"]
+__all__ = ["SCHEMES", "open_store", "parse_store_url"]

@@ -1,0 +1,205 @@
+"""The daemon's control API: HTTP/JSON routes over a ``ControlTarget``.
+
+This module owns the routes, their OpenAPI document and the one place where
+errors become HTTP: a ``MemfsError`` becomes its ``http_status`` with a
+``Problem`` body, a request the API cannot read becomes a 400 ``BadRequest``
+problem, and anything unexpected becomes a 500 problem, logged once with its
+traceback. The target (the daemon's service) never sees a request that did
+not validate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memfs.api.models import (
+    DaemonStatus,
+    Problem,
+    SessionClosed,
+    StartTurnRequest,
+    TurnEnded,
+    TurnStarted,
+)
+from memfs.api.target import ControlTarget
+from memfs.core.errors import BadRequest, MemfsError, NotFound, sole_memfs_error
+
+log = logging.getLogger(__name__)
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+# Declared on every route so the OpenAPI document describes the error body
+# the API really sends. Naming "4XX" also stops FastAPI from documenting its
+# default 422 validation error, which this API never returns.
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
+    "5XX": {"model": Problem, "description": "The daemon or its store failed."},
+}
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def problem(status: int, error: str, detail: str, exit_code: int) -> JSONResponse:
+    """A problem-details response; ``title`` repeats the error class, as the CLI shows it."""
+    body = Problem(title=error, status=status, detail=detail, error=error, exit_code=exit_code)
+    return JSONResponse(
+        body.model_dump(mode="json"), status_code=status, media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+def error_response(exc: MemfsError) -> JSONResponse:
+    return problem(exc.http_status, type(exc).__name__, str(exc), exc.exit_code)
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error", "")
+            parts.append(f"the request body is not valid JSON ({reason})")
+            continue
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "the request is not valid"
+
+
+class _CatchAll:
+    """Turn what escapes the routes into a 500 problem, logged once.
+
+    Starlette's own ``Exception`` handler re-raises after answering, so the
+    server would log the same error a second time and test transports would
+    raise it; this middleware answers and stops there.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            memfs_error = sole_memfs_error(exc)
+            if memfs_error is not None:
+                response = error_response(memfs_error)
+            else:
+                log.exception("control API: %s %s failed", scope["method"], scope["path"])
+                response = problem(500, "InternalError", f"{type(exc).__name__}: {exc}", 1)
+            if started:  # too late to answer; the connection is dropped
+                raise
+            await response(scope, receive, send)
+
+
+def control_app(target: ControlTarget) -> FastAPI:
+    """The control API, driving ``target``."""
+    from memfs import __version__
+
+    app = FastAPI(
+        title="memfs control API",
+        version=__version__,
+        description=(
+            "Start and end agent turns on the memfs daemon. Served over a Unix socket "
+            "(`<state_dir>/memfs.sock`, mode 0600). Errors are RFC 9457 problem details "
+            "whose `error` names the memfs error class."
+        ),
+        docs_url=None,  # no browser on a Unix socket; /openapi.json is the document
+        redoc_url=None,
+    )
+
+    @app.exception_handler(MemfsError)
+    async def _memfs_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, MemfsError)
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return problem(400, BadRequest.__name__, _describe_validation(exc), BadRequest.exit_code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+        # Unknown routes and methods: still a problem body, so clients parse one shape.
+        assert isinstance(exc, StarletteHTTPException)
+        status = exc.status_code
+        if status == 404:
+            error, exit_code = NotFound.__name__, NotFound.exit_code
+        elif status < 500:
+            error, exit_code = BadRequest.__name__, BadRequest.exit_code
+        else:
+            error, exit_code = MemfsError.__name__, MemfsError.exit_code
+        detail = f"{HTTPStatus(status).phrase}: {request.method} {request.url.path}"
+        return problem(status, error, detail, exit_code)
+
+    app.add_middleware(_CatchAll)
+
+    @app.post(
+        "/turns",
+        status_code=201,
+        response_model=TurnStarted,
+        responses=_PROBLEMS,
+        summary="Start a session's next turn and mount its spaces",
+    )
+    async def start_turn(request: StartTurnRequest) -> TurnStarted:
+        return await target.start_turn(request)
+
+    @app.post(
+        "/sessions/{session}/turn/end",
+        response_model=TurnEnded,
+        responses=_PROBLEMS,
+        summary="End the session's open turn and commit its changes",
+    )
+    async def end_turn(session: str) -> TurnEnded:
+        return await target.end_turn(session)
+
+    @app.post(
+        "/sessions/{session}/turns/{turn}/commit",
+        response_model=TurnEnded,
+        responses=_PROBLEMS,
+        summary="Commit an ended turn's changes to manual-commit spaces",
+    )
+    async def commit_turn(session: str, turn: str) -> TurnEnded:
+        return await target.commit_turn(session, turn)
+
+    @app.delete(
+        "/sessions/{session}",
+        response_model=SessionClosed,
+        responses=_PROBLEMS,
+        summary="Close a session: its directory disappears from the mount",
+    )
+    async def close_session(session: str) -> SessionClosed:
+        return await target.close_session(session)
+
+    @app.get(
+        "/status",
+        response_model=DaemonStatus,
+        responses=_PROBLEMS,
+        summary="The daemon, its store and its open sessions",
+    )
+    async def status() -> DaemonStatus:
+        return await target.status()
+
+    return app
+
+
+__all__ = ["PROBLEM_MEDIA_TYPE", "control_app", "error_response", "problem"]

@@ -1,0 +1,175 @@
+"""``memfs.Client``: the daemon's control API from Python, over its Unix socket.
+
+A small synchronous client (the CLI is one of its users). Answers come back
+as the models of :mod:`memfs.api.models`; a problem answer is raised again
+as the memfs error the daemon raised, so ``except memfs.NotFound`` works
+across the socket; a daemon that is not there is ``memfs.DaemonUnavailable``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from memfs.api.models import (
+    DaemonStatus,
+    Problem,
+    SessionClosed,
+    StartTurnRequest,
+    TurnEnded,
+    TurnStarted,
+)
+from memfs.core import errors
+from memfs.core.errors import DaemonUnavailable, MemfsError
+
+DEFAULT_STATE_DIR = "/var/lib/memfs"
+SOCKET_NAME = "memfs.sock"
+DEFAULT_TIMEOUT = 60.0  # starting or ending a turn loads or stores whole spaces
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def default_socket(env: Mapping[str, str] = os.environ) -> Path:
+    """``$MEMFS_SOCKET``, else ``memfs.sock`` in ``$MEMFS_STATE_DIR`` (default /var/lib/memfs)."""
+    if env.get("MEMFS_SOCKET"):
+        return Path(env["MEMFS_SOCKET"])
+    return Path(env.get("MEMFS_STATE_DIR") or DEFAULT_STATE_DIR) / SOCKET_NAME
+
+
+def error_from_problem(problem: Problem) -> MemfsError:
+    """The memfs error a problem answer names; ``MemfsError`` if this memfs has no such class."""
+    cls = getattr(errors, problem.error, None)
+    if not (isinstance(cls, type) and issubclass(cls, MemfsError)):
+        cls = MemfsError
+    return cls(problem.detail)
+
+
+def _unavailable(path: Path, exc: httpx.TransportError) -> DaemonUnavailable:
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, PermissionError):
+        message = "no permission to use the memfs control socket (mode 0600: run as its owner)"
+    elif isinstance(exc, httpx.TimeoutException):
+        message = "the memfs daemon did not answer in time on its control socket"
+    elif isinstance(exc, httpx.ConnectError):
+        message = "the memfs daemon is not running (nothing listens on its control socket)"
+    else:
+        message = f"the memfs daemon broke off the request ({str(exc) or type(exc).__name__})"
+    return DaemonUnavailable(message, path=str(path))
+
+
+def _close_failed_connect(exc: BaseException) -> None:
+    """Close the socket of a failed connect, which httpcore 1.0 leaves open.
+
+    httpcore's ``connect_unix_socket`` lets the error escape without closing
+    the socket it made; the garbage collector would close it later with a
+    ResourceWarning. Its frame is still on the traceback, so close it now.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        for frame, _ in traceback.walk_tb(seen.__traceback__):
+            sock = frame.f_locals.get("sock")
+            if frame.f_code.co_name == "connect_unix_socket" and isinstance(sock, socket.socket):
+                sock.close()
+        seen = seen.__cause__ or seen.__context__
+
+
+class Client:
+    """The control API of the daemon listening on ``socket``."""
+
+    def __init__(
+        self, socket: str | Path | None = None, *, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> None:
+        self.socket = default_socket() if socket is None else Path(socket)
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket)),
+            # The host is never resolved; requests go to the socket.
+            base_url="http://memfs",
+            timeout=timeout,
+        )
+
+    def start_turn(
+        self,
+        session: str,
+        extra_body: Mapping[str, Any] | None = None,
+        prompt: str | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> TurnStarted:
+        """Mount the session's spaces for its next turn."""
+        request = StartTurnRequest(
+            session=session, extra_body=dict(extra_body or {}), prompt=prompt, uid=uid, gid=gid
+        )
+        return self._call(
+            TurnStarted, "POST", "/turns", json=request.model_dump(mode="json", exclude_none=True)
+        )
+
+    def end_turn(self, session: str) -> TurnEnded:
+        """End the session's open turn: commit its changes and report what it did."""
+        return self._call(TurnEnded, "POST", f"/sessions/{_segment(session)}/turn/end")
+
+    def commit_turn(self, session: str, turn: str) -> TurnEnded:
+        """Commit what an ended turn left waiting in ``manual`` spaces."""
+        return self._call(
+            TurnEnded, "POST", f"/sessions/{_segment(session)}/turns/{_segment(turn)}/commit"
+        )
+
+    def close_session(self, session: str) -> SessionClosed:
+        """Close the session; its directory leaves the mount."""
+        return self._call(SessionClosed, "DELETE", f"/sessions/{_segment(session)}")
+
+    def status(self) -> DaemonStatus:
+        """The daemon and its open sessions."""
+        return self._call(DaemonStatus, "GET", "/status")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, model: type[M], method: str, url: str, **kwargs: Any) -> M:
+        try:
+            response = self._http.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+                _close_failed_connect(exc)
+            raise _unavailable(self.socket, exc) from exc
+        if response.is_success:
+            return model.model_validate_json(response.content)
+        try:
+            problem = Problem.model_validate_json(response.content)
+        except ValidationError:
+            # Not our API answering (or a proxy in between): say what came back.
+            text = response.text.strip()[:200]
+            raise MemfsError(
+                f"the control socket answered {response.status_code} without a problem body: "
+                f"{text!r}"
+            ) from None
+        raise error_from_problem(problem)
+
+
+def _segment(value: str) -> str:
+    # Ids are checked by the daemon; quoting keeps a bad one from changing the route.
+    return quote(value, safe="")
+
+
+__all__ = ["DEFAULT_STATE_DIR", "Client", "default_socket", "error_from_problem"]
