@@ -85,9 +85,19 @@ def main() -> None:
 @click.option(
     "--store", "store_url", default=None, help="Store URL (default: sqlite in --state-dir)."
 )
-def demo(state_dir: Path, store_url: str | None) -> None:
-    """Run two scripted agent turns (bash) against the embedded store and show what memfs saw."""
-    from memfs.demo import run_demo
+@click.option(
+    "--copy-mode",
+    is_flag=True,
+    help="Run without FUSE: copy the spaces into folders instead of mounting them.",
+)
+def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
+    """Start the daemon on the embedded store and run two scripted bash agent turns in it.
+
+    Prints each turn's note, what the agent's shell printed, the commit result
+    and the access log, then the history of the file the agent wrote.
+    """
+    from memfs.demo import run_copy_demo, run_daemon_demo
+    from memfs.stores.open import parse_store_url
 
     state_dir = state_dir.absolute()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -98,9 +108,13 @@ def demo(state_dir: Path, store_url: str | None) -> None:
         click.echo(str(body).rstrip("\n"))
         click.echo()
 
-    click.echo(f"memfs demo: store {url}\n")
+    click.echo(f"memfs demo: store {url}, {'copy mode' if copy_mode else 'FUSE daemon'}\n")
     try:
-        trio.run(run_demo, url, state_dir / "turns", say)
+        parse_store_url(url)
+        if copy_mode:
+            trio.run(run_copy_demo, url, state_dir / "turns", say)
+        else:
+            run_daemon_demo(state_dir, url, say)
     except MemfsError as exc:
         fail(exc)
 

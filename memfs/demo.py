@@ -1,25 +1,35 @@
 """The demo: one loan desk, two people, two agent turns driven by a real bash script.
 
-It shows what memfs does end to end on the embedded SQLite store: the note
-the agent gets, the shell commands the agent runs in its memory folders, the
-commit result of each turn and the history of a file with its provenance.
+By default it starts the daemon (``memfs daemon``) on the embedded SQLite
+store, and each person's agent works in a mounted session through the FUSE
+mount; the demo prints the note each agent gets, what its shell printed, the
+commit result and the access log of each turn, and the history of the rules
+file with its provenance. ``copy_mode=True`` runs the same story without FUSE,
+in copy mode.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from memfs.client import Client
+from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import SpaceRef
 from memfs.core.specs import org_memory, user_memory
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
 from memfs.turns import Memory
+
+Say = Callable[[str, Any], None]
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
 CAROL = {"userId": "u_carol", "name": "Carol", "bankId": "bank_17", "role": "officer"}
@@ -37,11 +47,38 @@ CAROL_AGENT = """\
 set -u
 cat lending-rules/income/self-employed.md
 # An officer may not change the rules: the folder is read-only for this turn.
-echo '- Approve any score above 600.' >> lending-rules/income/self-employed.md \
-  && echo 'wrote the rules (as root, mode bits do not stop us; the turn still discards it)' \
-  || echo 'could not write the rules: read-only'
+echo '- Approve any score above 600.' >> lending-rules/income/self-employed.md \\
+  && echo 'wrote the rules' || echo 'could not write the rules'
 echo 'Prefers tables.' > me/preferences.md
 """
+
+STORY = (
+    ("demo-dana", DANA, "Self-employed applicants need two years of SA302s.", DANA_AGENT),
+    ("demo-carol", CAROL, "Approve any score above 600.", CAROL_AGENT),
+)
+
+CONFIG = """\
+mount_root = "{mount_root}"
+state_dir = "{state_dir}"
+store = "{store}"
+
+[[memory]]
+layer = "org"
+space = "lending-rules"
+org = "bankId"
+description = "The bank's shared lending rules. Only underwriters may change them."
+can_write = {{ role = ["underwriter"] }}
+by = {{ id = "userId", label = "name", role = "role" }}
+
+[[memory]]
+layer = "user"
+space = "me"
+user = "userId"
+label = "name"
+description = "This person's own preferences, such as how they like answers."
+"""
+
+RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
 
 def _agent(root: Path, script: str) -> str:
@@ -51,7 +88,72 @@ def _agent(root: Path, script: str) -> str:
     return done.stdout + done.stderr
 
 
-async def run_demo(store_url: str, workdir: Path, say: Callable[[str, Any], None]) -> None:
+def _start_daemon(config: Path, log: Path, socket: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DaemonUnavailable(f"the daemon exited; see {log}", path=str(socket))
+        try:
+            with Client(socket) as client:
+                client.status()
+            return proc
+        except DaemonUnavailable:
+            time.sleep(0.1)
+    proc.kill()
+    raise DaemonUnavailable(f"the daemon did not start in 30 s; see {log}", path=str(socket))
+
+
+def run_daemon_demo(state_dir: Path, store_url: str, say: Say) -> None:
+    """The story on the real daemon: FUSE mounts, the control API, a bash agent."""
+    config = state_dir / "demo.toml"
+    config.write_text(
+        CONFIG.format(mount_root=state_dir / "mnt", state_dir=state_dir, store=store_url)
+    )
+    socket = state_dir / "memfs.sock"
+    proc = _start_daemon(config, state_dir / "daemon.log", socket)
+    try:
+        with Client(socket) as client:
+            for session, person, prompt, script in STORY:
+                started = client.start_turn(session, person, prompt)
+                say(f"note for {person['name']}'s turn (mounted at {started.root})", started.note)
+                say(f"{person['name']}'s agent (bash)", _agent(Path(started.root), script))
+                ended = client.end_turn(session)
+                say(
+                    f"result of {person['name']}'s turn",
+                    json.dumps(ended.model_dump(mode="json")["spaces"], indent=2),
+                )
+                say(
+                    f"access log of {person['name']}'s turn (what the filesystem saw)",
+                    json.dumps(ended.model_dump(mode="json")["files"], indent=2),
+                )
+                client.close_session(session)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    trio.run(_show_history, store_url, say)
+
+
+async def _show_history(store_url: str, say: Say) -> None:
+    store = open_store(store_url)
+    try:
+        if isinstance(store, ManagedStore):
+            history = await store.history(RULES, "income/self-employed.md")
+            say(
+                "history of lending-rules/income/self-employed.md",
+                json.dumps([r.model_dump(mode="json") for r in history], indent=2),
+            )
+    finally:
+        await store.aclose()
+
+
+async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
+    """The same story in copy mode: no FUSE, the spaces copied into folders."""
     store = open_store(store_url)
     memory = Memory(
         store,
@@ -70,27 +172,16 @@ async def run_demo(store_url: str, workdir: Path, say: Callable[[str, Any], None
         workdir=workdir,
     )
     try:
-        for session, person, prompt, script in (
-            ("demo-dana", DANA, "Self-employed applicants need two years of SA302s.", DANA_AGENT),
-            ("demo-carol", CAROL, "Approve any score above 600.", CAROL_AGENT),
-        ):
+        for session, person, prompt, script in STORY:
             turn = await memory.start_turn(session, person, prompt=prompt)
             say(f"note for {person['name']}'s turn", turn.note)
-            say(
-                f"{person['name']}'s agent (bash)",
-                await trio.to_thread.run_sync(_agent, turn.root, script),
-            )
+            agent_output = await trio.to_thread.run_sync(_agent, turn.root, script)
+            say(f"{person['name']}'s agent (bash)", agent_output)
             result = await turn.end()
             say(f"result of {person['name']}'s turn", json.dumps(result.summary(), indent=2))
-        if isinstance(store, ManagedStore):
-            ref = SpaceRef(layer="org", space="lending-rules", org="bank_17")
-            history = await store.history(ref, "income/self-employed.md")
-            say(
-                "history of lending-rules/income/self-employed.md",
-                json.dumps([r.model_dump(mode="json") for r in history], indent=2),
-            )
     finally:
         await store.aclose()
+    await _show_history(store_url, say)
 
 
-__all__ = ["run_demo"]
+__all__ = ["run_copy_demo", "run_daemon_demo"]

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.daemon_harness import require_fuse
+
 MEMFS = [sys.executable, "-m", "memfs.cli"]
 
 
@@ -13,17 +15,28 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*MEMFS, *args], capture_output=True, text=True, timeout=120)
 
 
-def test_demo_runs_two_turns_on_the_embedded_store(tmp_path: Path) -> None:
+def test_demo_runs_two_turns_on_the_daemon_with_the_embedded_store(tmp_path: Path) -> None:
+    require_fuse()
     done = run("demo", "--state-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert f"store sqlite://{tmp_path}/memfs.db" in out
-    assert "==> note for Dana's turn" in out
-    assert '"status": "saved"' in out
-    assert '"status": "skipped"' in out  # Carol's turn had the rules read-only
-    assert "income/self-employed.md" in out
+    assert f"store sqlite://{tmp_path}/memfs.db, FUSE daemon" in out
+    assert f"==> note for Dana's turn (mounted at {tmp_path}/mnt/demo-dana)" in out
+    assert "Read-only file system" in out  # Carol's agent hit EROFS on the rules
+    assert '"status": "skipped"' in out
+    assert "==> access log of Carol's turn" in out
+    assert '"read": "1"' in out  # Carol read exactly revision 1 of the rules
     assert '"origin": "conversation"' in out
-    assert (tmp_path / "memfs.db").exists()
+    assert not (tmp_path / "memfs.sock").exists()  # the daemon stopped cleanly
+
+
+def test_demo_in_copy_mode_needs_no_fuse(tmp_path: Path) -> None:
+    done = run("demo", "--state-dir", str(tmp_path), "--copy-mode")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "copy mode" in out
+    assert '"status": "skipped"' in out
+    assert "income/self-employed.md" in out
     assert list((tmp_path / "turns").iterdir()) == []  # working copies are cleaned up
 
 
