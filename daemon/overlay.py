@@ -453,27 +453,35 @@ class Overlay:
 
     # -- namespace changes ---------------------------------------------------
 
-    def create(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
+    def _new_entry(
+        self, parent_inode: int, name: str, kind: Kind, mode: int, uid: int, gid: int
+    ) -> tuple[MountTree, Node]:
+        """A new file or folder in a writable space, after every check a new name needs."""
         parent = self.node(parent_inode)
         mount = self._writable_dir(parent)
         self._check_name(parent, name)
         if name in parent.children:
             raise Exists("already exists", path=name)
-        if mount.files + 1 > self.limits.max_files:
+        if kind == "file" and mount.files + 1 > self.limits.max_files:
             raise SpaceFull(
                 f"the space holds {mount.files} files; the limit is {self.limits.max_files}",
                 path=name,
             )
+        default = FILE_MODE if kind == "file" else DIR_MODE
         node = self._new_node(
-            "file",
+            kind,
             "entry",
             name,
             parent,
-            mode=stat.S_IMODE(mode) or FILE_MODE,
+            mode=stat.S_IMODE(mode) or default,
             uid=uid,
             gid=gid,
             tree=mount,
         )
+        return mount, node
+
+    def create(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
+        mount, node = self._new_entry(parent_inode, name, "file", mode, uid, gid)
         node.data = self._new_data(mount.turn)
         node.written = True
         mount.files += 1
@@ -484,21 +492,7 @@ class Overlay:
         return node
 
     def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
-        parent = self.node(parent_inode)
-        mount = self._writable_dir(parent)
-        self._check_name(parent, name)
-        if name in parent.children:
-            raise Exists("already exists", path=name)
-        node = self._new_node(
-            "dir",
-            "entry",
-            name,
-            parent,
-            mode=stat.S_IMODE(mode) or DIR_MODE,
-            uid=uid,
-            gid=gid,
-            tree=mount,
-        )
+        mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
         mount.turn.log({"o": "D", "m": mount.name, "p": node.path()})
         return node
 

@@ -162,7 +162,7 @@ class CommitResult:
 
 
 class Turn:
-    """One open turn of one session, in copy mode."""
+    """One open turn of one session: its mounts, its note, and how to end it."""
 
     def __init__(
         self,
