@@ -37,9 +37,8 @@ from memfs.core.errors import (
     NotFound,
     PermissionDenied,
     ReadOnly,
-    SpaceFull,
-    TooLarge,
 )
+from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import Limits
 from memfs.core.names import MAX_PATH_BYTES, check_segment
 from memfsd.blobs import BlobCache
@@ -462,11 +461,8 @@ class Overlay:
         self._check_name(parent, name)
         if name in parent.children:
             raise Exists("already exists", path=name)
-        if kind == "file" and mount.files + 1 > self.limits.max_files:
-            raise SpaceFull(
-                f"the space holds {mount.files} files; the limit is {self.limits.max_files}",
-                path=name,
-            )
+        if kind == "file" and (error := too_many_files(name, mount.files, self.limits)):
+            raise error
         default = FILE_MODE if kind == "file" else DIR_MODE
         node = self._new_node(
             kind,
@@ -658,15 +654,13 @@ class Overlay:
         self._mark_written(mount, node)
 
     def _check_size(self, mount: MountTree, node: Node, size: int) -> None:
-        if size > self.limits.max_file_bytes:
-            raise TooLarge(
-                f"files may hold at most {self.limits.max_file_bytes} bytes", path=node.name
-            )
-        growth = size - node.size
-        if growth > 0 and mount.bytes + growth > self.limits.max_space_bytes:
-            raise SpaceFull(
-                f"the space may hold at most {self.limits.max_space_bytes} bytes", path=node.name
-            )
+        error = file_too_large(node.name, size, self.limits) or (
+            space_too_full(node.name, mount.bytes + size - node.size, self.limits)
+            if size > node.size
+            else None
+        )
+        if error is not None:
+            raise error
 
     # -- file contents -------------------------------------------------------
 

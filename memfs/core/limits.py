@@ -14,6 +14,32 @@ from memfs.core.errors import MemfsError, SpaceFull, TooLarge
 from memfs.core.models import ChangeSet, Limits
 
 
+def file_too_large(path: str, size: int, limits: Limits) -> TooLarge | None:
+    """Why a file of ``size`` bytes may not be kept, or None."""
+    if size > limits.max_file_bytes:
+        return TooLarge(f"file is {size} bytes; the limit is {limits.max_file_bytes}", path=path)
+    return None
+
+
+def too_many_files(path: str, files: int, limits: Limits) -> SpaceFull | None:
+    """Why a space holding ``files`` files may not take one more, or None."""
+    if files + 1 > limits.max_files:
+        return SpaceFull(
+            f"the space already holds {files} files; the limit is {limits.max_files}", path=path
+        )
+    return None
+
+
+def space_too_full(path: str, total: int, limits: Limits) -> SpaceFull | None:
+    """Why a space may not grow to ``total`` bytes, or None."""
+    if total > limits.max_space_bytes:
+        return SpaceFull(
+            f"the space would hold {total} bytes; the limit is {limits.max_space_bytes}",
+            path=path,
+        )
+    return None
+
+
 def apply_limits(
     changes: ChangeSet, base_sizes: Mapping[str, int], limits: Limits
 ) -> tuple[ChangeSet, dict[str, MemfsError]]:
@@ -31,28 +57,19 @@ def apply_limits(
     writes = {**changes.created, **changes.updated}
     for path in sorted(writes):
         size = len(writes[path])
-        if size > limits.max_file_bytes:
-            refused[path] = TooLarge(
-                f"file is {size} bytes; the limit is {limits.max_file_bytes}", path=path
-            )
-            continue
         is_new = path in changes.created
-        if is_new and files + 1 > limits.max_files:
-            refused[path] = SpaceFull(
-                f"the space already holds {files} files; the limit is {limits.max_files}",
-                path=path,
-            )
-            continue
         grown = total - base_sizes.get(path, 0) + size
-        if grown > limits.max_space_bytes:
-            refused[path] = SpaceFull(
-                f"the space would hold {grown} bytes; the limit is {limits.max_space_bytes}",
-                path=path,
-            )
+        error = (
+            file_too_large(path, size, limits)
+            or (too_many_files(path, files, limits) if is_new else None)
+            or space_too_full(path, grown, limits)
+        )
+        if error is not None:
+            refused[path] = error
             continue
         total = grown
         files += int(is_new)
     return changes.without(refused), refused
 
 
-__all__ = ["apply_limits"]
+__all__ = ["apply_limits", "file_too_large", "space_too_full", "too_many_files"]
