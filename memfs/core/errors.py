@@ -201,6 +201,11 @@ def sole_memfs_error(exc: BaseException) -> MemfsError | None:
     return exc if isinstance(exc, MemfsError) else None
 
 
+
+class IllegalTransition(Conflict):
+    """A review action the change's state does not allow, such as approving a rejected change."""
+
+
 __all__ = [
     "AlreadyCommitted",
     "BadRequest",
@@ -208,6 +213,7 @@ __all__ = [
     "Conflict",
     "DaemonUnavailable",
     "Exists",
+    "IllegalTransition",
     "InvalidName",
     "IsADirectory",
     "MemfsError",

@@ -1,0 +1,276 @@
+"""The review workflow: every rule of a change to shared memory lives in this file.
+
+A turn's change to an org space under review ``person`` becomes one
+**waiting change** per (conversation, space, org): it is not live, and a later
+turn of the same conversation that edits the same file replaces that file in
+it. Under review ``after`` the change is live at once and stays listed for a
+person to look at; under ``none`` it is live and never listed. A person's own
+memory always saves at once.
+
+The moves a reviewer can make are a table (``TRANSITIONS``): from a state and
+an action to the next state and the effect a store must carry out. Anything
+not in the table is an :class:`IllegalTransition`. Every file of a change
+remembers the revision the turn loaded (its *base*); a file whose live
+revision has moved on since is **stale**, so a reviewer sees the conflict
+before approving. Values in, values out: stores keep the changes, this module
+decides what happens to them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from memfs.core.errors import IllegalTransition, NotFound
+from memfs.core.models import By, ChangeSet, Frozen, Layer, Provenance, SpaceRef, Status, now
+
+ReviewMode = Literal["person", "after", "none"]
+REVIEW_MODES: tuple[ReviewMode, ...] = ("person", "after", "none")
+ChangeState = Literal["waiting", "live", "approved", "rejected"]
+Action = Literal["update", "approve", "edit", "reject"]
+
+
+class Effect(enum.Enum):
+    """What a store must do to its live files when a transition happens."""
+
+    NONE = "none"  # nothing changes in what turns load
+    APPLY = "apply"  # the chosen files (as approved or edited) become live revisions
+    REVERT = "revert"  # the change was live already: put back what it replaced
+
+
+# (state, action) -> (next state, effect). The one table of the workflow.
+TRANSITIONS: Mapping[tuple[ChangeState, Action], tuple[ChangeState, Effect]] = {
+    ("waiting", "update"): ("waiting", Effect.NONE),
+    ("waiting", "approve"): ("approved", Effect.APPLY),
+    ("waiting", "edit"): ("approved", Effect.APPLY),
+    ("waiting", "reject"): ("rejected", Effect.NONE),
+    ("live", "update"): ("live", Effect.NONE),
+    ("live", "approve"): ("approved", Effect.NONE),
+    ("live", "edit"): ("approved", Effect.APPLY),
+    ("live", "reject"): ("rejected", Effect.REVERT),
+}
+
+NOTE_LINE = (
+    "Changes you make here wait for a person to review them: tell the person your "
+    "change is waiting for review, not that it is saved."
+)
+
+
+def saves_at_once(layer: Layer, mode: ReviewMode) -> bool:
+    """Whether a turn's change is live when the turn ends."""
+    return layer != "org" or mode != "person"
+
+
+def is_listed(layer: Layer, mode: ReviewMode) -> bool:
+    """Whether a turn's change is kept for a person to look at."""
+    return layer == "org" and mode in ("person", "after")
+
+
+def status_after_store(layer: Layer, mode: ReviewMode) -> Status:
+    """What the turn's result says for a space whose change was accepted."""
+    return "saved" if saves_at_once(layer, mode) else "waiting"
+
+
+class FileChange(Frozen):
+    """One file of a waiting change: its new content (None: deleted) and what it was based on."""
+
+    content: bytes | None
+    base: str | None  # the revision the turn loaded; None if the file was new to it
+    stale: bool = False
+    turn: str | None = None
+
+
+class Review(Frozen):
+    """Who moved a change, how, and when."""
+
+    action: Action
+    by: By | None
+    at: datetime
+    paths: tuple[str, ...]
+
+
+class WaitingChange(Frozen):
+    """A conversation's change to one org space, as a reviewer sees it."""
+
+    id: str
+    ref: SpaceRef
+    session: str
+    mode: ReviewMode
+    state: ChangeState
+    files: dict[str, FileChange]
+    provenance: Provenance  # of the latest turn that changed it
+    created_at: datetime = Field(default_factory=now)
+    reviews: tuple[Review, ...] = ()
+
+    @property
+    def stale_paths(self) -> tuple[str, ...]:
+        return tuple(sorted(path for path, file in self.files.items() if file.stale))
+
+    def change_set(self, live: Iterable[str]) -> ChangeSet:
+        """The files as a change set against what is live (``live``: the live paths)."""
+        present = set(live)
+        created: dict[str, bytes] = {}
+        updated: dict[str, bytes] = {}
+        deleted: list[str] = []
+        for path in sorted(self.files):
+            content = self.files[path].content
+            if content is None:
+                if path in present:
+                    deleted.append(path)
+            elif path in present:
+                updated[path] = content
+            else:
+                created[path] = content
+        return ChangeSet(created=created, updated=updated, deleted=tuple(deleted))
+
+
+def _files(
+    changes: ChangeSet, snapshot: Mapping[str, str], turn: str | None
+) -> dict[str, FileChange]:
+    files = {
+        path: FileChange(content=content, base=snapshot.get(path), turn=turn)
+        for path, content in {**changes.created, **changes.updated}.items()
+    }
+    for path in changes.deleted:
+        files[path] = FileChange(content=None, base=snapshot.get(path), turn=turn)
+    return files
+
+
+def open_change(
+    id: str,
+    ref: SpaceRef,
+    *,
+    mode: ReviewMode,
+    changes: ChangeSet,
+    snapshot: Mapping[str, str],
+    provenance: Provenance,
+) -> WaitingChange:
+    """A conversation's first change to a space: ``waiting`` (person) or ``live`` (after)."""
+    if provenance.session is None:
+        raise NotFound("a waiting change belongs to a conversation; this one has none")
+    return WaitingChange(
+        id=id,
+        ref=ref,
+        session=provenance.session,
+        mode=mode,
+        state="waiting" if mode == "person" else "live",
+        files=_files(changes, snapshot, provenance.turn),
+        provenance=provenance,
+        created_at=provenance.at,
+    )
+
+
+def transition(change: WaitingChange, action: Action) -> tuple[ChangeState, Effect]:
+    """The next state and effect of ``action``, or :class:`IllegalTransition`."""
+    try:
+        return TRANSITIONS[(change.state, action)]
+    except KeyError:
+        raise IllegalTransition(
+            f"a change that is {change.state} cannot be {action}d", path=change.id
+        ) from None
+
+
+def update(
+    change: WaitingChange,
+    changes: ChangeSet,
+    *,
+    snapshot: Mapping[str, str],
+    provenance: Provenance,
+) -> WaitingChange:
+    """A later turn of the same conversation: its files replace the same files in the change.
+
+    The later turn loaded the change's own files (a conversation sees what it
+    saved), so where it rewrote a file already in the change, the file keeps
+    its original base: the revision the conversation first built on.
+    """
+    transition(change, "update")
+    files = dict(change.files)
+    for path, file in _files(changes, snapshot, provenance.turn).items():
+        earlier = files.get(path)
+        base = earlier.base if earlier is not None else file.base
+        files[path] = file.model_copy(update={"base": base})
+    return change.model_copy(update={"files": files, "provenance": provenance})
+
+
+def mark_stale(change: WaitingChange, live: Mapping[str, str]) -> WaitingChange:
+    """Mark each file whose live revision moved on since its base (``live``: path -> revision)."""
+    files = {
+        path: file.model_copy(update={"stale": live.get(path) != file.base})
+        for path, file in change.files.items()
+    }
+    return change.model_copy(update={"files": files})
+
+
+def decide(
+    change: WaitingChange,
+    action: Literal["approve", "edit", "reject"],
+    *,
+    by: By | None,
+    at: datetime | None = None,
+    paths: Iterable[str] | None = None,
+    edits: Mapping[str, bytes | None] | None = None,
+) -> tuple[WaitingChange, Effect, dict[str, bytes | None]]:
+    """A reviewer's move on some files (all by default) of a change.
+
+    Returns the change after the move, the effect for the store, and the files
+    the effect concerns (path -> content, None for a deletion). Approving or
+    editing part of a waiting change applies those files and leaves the rest
+    waiting; rejecting part drops those files. Editing replaces the content
+    of the chosen files before they are applied. Rejecting a change that is
+    already live (review ``after``) reverts its files to their bases.
+    """
+    chosen = tuple(sorted(change.files if paths is None else set(paths)))
+    unknown = [path for path in chosen if path not in change.files]
+    if unknown:
+        raise NotFound("the change holds no such file", path=unknown[0])
+    edits = dict(edits or {})
+    extra = [path for path in edits if path not in chosen]
+    if extra:
+        raise NotFound("an edit names a file outside the files being decided", path=extra[0])
+    if action != "edit" and edits:
+        raise IllegalTransition("only an edit carries new content", path=change.id)
+    state, effect = transition(change, action)
+    when = at or now()
+    concerned = {
+        path: edits[path] if path in edits else change.files[path].content for path in chosen
+    }
+    if effect is Effect.REVERT:
+        concerned = {path: None for path in chosen}  # the store puts back each file's base
+    remaining = {path: file for path, file in change.files.items() if path not in chosen}
+    if remaining:
+        state = change.state  # part of it decided; the rest stays as it was
+    review = Review(action=action, by=by, at=when, paths=chosen)
+    after = change.model_copy(
+        update={
+            "state": state,
+            "files": remaining if state == "waiting" else change.files,
+            "reviews": (*change.reviews, review),
+        }
+    )
+    return after, effect, concerned
+
+
+__all__ = [
+    "NOTE_LINE",
+    "REVIEW_MODES",
+    "TRANSITIONS",
+    "Action",
+    "ChangeState",
+    "Effect",
+    "FileChange",
+    "Review",
+    "ReviewMode",
+    "WaitingChange",
+    "decide",
+    "is_listed",
+    "mark_stale",
+    "open_change",
+    "saves_at_once",
+    "status_after_store",
+    "transition",
+    "update",
+]

@@ -1,0 +1,162 @@
+"""The review workflow: its transition table, updates, stale files and partial decisions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memfs.core.errors import IllegalTransition, NotFound
+from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
+from memfs.core.review import (
+    TRANSITIONS,
+    Effect,
+    WaitingChange,
+    decide,
+    is_listed,
+    mark_stale,
+    open_change,
+    saves_at_once,
+    status_after_store,
+    update,
+)
+
+RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
+DANA = By(id="u_dana", label="Dana", role="underwriter")
+ADA = By(id="ada", label="Ada", role="member")
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def turn(n: int, prompt: str = "p") -> Provenance:
+    return Provenance(session="s1", turn=f"t{n}", prompt=prompt, by=DANA)
+
+
+def waiting(mode: str = "person") -> WaitingChange:
+    return open_change(
+        "c1",
+        RULES,
+        mode=mode,  # type: ignore[arg-type]
+        changes=ChangeSet(
+            created={"new.md": b"new"}, updated={"rules.md": b"v2"}, deleted=("old.md",)
+        ),
+        snapshot={"rules.md": "r1", "old.md": "r2"},
+        provenance=turn(1),
+    )
+
+
+def test_person_review_waits_after_and_none_are_live_and_people_save_at_once() -> None:
+    assert not saves_at_once("org", "person")
+    assert saves_at_once("org", "after") and saves_at_once("org", "none")
+    assert saves_at_once("user", "person")
+    assert is_listed("org", "person") and is_listed("org", "after")
+    assert not is_listed("org", "none") and not is_listed("user", "person")
+    assert status_after_store("org", "person") == "waiting"
+    assert status_after_store("user", "person") == "saved"
+
+
+def test_a_new_change_records_each_files_base_revision() -> None:
+    change = waiting()
+    assert change.state == "waiting"
+    assert change.files["rules.md"].base == "r1"
+    assert change.files["new.md"].base is None
+    assert change.files["old.md"].content is None
+    assert waiting("after").state == "live"
+
+
+def test_a_later_turns_edit_replaces_the_same_file_and_keeps_its_first_base() -> None:
+    later = update(
+        waiting(),
+        ChangeSet(updated={"rules.md": b"v3"}, created={"more.md": b"m"}),
+        snapshot={"rules.md": "w1"},  # the later turn loaded the waiting content
+        provenance=turn(2, "also this"),
+    )
+    assert later.files["rules.md"].content == b"v3"
+    assert later.files["rules.md"].base == "r1"
+    assert later.files["rules.md"].turn == "t2"
+    assert later.files["new.md"].content == b"new"
+    assert set(later.files) == {"rules.md", "new.md", "old.md", "more.md"}
+    assert later.provenance.prompt == "also this"
+
+
+def test_files_edited_by_another_change_since_their_base_are_stale() -> None:
+    change = mark_stale(waiting(), {"rules.md": "r9", "old.md": "r2"})
+    assert change.stale_paths == ("rules.md",)
+    assert change.files["rules.md"].stale
+    assert not change.files["old.md"].stale
+    created_elsewhere = mark_stale(waiting(), {"rules.md": "r1", "old.md": "r2", "new.md": "r5"})
+    assert created_elsewhere.stale_paths == ("new.md",)
+
+
+def test_approve_applies_every_file_and_records_who_and_when() -> None:
+    after, effect, files = decide(waiting(), "approve", by=ADA, at=AT)
+    assert after.state == "approved"
+    assert effect is Effect.APPLY
+    assert files == {"new.md": b"new", "rules.md": b"v2", "old.md": None}
+    [review] = after.reviews
+    assert (review.action, review.by, review.at) == ("approve", ADA, AT)
+
+
+def test_approving_part_applies_those_files_and_the_rest_keeps_waiting() -> None:
+    after, effect, files = decide(waiting(), "approve", by=ADA, paths=["rules.md"])
+    assert after.state == "waiting"
+    assert effect is Effect.APPLY
+    assert files == {"rules.md": b"v2"}
+    assert set(after.files) == {"new.md", "old.md"}
+    done, _, rest = decide(after, "reject", by=ADA)
+    assert done.state == "rejected"
+    assert set(rest) == {"new.md", "old.md"}
+
+
+def test_edit_then_approve_applies_the_reviewers_content() -> None:
+    after, effect, files = decide(
+        waiting(), "edit", by=ADA, paths=["rules.md"], edits={"rules.md": b"v2, fixed"}
+    )
+    assert effect is Effect.APPLY
+    assert files == {"rules.md": b"v2, fixed"}
+    assert after.reviews[0].action == "edit"
+
+
+def test_reject_applies_nothing_and_rejecting_a_live_change_reverts_it() -> None:
+    after, effect, _ = decide(waiting(), "reject", by=ADA)
+    assert (after.state, effect) == ("rejected", Effect.NONE)
+    after, effect, files = decide(waiting("after"), "reject", by=ADA)
+    assert (after.state, effect) == ("rejected", Effect.REVERT)
+    assert files == {"new.md": None, "rules.md": None, "old.md": None}
+
+
+def test_approving_a_live_change_only_marks_it_reviewed() -> None:
+    after, effect, _ = decide(waiting("after"), "approve", by=ADA)
+    assert (after.state, effect) == ("approved", Effect.NONE)
+
+
+@pytest.mark.parametrize("state", ["approved", "rejected"])
+@pytest.mark.parametrize("action", ["approve", "edit", "reject"])
+def test_a_decided_change_cannot_be_decided_again(state: str, action: str) -> None:
+    decided = waiting().model_copy(update={"state": state})
+    with pytest.raises(IllegalTransition):
+        decide(decided, action, by=ADA)  # type: ignore[arg-type]
+    with pytest.raises(IllegalTransition):
+        update(decided, ChangeSet(created={"x": b""}), snapshot={}, provenance=turn(2))
+
+
+def test_every_move_out_of_the_table_is_illegal() -> None:
+    states = ("waiting", "live", "approved", "rejected")
+    actions = ("update", "approve", "edit", "reject")
+    legal = {(s, a) for s in states for a in actions if (s, a) in TRANSITIONS}
+    assert legal == {(s, a) for s in ("waiting", "live") for a in actions}
+
+
+def test_deciding_unknown_files_or_editing_outside_them_is_refused() -> None:
+    with pytest.raises(NotFound):
+        decide(waiting(), "approve", by=ADA, paths=["nope.md"])
+    with pytest.raises(NotFound):
+        decide(waiting(), "edit", by=ADA, paths=["rules.md"], edits={"new.md": b"x"})
+    with pytest.raises(IllegalTransition):
+        decide(waiting(), "approve", by=ADA, edits={"rules.md": b"x"})
+
+
+def test_change_set_against_live_files() -> None:
+    changes = waiting().change_set(live={"rules.md", "old.md"})
+    assert changes == ChangeSet(
+        created={"new.md": b"new"}, updated={"rules.md": b"v2"}, deleted=("old.md",)
+    )
