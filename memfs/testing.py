@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from memfs.core.errors import NotFound
 from memfs.core.models import DEFAULT_ORG, By, ChangeSet, Provenance, SpaceRef, Stored
 from memfs.stores.base import ManagedStore, Store
 from memfs.stores.memory import MemoryStore
@@ -23,6 +24,8 @@ ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
 OTHER_ORG = SpaceRef(layer="org", space="lending-rules", org="bank-2")
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
 CAROL = SpaceRef(layer="user", space="me", org="bank-1", user="carol")
+NOTES = SpaceRef(layer="dir", space="notes", org="bank-1")
+ADA = By(id="ada", label="Ada", role="admin")
 BINARY = bytes(range(256)) * 3
 UNICODE_PATH = "notes/émoji-🙂/über straße.md"
 
@@ -197,6 +200,135 @@ async def check_put_applies_a_persons_edit_at_once(store: Store) -> None:
     assert ORG in await store.spaces()
 
 
+async def _raises_not_found(call: Awaitable[object]) -> None:
+    try:
+        await call
+    except NotFound:
+        return
+    raise AssertionError("expected NotFound")
+
+
+async def check_restore_brings_back_an_earlier_revision_as_an_edit(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one"}))
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"two"}), session="s2")
+    stale = await store.load(ORG, "s3")
+    restored = await store.restore(ORG, "a.md", first.revisions["a.md"], by=ADA)
+    assert restored.status == "saved"
+    loaded = await store.load(ORG, "s3")
+    assert loaded.files == {"a.md": b"one"}
+    assert loaded.revisions["a.md"] == restored.revisions["a.md"]
+    history = await store.history(ORG, "a.md")
+    assert [r.size for r in history] == [3, 3, 3]
+    assert len({r.id for r in history}) == 3
+    assert history[-1].id == restored.revisions["a.md"]
+    assert history[-1].sha256 == history[0].sha256
+    assert history[-1].provenance.origin == "edited"
+    assert history[-1].provenance.by == ADA
+    assert (history[-1].provenance.session, history[-1].provenance.turn) == (None, None)
+    assert history[-1].provenance.prompt is None
+    # A restore is a change to the file: a turn that loaded before it conflicts.
+    late = await store.store(
+        ORG, ChangeSet(updated={"a.md": b"agent"}), cursor=stale.cursor, provenance=_prov("s3")
+    )
+    assert late.status == "conflict"
+    assert late.conflicts == ("a.md",)
+
+
+async def check_restore_of_a_deleted_file(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one", "b.md": b"b"}))
+    await _save(store, ORG, ChangeSet(deleted=("a.md",)), session="s2")
+    await store.restore(ORG, "a.md", first.revisions["a.md"], by=ADA)
+    assert await store.files(ORG) == {"a.md": b"one", "b.md": b"b"}
+    history = await store.history(ORG, "a.md")
+    assert [r.deleted for r in history] == [False, True, False]
+    assert history[-1].provenance.origin == "edited"
+
+
+async def check_restore_of_an_unknown_revision_is_not_found(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    a = await _save(store, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    other = await _save(store, OTHER_ORG, ChangeSet(created={"a.md": b"other org"}))
+    deletion = await _save(store, ORG, ChangeSet(deleted=("a.md",)))
+    before = await store.load(ORG, "s1")
+    for path, revision in [
+        ("a.md", deletion.revisions["a.md"]),  # a deletion has no content to bring back
+        ("a.md", a.revisions["b.md"]),  # another file's revision
+        ("a.md", other.revisions["a.md"]),  # the same path in another org's space
+        ("a.md", "no-such-revision"),
+        ("a.md", "999999999"),
+        ("a.md", "0" + a.revisions["a.md"]),  # not the id as the store spelled it
+        ("a.md", str(2**70)),
+        ("never.md", a.revisions["a.md"]),
+    ]:
+        await _raises_not_found(store.restore(ORG, path, revision, by=ADA))
+    await _raises_not_found(store.restore(DANA, "a.md", a.revisions["a.md"], by=ADA))
+    assert await store.load(ORG, "s1") == before
+    assert len(await store.history(ORG, "a.md")) == 2
+
+
+async def check_forget_org_file_keeps_history_and_can_be_restored(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    for ref in (ORG, NOTES):  # an app-defined dir kept in a managed store forgets alike
+        first = await _save(store, ref, ChangeSet(created={"a.md": b"one", "b.md": b"b"}))
+        forgotten = await store.forget_file(ref, "a.md", by=ADA)
+        assert forgotten.status == "saved"
+        assert (await store.load(ref, "s2")).files == {"b.md": b"b"}
+        history = await store.history(ref, "a.md")
+        assert [r.deleted for r in history] == [False, True]
+        assert history[-1].id == forgotten.revisions["a.md"]
+        assert history[-1].provenance.origin == "edited"
+        assert history[-1].provenance.by == ADA
+        await _raises_not_found(store.forget_file(ref, "a.md", by=ADA))  # no longer live
+        await _raises_not_found(store.forget_file(ref, "never.md", by=ADA))
+        await store.restore(ref, "a.md", first.revisions["a.md"], by=ADA)
+        assert (await store.load(ref, "s2")).files == {"a.md": b"one", "b.md": b"b"}
+        assert len(await store.history(ref, "a.md")) == 3
+
+
+async def check_forget_user_file_purges_its_history(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    first = await _save(store, DANA, ChangeSet(created={"secret.md": b"s1", "keep.md": b"k"}))
+    await _save(store, DANA, ChangeSet(updated={"secret.md": b"s2"}))
+    await _save(store, CAROL, ChangeSet(created={"secret.md": b"carol's"}))
+    before = await store.load(DANA, "s1")
+    forgotten = await store.forget_file(DANA, "secret.md", by=By(id="dana"))
+    assert forgotten.status == "saved"
+    assert forgotten.revisions == {}  # nothing is recorded of it, not even a deletion
+    assert await store.history(DANA, "secret.md") == []
+    assert (await store.load(DANA, "s2")).files == {"keep.md": b"k"}
+    await _raises_not_found(store.restore(DANA, "secret.md", first.revisions["secret.md"], by=None))
+    await _raises_not_found(store.forget_file(DANA, "secret.md", by=None))
+    # Another person's file of the same name is untouched.
+    assert await store.files(CAROL) == {"secret.md": b"carol's"}
+    assert len(await store.history(CAROL, "secret.md")) == 1
+    # A turn that loaded the file before it was forgotten cannot write it back.
+    late = await store.store(
+        DANA,
+        ChangeSet(updated={"secret.md": b"s2 and more"}),
+        cursor=before.cursor,
+        provenance=_prov(),
+    )
+    assert late.status == "conflict"
+    assert late.conflicts == ("secret.md",)
+    assert await store.history(DANA, "secret.md") == []
+    # A new file of that name starts a new history.
+    await _save(store, DANA, ChangeSet(created={"secret.md": b"new"}))
+    assert [r.deleted for r in await store.history(DANA, "secret.md")] == [False]
+
+
+async def check_forget_user_file_purges_a_file_already_deleted(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"secret.md": b"s1", "keep.md": b"k"}))
+    await _save(store, DANA, ChangeSet(deleted=("secret.md",)))
+    await store.forget_file(DANA, "secret.md", by=None)
+    assert await store.history(DANA, "secret.md") == []
+    await store.forget_file(DANA, "keep.md", by=None)
+    assert await store.files(DANA) == {}
+    assert DANA not in await store.spaces()  # nothing of it is left to list
+
+
 COMMON_CHECKS: dict[str, Check] = {
     "unknown_space_loads_empty": check_unknown_space_loads_empty,
     "created_files_load_back_byte_for_byte": check_created_files_load_back_byte_for_byte,
@@ -214,6 +346,20 @@ MANAGED_CHECKS: dict[str, Check] = {
     "changes_to_other_files_do_not_block": check_changes_to_other_files_do_not_block,
     "every_write_is_a_revision_with_provenance": check_every_write_is_a_revision_with_provenance,
     "put_applies_a_persons_edit_at_once": check_put_applies_a_persons_edit_at_once,
+    "restore_brings_back_an_earlier_revision_as_an_edit": (
+        check_restore_brings_back_an_earlier_revision_as_an_edit
+    ),
+    "restore_of_a_deleted_file": check_restore_of_a_deleted_file,
+    "restore_of_an_unknown_revision_is_not_found": (
+        check_restore_of_an_unknown_revision_is_not_found
+    ),
+    "forget_org_file_keeps_history_and_can_be_restored": (
+        check_forget_org_file_keeps_history_and_can_be_restored
+    ),
+    "forget_user_file_purges_its_history": check_forget_user_file_purges_its_history,
+    "forget_user_file_purges_a_file_already_deleted": (
+        check_forget_user_file_purges_a_file_already_deleted
+    ),
 }
 
 

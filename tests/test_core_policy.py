@@ -7,13 +7,14 @@ import errno
 import pytest
 
 from memfs.core import errors
-from memfs.core.models import By, SpaceRef
+from memfs.core.models import By, ChangeSet, SpaceRef
 from memfs.core.policy import (
     EndAction,
     end_action,
     is_read_only,
     moved_on,
     parse_cursor,
+    purged_since,
     resolve,
     resolve_by,
     resolve_ref,
@@ -106,6 +107,13 @@ def test_end_action_table(
 
 def test_moved_on_names_only_paths_changed_after_the_cursor() -> None:
     assert moved_on(["a", "b", "c"], {"a": 5, "b": 3}, 4) == ("a",)
+
+
+def test_purged_since_names_updated_files_the_store_keeps_no_revision_of() -> None:
+    changes = ChangeSet(
+        created={"new.md": b"n"}, updated={"kept.md": b"k", "gone.md": b"g"}, deleted=("old.md",)
+    )
+    assert purged_since(changes, {"kept.md": 3, "old.md": 2}) == ("gone.md",)
 
 
 @pytest.mark.parametrize("cursor", ["x", "-1"])

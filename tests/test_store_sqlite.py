@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -268,3 +269,85 @@ async def test_sqlite_store_aclose_is_idempotent_and_final(tmp_path: Path) -> No
     await store.aclose()
     with pytest.raises(StoreUnavailable):
         await store.load(ORG, "s1")
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The database file's bytes and its write-ahead log's, as anyone with the files sees them."""
+    wal = _wal(path)
+    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Some SQLite builds (Debian's) zero freed space by default. Start every
+    # connection without that, so this proves the store turns it on itself.
+    connect = sqlite3.connect
+
+    def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_without_secure_delete)
+    path = tmp_path / "memfs.db"
+    said = PROV.model_copy(update={"prompt": "quokka-91d2: remember my diagnosis"})
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={"keep.md": b"capybara-kept"}))
+    loaded = await store.load(DANA, "s1")
+    await store.store(
+        DANA,
+        ChangeSet(created={"health.md": b"zebra-7f3a9c"}),
+        cursor=loaded.cursor,
+        provenance=said,
+    )
+    # Closing the last connection checkpoints: this revision is now in the main
+    # file's pages, as everything is in a store that has run for a while.
+    await store.aclose()
+    assert b"zebra-7f3a9c" in path.read_bytes()
+    assert b"quokka-91d2" in path.read_bytes()
+
+    store = SqliteStore(path)
+    # Larger than a page, so it lives in overflow pages; and only in the log so far.
+    large = b"".join(b"okapi-%06d-4be1 " % n for n in range(1500))
+    loaded = await store.load(DANA, "s1")
+    await store.store(
+        DANA, ChangeSet(updated={"health.md": large}), cursor=loaded.cursor, provenance=said
+    )
+    assert b"okapi-001234-4be1" in _wal(path).read_bytes()
+
+    await store.forget_file(DANA, "health.md", by=By(id="dana"))
+
+    assert await store.history(DANA, "health.md") == []
+    assert not _wal(path).exists() or _wal(path).stat().st_size == 0
+    after = _file_bytes(path)
+    for marker in (b"zebra-7f3a9c", b"okapi-", b"quokka-91d2"):
+        assert marker not in after, marker
+    assert b"capybara-kept" in after  # what was not forgotten is still there
+    assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
+    await store.aclose()
+
+
+async def test_forget_says_so_when_a_reader_keeps_old_content_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The log can only be emptied once no one reads an older state; until then
+    # the caller is told the content may still be in it, not that all is well.
+    monkeypatch.setattr("memfs.stores.sqlite.BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={"health.md": b"zebra-7f3a9c"}))
+    with raw(path) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM revisions").fetchone()
+        with pytest.raises(StoreUnavailable, match="write-ahead log"):
+            await store.forget_file(DANA, "health.md", by=None)
+        reader.execute("COMMIT")
+    # The purge itself was committed.
+    assert await store.history(DANA, "health.md") == []
+    assert await store.files(DANA) == {}
+    await store.aclose()

@@ -201,7 +201,6 @@ def sole_memfs_error(exc: BaseException) -> MemfsError | None:
     return exc if isinstance(exc, MemfsError) else None
 
 
-
 class IllegalTransition(Conflict):
     """A review action the change's state does not allow, such as approving a rejected change."""
 

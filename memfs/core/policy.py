@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memfs.core.errors import ConfigError, NoIdentity
-from memfs.core.models import DEFAULT_ORG, By, CommitMode, SpaceRef
+from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, SpaceRef
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
 
 
@@ -128,6 +128,7 @@ __all__ = [
     "is_read_only",
     "moved_on",
     "parse_cursor",
+    "purged_since",
     "resolve",
     "resolve_by",
     "resolve_org",
@@ -142,6 +143,18 @@ def moved_on(paths: Iterable[str], last_change: Mapping[str, int], cursor: int) 
     change set does not touch never block it.
     """
     return tuple(sorted(p for p in paths if last_change.get(p, 0) > cursor))
+
+
+def purged_since(changes: ChangeSet, last_change: Mapping[str, int]) -> tuple[str, ...]:
+    """The paths a change set updates of which the store keeps no revision at all.
+
+    A turn updates only files its snapshot held, and a managed store keeps
+    every revision until a person's file is forgotten (purged). So such a path
+    was purged after the turn loaded it, and saving the turn's copy would bring
+    back what the person asked to have forgotten: it conflicts instead.
+    (Deleting a file the store does not hold stays the caller's mistake.)
+    """
+    return tuple(sorted(p for p in changes.updated if p not in last_change))
 
 
 def parse_cursor(cursor: str | None) -> int | None:

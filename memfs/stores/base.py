@@ -4,16 +4,16 @@
 each file); ``store`` takes a change set with the cursor back and saves it,
 or answers ``conflict`` naming the files that moved on since the snapshot.
 
-Managed stores (memory, sqlite) check conflicts per file and keep every
-revision with its provenance; the folder store keeps plain files and checks
-the whole space.
+Managed stores (memory, sqlite) check conflicts per file, keep every
+revision with its provenance, restore earlier revisions and forget files; the
+folder store keeps plain files and checks the whole space.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from memfs.core.models import ChangeSet, Loaded, Provenance, Revision, SpaceRef, Stored
+from memfs.core.models import By, ChangeSet, Loaded, Provenance, Revision, SpaceRef, Stored
 
 
 @runtime_checkable
@@ -46,7 +46,30 @@ class ManagedStore(Store, Protocol):
         ...
 
     async def spaces(self) -> list[SpaceRef]:
-        """Every space that has ever held a file."""
+        """Every space that holds a revision of any file."""
+        ...
+
+    async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
+        """Make an earlier revision of ``path`` live again, as a new revision.
+
+        The new revision has origin ``edited`` and ``by`` as its author; the
+        history keeps every revision before it. A file deleted (or forgotten
+        from the org layer) since comes back. ``NotFound`` if ``revision`` is
+        not a revision of ``path`` in ``ref`` or is a deletion.
+        """
+        ...
+
+    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
+        """Take ``path`` out of what turns load; for a person's own memory, erase it entirely.
+
+        Org and dir layers: a deletion revision (origin ``edited``, by ``by``);
+        the history stays and ``restore`` brings the file back. ``NotFound``
+        if the file is not live.
+
+        User layer: the file and every revision of it are purged, so
+        ``history`` is empty and nothing of its content can be read back from
+        the store. ``NotFound`` if the store holds no revision of ``path``.
+        """
         ...
 
 

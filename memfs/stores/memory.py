@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memfs.core.errors import InvalidName
+from memfs.core.errors import InvalidName, NotFound
 from memfs.core.models import (
+    By,
     ChangeSet,
     Loaded,
     Provenance,
@@ -20,7 +21,7 @@ from memfs.core.models import (
     digest,
 )
 from memfs.core.names import check_path
-from memfs.core.policy import moved_on, parse_cursor
+from memfs.core.policy import moved_on, parse_cursor, purged_since
 
 
 @dataclass
@@ -28,12 +29,17 @@ class _Space:
     live: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # path -> (revision, content)
     last_change: dict[str, int] = field(default_factory=dict)  # path -> seq of last revision
     history: dict[str, list[Revision]] = field(default_factory=dict)
+    contents: dict[str, bytes] = field(default_factory=dict)  # revision -> content, for restore
     seq: int = 0
 
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """One change set a store accepted, as ``memfs.testing`` reports it."""
+    """One change a store made, as ``memfs.testing`` reports it.
+
+    ``status`` is ``saved`` for change sets, restores and forgetting an org
+    file, and ``purged`` for forgetting a file of a person's own memory.
+    """
 
     ref: SpaceRef
     changes: ChangeSet
@@ -67,9 +73,14 @@ class MemoryStore:
         space = self._space(ref)
         base = parse_cursor(cursor)
         if base is not None:
-            conflicts = moved_on(changes.paths, space.last_change, base)
+            conflicts = sorted(
+                {
+                    *moved_on(changes.paths, space.last_change, base),
+                    *purged_since(changes, space.last_change),
+                }
+            )
             if conflicts:
-                return Stored(status="conflict", conflicts=conflicts, cursor=str(space.seq))
+                return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(space.seq))
         return self._apply(ref, space, changes, provenance)
 
     async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
@@ -93,9 +104,7 @@ class MemoryStore:
     def _record(
         self, space: _Space, path: str, content: bytes | None, provenance: Provenance
     ) -> str:
-        self._seq += 1
-        space.seq = self._seq
-        rev = str(self._seq)
+        rev = self._next(space)
         space.history.setdefault(path, []).append(
             Revision(
                 id=rev,
@@ -110,8 +119,15 @@ class MemoryStore:
         if content is None:
             del space.live[path]
         else:
+            space.contents[rev] = content
             space.live[path] = (rev, content)
         return rev
+
+    def _next(self, space: _Space) -> str:
+        """Take the next sequence number, which becomes the space's cursor."""
+        self._seq += 1
+        space.seq = self._seq
+        return str(self._seq)
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
         check_path(path)
@@ -126,6 +142,62 @@ class MemoryStore:
 
     def put_nowait(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
         return self._apply(ref, self._space(ref), changes, provenance)
+
+    async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
+        check_path(path)
+        space = self._spaces.get(ref, _Space())
+        found = next((r for r in space.history.get(path, []) if r.id == revision), None)
+        if found is None:
+            raise NotFound(f"{path!r} in {ref} has no revision {revision!r}", path=path)
+        if found.deleted:
+            raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
+        content = space.contents[revision]
+        changes = (
+            ChangeSet(updated={path: content})
+            if path in space.live
+            else ChangeSet(created={path: content})
+        )
+        return self._apply(ref, space, changes, Provenance(origin="edited", by=by))
+
+    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
+        check_path(path)
+        if ref.layer == "user":
+            return self._purge(ref, path, by)
+        space = self._spaces.get(ref, _Space())
+        if path not in space.live:
+            raise NotFound(f"{ref} holds no file {path!r} to forget", path=path)
+        return self._apply(
+            ref, space, ChangeSet(deleted=(path,)), Provenance(origin="edited", by=by)
+        )
+
+    def _purge(self, ref: SpaceRef, path: str, by: By | None) -> Stored:
+        space = self._spaces.get(ref)
+        if space is None or path not in space.history:
+            raise NotFound(f"{ref} holds nothing of {path!r} to forget", path=path)
+        for revision in space.history.pop(path):
+            space.contents.pop(revision.id, None)
+        space.live.pop(path, None)
+        space.last_change.pop(path, None)
+        # The space changed, so its cursor moves on, though no revision records it.
+        self._next(space)
+        # The event log is part of the store: earlier events must not keep the
+        # content either. Events that touched only this file go entirely, with
+        # the prompt that came with them.
+        scrubbed: list[StoredEvent] = []
+        for event in self.events:
+            if event.ref == ref and event.status != "purged" and path in event.changes.paths:
+                rest = event.changes.without([path])
+                if rest.is_empty():
+                    continue
+                event = StoredEvent(event.ref, rest, event.provenance, event.status)
+            scrubbed.append(event)
+        scrubbed.append(
+            StoredEvent(
+                ref, ChangeSet(deleted=(path,)), Provenance(origin="edited", by=by), "purged"
+            )
+        )
+        self.events = scrubbed
+        return Stored(status="saved", cursor=str(space.seq))
 
     async def spaces(self) -> list[SpaceRef]:
         return sorted((ref for ref, space in self._spaces.items() if space.history), key=str)

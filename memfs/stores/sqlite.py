@@ -12,11 +12,18 @@ largest revision id, and a store conflicts on each path it touches whose
 latest revision is newer than the cursor, as in the memory store. The check
 and the writes run in one ``BEGIN IMMEDIATE`` transaction, so several
 processes writing the same file serialize on SQLite's write lock and a
-conflicting or failing change set writes nothing.
+conflicting or failing change set writes nothing. Forgetting a file of a
+person's own memory deletes its rows, so a space's cursor can go back; ids
+are never reused, so every later write is still newer than any cursor handed
+out before.
 
 One connection per store, used from worker threads under a lock, so trio
 never blocks on the database. Every SQLite error leaves this module as
 ``StoreUnavailable`` with the original as its cause.
+
+Forgetting must leave nothing readable in the file: connections run with
+``secure_delete`` (freed space is zeroed), and a purge ends with a checkpoint
+that empties the write-ahead log, where older copies of the pages live.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import TypeVar
 
 import trio
 
-from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
+from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
 from memfs.core.models import (
     By,
     ChangeSet,
@@ -44,11 +51,12 @@ from memfs.core.models import (
     digest,
 )
 from memfs.core.names import check_path
-from memfs.core.policy import moved_on, parse_cursor
+from memfs.core.policy import moved_on, parse_cursor, purged_since
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
+_MAX_ROWID = 2**63 - 1
 
 # Each step takes the schema from version i to i + 1 (``PRAGMA user_version``).
 # Steps run inside one write transaction with the version bump, so a crash or a
@@ -231,6 +239,14 @@ def _record(
     return cur.lastrowid
 
 
+def _make_live(conn: sqlite3.Connection, space_id: int, path: str, revision_id: int) -> None:
+    conn.execute(
+        "INSERT INTO live (space_id, path, revision_id) VALUES (?, ?, ?)"
+        " ON CONFLICT (space_id, path) DO UPDATE SET revision_id = excluded.revision_id",
+        (space_id, path, revision_id),
+    )
+
+
 def _store(
     conn: sqlite3.Connection,
     ref: SpaceRef,
@@ -248,9 +264,11 @@ def _store(
             ).fetchone()
             if latest is not None:
                 last_change[path] = int(latest)
-        conflicts = moved_on(changes.paths, last_change, base)
+        conflicts = sorted(
+            {*moved_on(changes.paths, last_change, base), *purged_since(changes, last_change)}
+        )
         if conflicts:
-            return Stored(status="conflict", conflicts=conflicts, cursor=str(current))
+            return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(current))
     if changes.is_empty():
         return Stored(status="saved", cursor=str(current))
     if space_id is None:
@@ -259,11 +277,7 @@ def _store(
     written: dict[str, str] = {}
     for path, content in sorted({**changes.created, **changes.updated}.items()):
         current = _record(conn, space_id, path, content, provenance)
-        conn.execute(
-            "INSERT INTO live (space_id, path, revision_id) VALUES (?, ?, ?)"
-            " ON CONFLICT (space_id, path) DO UPDATE SET revision_id = excluded.revision_id",
-            (space_id, path, current),
-        )
+        _make_live(conn, space_id, path, current)
         written[path] = str(current)
     for path in changes.deleted:
         # Checked here rather than up front: the caller's transaction rolls back
@@ -274,6 +288,60 @@ def _store(
         current = _record(conn, space_id, path, None, provenance)
         written[path] = str(current)
     return Stored(status="saved", revisions=written, cursor=str(current))
+
+
+def _revision_id(revision: str) -> int | None:
+    """The row id a revision id names, or None if this store never issued it."""
+    # Exact round trip: "05", " 5" or "+5" are not ids this store gave out.
+    if not (revision.isascii() and revision.isdigit()) or str(int(revision)) != revision:
+        return None
+    value = int(revision)
+    return value if value <= _MAX_ROWID else None
+
+
+def _restore(
+    conn: sqlite3.Connection, ref: SpaceRef, path: str, revision: str, provenance: Provenance
+) -> Stored:
+    unknown = NotFound(f"{path!r} in {ref} has no revision {revision!r}", path=path)
+    space_id = _space_id(conn, ref)
+    row_id = _revision_id(revision)
+    if space_id is None or row_id is None:
+        raise unknown
+    row = conn.execute(
+        "SELECT content FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+        (row_id, space_id, path),
+    ).fetchone()
+    if row is None:
+        raise unknown
+    if row["content"] is None:
+        raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
+    current = _record(conn, space_id, path, bytes(row["content"]), provenance)
+    _make_live(conn, space_id, path, current)
+    return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
+
+
+def _forget(conn: sqlite3.Connection, ref: SpaceRef, path: str, provenance: Provenance) -> Stored:
+    not_live = NotFound(f"{ref} holds no file {path!r} to forget", path=path)
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        raise not_live
+    gone = conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
+    if gone.rowcount != 1:
+        raise not_live
+    current = _record(conn, space_id, path, None, provenance)
+    return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
+
+
+def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> Stored:
+    nothing = NotFound(f"{ref} holds nothing of {path!r} to forget", path=path)
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        raise nothing
+    conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
+    gone = conn.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, path))
+    if gone.rowcount == 0:
+        raise nothing
+    return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
 
 
 def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revision]:
@@ -362,6 +430,9 @@ class SqliteStore:
             # loss, and a store answers "saved" only for what is durable.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted content is overwritten with zeros, not just unlinked, so a
+            # forgotten file cannot be read back from the database file's free space.
+            conn.execute("PRAGMA secure_delete = ON")
             _migrate(conn, self.path)
         except BaseException:
             conn.close()
@@ -372,17 +443,22 @@ class SqliteStore:
     def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""
         with self._lock, _map_exceptions(self.path):
-            conn = self._connect()
-            # IMMEDIATE takes the write lock before the conflict check reads, so no
-            # other process can write between the check and our writes.
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                result = fn(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._abandon(conn)
-                raise
-            return result
+            return self._transaction(self._connect(), fn, write=write)
+
+    def _transaction(
+        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], *, write: bool
+    ) -> T:
+        """Run ``fn`` in one transaction on ``conn``. Call with the lock held."""
+        # IMMEDIATE takes the write lock before the conflict check reads, so no
+        # other process can write between the check and our writes.
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            self._abandon(conn)
+            raise
+        return result
 
     def _abandon(self, conn: sqlite3.Connection) -> None:
         try:
@@ -429,6 +505,45 @@ class SqliteStore:
 
     async def spaces(self) -> list[SpaceRef]:
         return await trio.to_thread.run_sync(self._run_spaces)
+
+    async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
+        check_path(path)
+        provenance = Provenance(origin="edited", by=by)
+        return await trio.to_thread.run_sync(self._run_restore, ref, path, revision, provenance)
+
+    def _run_restore(
+        self, ref: SpaceRef, path: str, revision: str, provenance: Provenance
+    ) -> Stored:
+        return self._run(lambda conn: _restore(conn, ref, path, revision, provenance), write=True)
+
+    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
+        check_path(path)
+        if ref.layer == "user":
+            return await trio.to_thread.run_sync(self._run_purge, ref, path)
+        provenance = Provenance(origin="edited", by=by)
+        return await trio.to_thread.run_sync(self._run_forget, ref, path, provenance)
+
+    def _run_forget(self, ref: SpaceRef, path: str, provenance: Provenance) -> Stored:
+        return self._run(lambda conn: _forget(conn, ref, path, provenance), write=True)
+
+    def _run_purge(self, ref: SpaceRef, path: str) -> Stored:
+        # One lock hold for the purge and the checkpoint, so no other call of
+        # this store runs in between and the log is emptied right after the delete.
+        with self._lock, _map_exceptions(self.path):
+            conn = self._connect()
+            stored = self._transaction(conn, lambda conn: _purge(conn, ref, path), write=True)
+            # The purge wrote zeroed pages to the write-ahead log; the older
+            # frames there may still hold the content. TRUNCATE copies the log
+            # into the database and cuts the log file to nothing.
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise StoreUnavailable(
+                f"{path!r} is forgotten, but another connection kept reading an older state "
+                "of the database, so its content may stay in the write-ahead log until the "
+                "next checkpoint",
+                path=str(self.path),
+            )
+        return stored
 
     def _run_spaces(self) -> list[SpaceRef]:
         return self._run(_spaces, write=False)
