@@ -40,6 +40,8 @@ def waiting(mode: str = "person") -> WaitingChange:
             created={"new.md": b"new"}, updated={"rules.md": b"v2"}, deleted=("old.md",)
         ),
         snapshot={"rules.md": "r1", "old.md": "r2"},
+        loaded=10,
+        edited=12,
         provenance=turn(1),
     )
 
@@ -68,23 +70,45 @@ def test_a_later_turns_edit_replaces_the_same_file_and_keeps_its_first_base() ->
         waiting(),
         ChangeSet(updated={"rules.md": b"v3"}, created={"more.md": b"m"}),
         snapshot={"rules.md": "w1"},  # the later turn loaded the waiting content
+        loaded=13,
+        edited=14,
         provenance=turn(2, "also this"),
     )
     assert later.files["rules.md"].content == b"v3"
     assert later.files["rules.md"].base == "r1"
+    assert later.files["rules.md"].loaded == 10
+    assert later.files["rules.md"].edited == 14
+    assert later.files["more.md"].loaded == 13
     assert later.files["rules.md"].turn == "t2"
     assert later.files["new.md"].content == b"new"
     assert set(later.files) == {"rules.md", "new.md", "old.md", "more.md"}
     assert later.provenance.prompt == "also this"
 
 
-def test_files_edited_by_another_change_since_their_base_are_stale() -> None:
-    change = mark_stale(waiting(), {"rules.md": "r9", "old.md": "r2"})
+def test_a_file_whose_live_version_moved_on_since_the_turn_loaded_it_is_stale() -> None:
+    change = mark_stale(waiting(), {"rules.md": 11, "old.md": 3}, [])
     assert change.stale_paths == ("rules.md",)
-    assert change.files["rules.md"].stale
-    assert not change.files["old.md"].stale
-    created_elsewhere = mark_stale(waiting(), {"rules.md": "r1", "old.md": "r2", "new.md": "r5"})
-    assert created_elsewhere.stale_paths == ("new.md",)
+    assert not mark_stale(waiting(), {"rules.md": 10}, []).stale_paths
+
+
+def test_of_two_conversations_editing_one_file_from_one_snapshot_the_later_is_stale() -> None:
+    def conversation(id: str, session: str, edited: int) -> WaitingChange:
+        return open_change(
+            id,
+            RULES,
+            mode="person",
+            changes=ChangeSet(updated={"rules.md": session.encode()}),
+            snapshot={"rules.md": "r1"},
+            loaded=10,
+            edited=edited,
+            provenance=Provenance(session=session, turn="t", by=DANA),
+        )
+
+    first, second = conversation("c1", "s1", 11), conversation("c2", "s2", 12)
+    assert not mark_stale(first, {}, [first, second]).stale_paths
+    assert mark_stale(second, {}, [first, second]).stale_paths == ("rules.md",)
+    rejected = first.model_copy(update={"state": "rejected"})
+    assert not mark_stale(second, {}, [rejected]).stale_paths
 
 
 def test_approve_applies_every_file_and_records_who_and_when() -> None:
@@ -136,7 +160,14 @@ def test_a_decided_change_cannot_be_decided_again(state: str, action: str) -> No
     with pytest.raises(IllegalTransition):
         decide(decided, action, by=ADA)  # type: ignore[arg-type]
     with pytest.raises(IllegalTransition):
-        update(decided, ChangeSet(created={"x": b""}), snapshot={}, provenance=turn(2))
+        update(
+            decided,
+            ChangeSet(created={"x": b""}),
+            snapshot={},
+            loaded=20,
+            edited=21,
+            provenance=turn(2),
+        )
 
 
 def test_every_move_out_of_the_table_is_illegal() -> None:

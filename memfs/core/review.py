@@ -10,10 +10,14 @@ memory always saves at once.
 The moves a reviewer can make are a table (``TRANSITIONS``): from a state and
 an action to the next state and the effect a store must carry out. Anything
 not in the table is an :class:`IllegalTransition`. Every file of a change
-remembers the revision the turn loaded (its *base*); a file whose live
-revision has moved on since is **stale**, so a reviewer sees the conflict
-before approving. Values in, values out: stores keep the changes, this module
-decides what happens to them.
+remembers the revision the turn loaded (its *base*) and two points on the
+store's one sequence of changes: where the turn's snapshot stood (*loaded*)
+and when the file was edited into the change (*edited*). A file is **stale**
+when the live file changed after the turn loaded it, or when another open
+change edited it after this turn loaded it and before this change did: of
+two conversations that edit one file from the same snapshot, the later is
+stale, so a reviewer sees the conflict before approving. Values in, values
+out: stores keep the changes, this module decides what happens to them.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ class FileChange(Frozen):
 
     content: bytes | None
     base: str | None  # the revision the turn loaded; None if the file was new to it
+    loaded: int  # the store's sequence number of the snapshot the file was built on
+    edited: int  # the store's sequence number of this edit
     stale: bool = False
     turn: str | None = None
 
@@ -129,15 +135,16 @@ class WaitingChange(Frozen):
 
 
 def _files(
-    changes: ChangeSet, snapshot: Mapping[str, str], turn: str | None
+    changes: ChangeSet, snapshot: Mapping[str, str], turn: str | None, loaded: int, edited: int
 ) -> dict[str, FileChange]:
-    files = {
-        path: FileChange(content=content, base=snapshot.get(path), turn=turn)
-        for path, content in {**changes.created, **changes.updated}.items()
+    contents: dict[str, bytes | None] = {**changes.created, **changes.updated}
+    contents.update(dict.fromkeys(changes.deleted))
+    return {
+        path: FileChange(
+            content=content, base=snapshot.get(path), loaded=loaded, edited=edited, turn=turn
+        )
+        for path, content in contents.items()
     }
-    for path in changes.deleted:
-        files[path] = FileChange(content=None, base=snapshot.get(path), turn=turn)
-    return files
 
 
 def open_change(
@@ -147,6 +154,8 @@ def open_change(
     mode: ReviewMode,
     changes: ChangeSet,
     snapshot: Mapping[str, str],
+    loaded: int,
+    edited: int,
     provenance: Provenance,
 ) -> WaitingChange:
     """A conversation's first change to a space: ``waiting`` (person) or ``live`` (after)."""
@@ -158,7 +167,7 @@ def open_change(
         session=provenance.session,
         mode=mode,
         state="waiting" if mode == "person" else "live",
-        files=_files(changes, snapshot, provenance.turn),
+        files=_files(changes, snapshot, provenance.turn, loaded, edited),
         provenance=provenance,
         created_at=provenance.at,
     )
@@ -179,27 +188,48 @@ def update(
     changes: ChangeSet,
     *,
     snapshot: Mapping[str, str],
+    loaded: int,
+    edited: int,
     provenance: Provenance,
 ) -> WaitingChange:
     """A later turn of the same conversation: its files replace the same files in the change.
 
     The later turn loaded the change's own files (a conversation sees what it
     saved), so where it rewrote a file already in the change, the file keeps
-    its original base: the revision the conversation first built on.
+    its original base and snapshot: what the conversation first built on.
     """
     transition(change, "update")
     files = dict(change.files)
-    for path, file in _files(changes, snapshot, provenance.turn).items():
+    for path, file in _files(changes, snapshot, provenance.turn, loaded, edited).items():
         earlier = files.get(path)
-        base = earlier.base if earlier is not None else file.base
-        files[path] = file.model_copy(update={"base": base})
+        if earlier is not None:
+            file = file.model_copy(update={"base": earlier.base, "loaded": earlier.loaded})
+        files[path] = file
     return change.model_copy(update={"files": files, "provenance": provenance})
 
 
-def mark_stale(change: WaitingChange, live: Mapping[str, str]) -> WaitingChange:
-    """Mark each file whose live revision moved on since its base (``live``: path -> revision)."""
+OPEN_STATES: tuple[ChangeState, ...] = ("waiting", "live")
+
+
+def mark_stale(
+    change: WaitingChange, live: Mapping[str, int], others: Iterable[WaitingChange]
+) -> WaitingChange:
+    """Mark the files that changed under this change without it seeing them.
+
+    ``live`` maps each path to the sequence number of its last live change
+    (a revision or a deletion); ``others`` are the space's other changes.
+    """
+    rivals = [o for o in others if o.id != change.id and o.state in OPEN_STATES]
+
+    def stale(path: str, file: FileChange) -> bool:
+        if live.get(path, 0) > file.loaded:
+            return True
+        return any(
+            path in o.files and file.loaded < o.files[path].edited < file.edited for o in rivals
+        )
+
     files = {
-        path: file.model_copy(update={"stale": live.get(path) != file.base})
+        path: file.model_copy(update={"stale": stale(path, file)})
         for path, file in change.files.items()
     }
     return change.model_copy(update={"files": files})
@@ -256,6 +286,7 @@ def decide(
 
 __all__ = [
     "NOTE_LINE",
+    "OPEN_STATES",
     "REVIEW_MODES",
     "TRANSITIONS",
     "Action",
