@@ -80,7 +80,10 @@ async def main(runs: int) -> None:
     await seed(db, "turns", small)
     native = base / "native"
     await trio.to_thread.run_sync(write_native, native, big)
-    specs = [memfs.org_memory(space="grep"), memfs.org_memory(space="turns")]
+    specs = [
+        memfs.org_memory(space="grep", review="none"),
+        memfs.org_memory(space="turns", review="none"),
+    ]
     settings = Settings(
         mount_root=base / "mnt",
         state_dir=state,
@@ -91,7 +94,7 @@ async def main(runs: int) -> None:
     )
     rows: dict[str, list[float]] = {}
     copy_mode = memfs.Memory(
-        SqliteStore(db), [memfs.org_memory(space="turns")], workdir=base / "copy"
+        SqliteStore(db), [memfs.org_memory(space="turns", review="none")], workdir=base / "copy"
     )
     async with trio.open_nursery() as nursery:
         service = await nursery.start(serve, settings)

@@ -33,6 +33,7 @@ from pydantic_core import PydanticCustomError
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
+from memfs.core.review import ReviewMode
 from memfs.core.specs import (
     OrgMemory,
     PersistentDir,
@@ -135,6 +136,7 @@ class MemoryTable(_Table):
     commit: CommitMode = "after-turn"
     can_write: dict[str, list[str]] | None = None
     by: ByTable | None = None
+    review: ReviewMode | None = None  # org spaces: person (default), after or none
 
     @field_validator("space")
     @classmethod
@@ -175,6 +177,13 @@ class MemoryTable(_Table):
             )
         return value
 
+    @field_validator("review")
+    @classmethod
+    def _review_org_only(cls, value: ReviewMode | None, info: ValidationInfo) -> ReviewMode | None:
+        if value is not None and info.data.get("layer") == "user":
+            raise _invalid("a person's own memory always saves at once; review is for org spaces")
+        return value
+
     @field_validator("by")
     @classmethod
     def _org_layer_only(cls, value: ByTable | None, info: ValidationInfo) -> ByTable | None:
@@ -194,6 +203,7 @@ class MemoryTable(_Table):
                 by=None if self.by is None else ByFields(self.by.id, self.by.label, self.by.role),
                 path=self.path,
                 commit=self.commit,
+                review=self.review or "person",
             )
         return user_memory(
             user=self.user or "userId",

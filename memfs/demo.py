@@ -23,9 +23,9 @@ import trio
 
 from memfs.client import Client
 from memfs.core.errors import DaemonUnavailable
-from memfs.core.models import SpaceRef
+from memfs.core.models import By, SpaceRef
 from memfs.core.specs import org_memory, user_memory
-from memfs.stores.base import ManagedStore
+from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.open import open_store
 from memfs.turns import Memory
 
@@ -79,6 +79,7 @@ description = "This person's own preferences, such as how they like answers."
 """
 
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
+ADA = By(id="u_ada", label="Ada", role="member")
 
 
 def _agent(root: Path, script: str) -> str:
@@ -133,10 +134,32 @@ def run_daemon_demo(state_dir: Path, store_url: str, say: Say) -> None:
                     json.dumps(ended.model_dump(mode="json")["files"], indent=2),
                 )
                 client.close_session(session)
+                if person is DANA:
+                    trio.run(_review, store_url, say)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     trio.run(_show_history, store_url, say)
+
+
+async def _review(store_url: str, say: Say) -> None:
+    """A person reviews what waits: the lending rules are shared, so a change waits for one."""
+    store = open_store(store_url)
+    try:
+        await _review_with(store, say)
+    finally:
+        await store.aclose()
+
+
+async def _review_with(store: Store, say: Say) -> None:
+    if isinstance(store, ReviewingStore):
+        for change in await store.list_changes(org="bank_17"):
+            files = sorted(change.files)
+            decided = await store.decide(change.id, "approve", by=ADA)
+            say(
+                f"Ada (member) approves change {change.id} from {change.session}",
+                json.dumps({"files": files, "state": decided.state}, indent=2),
+            )
 
 
 async def _show_history(store_url: str, say: Say) -> None:
@@ -179,6 +202,8 @@ async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
             say(f"{person['name']}'s agent (bash)", agent_output)
             result = await turn.end()
             say(f"result of {person['name']}'s turn", json.dumps(result.summary(), indent=2))
+            if person is DANA:
+                await _review_with(store, say)
     finally:
         await store.aclose()
     await _show_history(store_url, say)

@@ -21,8 +21,9 @@ from memfs.core.models import (
     digest,
 )
 from memfs.core.names import check_path
+from memfs.core.review import ReviewMode
 from memfs.core.specs import PersistentDir
-from memfs.stores.base import Store
+from memfs.stores.base import ReviewingStore, Store
 
 
 class Source(Protocol):
@@ -36,18 +37,28 @@ class Source(Protocol):
 class StoreSource:
     """A space held by a memfs store."""
 
-    def __init__(self, store: Store, ref: SpaceRef, session: str) -> None:
+    def __init__(
+        self, store: Store, ref: SpaceRef, session: str, review: ReviewMode = "none"
+    ) -> None:
         self.store_ = store
         self.ref = ref
         self.session = session
+        self.review = review
 
     async def load(self) -> Loaded:
-        return await self.store_.load(self.ref, self.session)
+        loaded = await self.store_.load(self.ref, self.session)
+        # The space's own review setting, set by a person in the store, wins
+        # over the spec's default; ask at load so the note can tell the agent.
+        if self.ref.layer == "org" and isinstance(self.store_, ReviewingStore):
+            self.review = await self.store_.review_mode(self.ref) or self.review
+        return loaded
 
     async def store(
         self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
     ) -> Stored:
-        return await self.store_.store(self.ref, changes, cursor=cursor, provenance=provenance)
+        return await self.store_.store(
+            self.ref, changes, cursor=cursor, provenance=provenance, review=self.review
+        )
 
 
 def _as_bytes(path: str, content: Any) -> bytes:

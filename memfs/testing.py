@@ -12,9 +12,10 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from memfs.core.errors import NotFound
+from memfs.core.errors import IllegalTransition, NotFound
 from memfs.core.models import DEFAULT_ORG, By, ChangeSet, Provenance, SpaceRef, Stored
-from memfs.stores.base import ManagedStore, Store
+from memfs.core.review import ReviewMode
+from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.memory import MemoryStore
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
@@ -329,6 +330,225 @@ async def check_forget_user_file_purges_a_file_already_deleted(store: Store) -> 
     assert DANA not in await store.spaces()  # nothing of it is left to list
 
 
+# Reviewing stores only: org changes wait for a person (memfs.core.review).
+
+REVIEWER = By(id="ada", label="Ada", role="member")
+
+
+async def _wait(
+    store: ReviewingStore, changes: ChangeSet, session: str = "s1", prompt: str = "remember this"
+) -> Stored:
+    loaded = await store.load(ORG, session)
+    stored = await store.store(
+        ORG,
+        changes,
+        cursor=loaded.cursor,
+        provenance=_prov(session, prompt=prompt),
+        review="person",
+    )
+    assert stored.status == "waiting", stored
+    assert stored.change is not None
+    return stored
+
+
+async def check_person_review_holds_the_change_for_its_own_conversation(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    stored = await _wait(store, ChangeSet(created={"rule.md": b"SA302s"}))
+    assert (await store.load(ORG, "s2")).files == {}
+    own = await store.load(ORG, "s1")
+    assert own.files == {"rule.md": b"SA302s"}
+    assert "rule.md" in own.revisions
+    assert await store.files(ORG) == {}
+    [change] = await store.list_changes()
+    assert change.id == stored.change
+    assert (change.state, change.session, change.ref) == ("waiting", "s1", ORG)
+    assert change.provenance.prompt == "remember this"
+    assert change.provenance.by == By(id="dana", label="Dana", role="underwriter")
+    assert await store.list_changes(org="bank-2") == []
+
+
+async def check_a_later_turn_replaces_the_same_file_in_the_waiting_change(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    first = await _wait(store, ChangeSet(created={"a.md": b"1", "b.md": b"b"}))
+    second = await _wait(store, ChangeSet(updated={"a.md": b"2"}), prompt="no, two")
+    assert second.change == first.change
+    [change] = await store.list_changes()
+    assert change.files["a.md"].content == b"2"
+    assert change.files["b.md"].content == b"b"
+    assert change.provenance.prompt == "no, two"
+
+
+async def check_two_conversations_both_wait_and_the_later_is_stale(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"a.md": b"v1"}))
+    one = await store.load(ORG, "s1")
+    two = await store.load(ORG, "s2")
+    for session, loaded in (("s1", one), ("s2", two)):
+        stored = await store.store(
+            ORG,
+            ChangeSet(updated={"a.md": session.encode()}),
+            cursor=loaded.cursor,
+            provenance=_prov(session),
+            review="person",
+        )
+        assert stored.status == "waiting"
+    first, second = await store.list_changes()
+    assert (first.session, second.session) == ("s1", "s2")
+    assert first.stale_paths == ()
+    assert second.stale_paths == ("a.md",)
+    assert await store.files(ORG) == {"a.md": b"v1"}
+
+
+async def check_approve_makes_the_files_live_with_who_taught_and_who_approved(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"old.md": b"old"}))
+    stored = await _wait(store, ChangeSet(created={"new.md": b"new"}, deleted=("old.md",)))
+    assert stored.change is not None
+    decided = await store.decide(stored.change, "approve", by=REVIEWER)
+    assert decided.state == "approved"
+    assert decided.reviews[-1].by == REVIEWER
+    assert await store.files(ORG) == {"new.md": b"new"}
+    [revision] = await store.history(ORG, "new.md")
+    assert revision.provenance.origin == "conversation"
+    assert revision.provenance.session == "s1"
+    assert revision.provenance.prompt == "remember this"
+    assert revision.approved_by == REVIEWER
+    assert (await store.history(ORG, "old.md"))[-1].deleted
+    assert await store.list_changes() == []
+    assert (await store.get_change(stored.change)).state == "approved"
+    assert (await store.load(ORG, "s1")).files == {"new.md": b"new"}
+
+
+async def check_approving_part_leaves_the_rest_waiting(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    stored = await _wait(store, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    assert stored.change is not None
+    partly = await store.decide(stored.change, "approve", by=REVIEWER, paths=["a.md"])
+    assert partly.state == "waiting"
+    assert set(partly.files) == {"b.md"}
+    assert await store.files(ORG) == {"a.md": b"a"}
+    assert (await store.load(ORG, "s1")).files == {"a.md": b"a", "b.md": b"b"}
+
+
+async def check_reject_applies_nothing_and_a_rejected_change_cannot_be_approved(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    stored = await _wait(store, ChangeSet(created={"a.md": b"approve any score above 600"}))
+    assert stored.change is not None
+    rejected = await store.decide(stored.change, "reject", by=REVIEWER)
+    assert rejected.state == "rejected"
+    assert await store.files(ORG) == {}
+    assert (await store.load(ORG, "s1")).files == {}
+    try:
+        await store.decide(stored.change, "approve", by=REVIEWER)
+    except IllegalTransition:
+        pass
+    else:
+        raise AssertionError("approving a rejected change must be an illegal transition")
+    assert await store.files(ORG) == {}
+    try:
+        await store.get_change("no-such-change")
+    except NotFound:
+        pass
+    else:
+        raise AssertionError("an unknown change must be NotFound")
+
+
+async def check_edit_then_approve_stores_the_reviewers_content(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    stored = await _wait(store, ChangeSet(created={"a.md": b"draft"}))
+    assert stored.change is not None
+    await store.decide(stored.change, "edit", by=REVIEWER, edits={"a.md": b"fixed"})
+    assert await store.files(ORG) == {"a.md": b"fixed"}
+    [revision] = await store.history(ORG, "a.md")
+    assert revision.provenance.origin == "edited"
+    assert revision.approved_by == REVIEWER
+
+
+async def check_after_review_is_live_and_listed_and_rejecting_reverts(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"a.md": b"v1"}))
+    loaded = await store.load(ORG, "s1")
+    stored = await store.store(
+        ORG,
+        ChangeSet(updated={"a.md": b"v2"}, created={"b.md": b"b"}),
+        cursor=loaded.cursor,
+        provenance=_prov(),
+        review="after",
+    )
+    assert stored.status == "saved"
+    assert stored.change is not None
+    assert await store.files(ORG) == {"a.md": b"v2", "b.md": b"b"}
+    [listed] = await store.list_changes()
+    assert listed.state == "live"
+    reverted = await store.decide(stored.change, "reject", by=REVIEWER)
+    assert reverted.state == "rejected"
+    assert await store.files(ORG) == {"a.md": b"v1"}
+
+
+async def check_the_spaces_own_review_setting_wins(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    assert await store.review_mode(ORG) is None
+    await store.set_review(ORG, "none", by=REVIEWER)
+    assert await store.review_mode(ORG) == "none"
+    loaded = await store.load(ORG, "s1")
+    stored = await store.store(
+        ORG,
+        ChangeSet(created={"a.md": b"a"}),
+        cursor=loaded.cursor,
+        provenance=_prov(),
+        review="person",
+    )
+    assert stored.status == "saved"
+    assert await store.list_changes() == []
+
+
+async def check_a_persons_own_memory_always_saves_at_once(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    loaded = await store.load(DANA, "s1")
+    stored = await store.store(
+        DANA,
+        ChangeSet(created={"p.md": b"p"}),
+        cursor=loaded.cursor,
+        provenance=_prov(),
+        review="person",
+    )
+    assert stored.status == "saved"
+    assert await store.files(DANA) == {"p.md": b"p"}
+    assert await store.list_changes() == []
+
+
+REVIEW_CHECKS: dict[str, Check] = {
+    "person_review_holds_the_change_for_its_own_conversation": (
+        check_person_review_holds_the_change_for_its_own_conversation
+    ),
+    "a_later_turn_replaces_the_same_file_in_the_waiting_change": (
+        check_a_later_turn_replaces_the_same_file_in_the_waiting_change
+    ),
+    "two_conversations_both_wait_and_the_later_is_stale": (
+        check_two_conversations_both_wait_and_the_later_is_stale
+    ),
+    "approve_makes_the_files_live_with_who_taught_and_who_approved": (
+        check_approve_makes_the_files_live_with_who_taught_and_who_approved
+    ),
+    "approving_part_leaves_the_rest_waiting": check_approving_part_leaves_the_rest_waiting,
+    "reject_applies_nothing_and_a_rejected_change_cannot_be_approved": (
+        check_reject_applies_nothing_and_a_rejected_change_cannot_be_approved
+    ),
+    "edit_then_approve_stores_the_reviewers_content": (
+        check_edit_then_approve_stores_the_reviewers_content
+    ),
+    "after_review_is_live_and_listed_and_rejecting_reverts": (
+        check_after_review_is_live_and_listed_and_rejecting_reverts
+    ),
+    "the_spaces_own_review_setting_wins": check_the_spaces_own_review_setting_wins,
+    "a_persons_own_memory_always_saves_at_once": check_a_persons_own_memory_always_saves_at_once,
+}
+
+
 COMMON_CHECKS: dict[str, Check] = {
     "unknown_space_loads_empty": check_unknown_space_loads_empty,
     "created_files_load_back_byte_for_byte": check_created_files_load_back_byte_for_byte,
@@ -364,10 +584,13 @@ MANAGED_CHECKS: dict[str, Check] = {
 
 
 def checks_for(store: Store) -> dict[str, Check]:
-    """The checks that apply to ``store``: managed stores get the managed ones too."""
+    """The checks that apply to ``store``: managed and reviewing stores get theirs too."""
+    checks = dict(COMMON_CHECKS)
     if isinstance(store, ManagedStore):
-        return {**COMMON_CHECKS, **MANAGED_CHECKS}
-    return dict(COMMON_CHECKS)
+        checks.update(MANAGED_CHECKS)
+    if isinstance(store, ReviewingStore):
+        checks.update(REVIEW_CHECKS)
+    return checks
 
 
 async def _make(make_store: MakeStore) -> Store:
@@ -381,9 +604,11 @@ async def run_check(make_store: MakeStore, name: str) -> None:
     """Run one named check on a fresh store, and close the store after."""
     store = await _make(make_store)
     try:
-        check = {**COMMON_CHECKS, **MANAGED_CHECKS}[name]
+        check = {**COMMON_CHECKS, **MANAGED_CHECKS, **REVIEW_CHECKS}[name]
         if name in MANAGED_CHECKS and not isinstance(store, ManagedStore):
             raise AssertionError(f"{name} applies only to managed stores; {store!r} is not one")
+        if name in REVIEW_CHECKS and not isinstance(store, ReviewingStore):
+            raise AssertionError(f"{name} applies only to reviewing stores; {store!r} is not one")
         await check(store)
     finally:
         await store.aclose()
@@ -466,6 +691,41 @@ class TestMemory:
             ChangeSet(created=created, updated=updated, deleted=tuple(deleted)),
             provenance=Provenance(origin="edited", by=By.coerce(by)),
         )
+
+    def waiting(self, *, org: str | None = None) -> list[dict[str, Any]]:
+        """Changes that wait for (or, under review ``after``, are listed for) a person."""
+        return [
+            {
+                "id": change.id,
+                "space": change.ref.space,
+                "org": change.ref.org,
+                "session": change.session,
+                "state": change.state,
+                "files": {path: file.content for path, file in change.files.items()},
+                "stale": list(change.stale_paths),
+                "prompt": change.provenance.prompt,
+                "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
+            }
+            for change in self.store.list_changes_nowait(org=org)
+        ]
+
+    def approve(
+        self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"
+    ) -> None:
+        """A person approves a change (or some of its files)."""
+        self.store.decide_nowait(id, "approve", by=By.coerce(by), paths=paths)
+
+    def reject(
+        self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"
+    ) -> None:
+        """A person rejects a change (or some of its files)."""
+        self.store.decide_nowait(id, "reject", by=By.coerce(by), paths=paths)
+
+    def set_review(
+        self, space: str, mode: ReviewMode, *, org: str = DEFAULT_ORG, by: str = "admin"
+    ) -> None:
+        """An admin sets an org space's review: ``person``, ``after`` or ``none``."""
+        self.store.set_review_nowait(self._ref(space, org, None), mode, by=By.coerce(by))
 
 
 def test_memory() -> TestMemory:

@@ -53,6 +53,7 @@ from memfs.core.policy import (
     resolve_by,
     resolve_ref,
 )
+from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
 from memfs.sources import AppSource, Source, StoreSource
 from memfs.stores.base import Store
@@ -78,6 +79,7 @@ class Mount:
     sizes: dict[str, int]  # path -> size in bytes at the snapshot
     by: By | None
     source: Source = field(repr=False)
+    review: ReviewMode = "none"  # for org spaces: how this turn's change is reviewed
 
 
 class MountState(Frozen):
@@ -92,6 +94,7 @@ class MountState(Frozen):
     snapshot: dict[str, str]
     sizes: dict[str, int]
     by: By | None
+    review: ReviewMode = "none"
 
 
 class TurnState(Frozen):
@@ -206,6 +209,7 @@ class Turn:
                     snapshot=m.snapshot,
                     sizes=m.sizes,
                     by=m.by,
+                    review=m.review,
                 )
                 for name, m in self.mounts.items()
             },
@@ -345,6 +349,11 @@ class Memory:
                 raise ConfigError(
                     "an open turn mounts a space the configuration no longer has", path=name
                 )
+            source = self.source_for(
+                spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
+            )
+            if isinstance(source, StoreSource):
+                source.review = m.review
             turn.mounts[name] = Mount(
                 name=name,
                 path=turn.root / name,
@@ -358,9 +367,8 @@ class Memory:
                 snapshot=dict(m.snapshot),
                 sizes=dict(m.sizes),
                 by=m.by,
-                source=self.source_for(
-                    spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
-                ),
+                source=source,
+                review=m.review,
             )
         turn.done = dict(state.done)
         self._open[state.session] = turn
@@ -419,6 +427,7 @@ class Memory:
             sizes={path: len(content) for path, content in loaded.files.items()},
             by=resolve_by(spec, turn.extra_body),
             source=source,
+            review=source.review if isinstance(source, StoreSource) else "none",
         )
         return mount, loaded
 
@@ -437,7 +446,8 @@ class Memory:
                 session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=extra_body
             )
             return AppSource(spec, ctx)
-        return StoreSource(self.store, ref, session)
+        review = spec.review if isinstance(spec, OrgMemory) else "none"
+        return StoreSource(self.store, ref, session, review)
 
     async def _fall_back(
         self, key: tuple[str, SpaceRef], exc: BaseException, space: str
@@ -461,6 +471,11 @@ class Memory:
             writable=not mount.read_only,
             files=mount.sizes,
             from_last_known_copy=mount.from_last_known_copy,
+            extra_lines=(
+                (NOTE_LINE,)
+                if not mount.read_only and not saves_at_once(mount.layer, mount.review)
+                else ()
+            ),
         )
 
     def _close(self, turn: Turn) -> None:

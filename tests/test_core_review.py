@@ -191,3 +191,18 @@ def test_change_set_against_live_files() -> None:
     assert changes == ChangeSet(
         created={"new.md": b"new"}, updated={"rules.md": b"v2"}, deleted=("old.md",)
     )
+
+
+def test_a_live_file_written_again_by_its_conversation_is_not_stale() -> None:
+    first = waiting("after")
+    again = update(
+        first,
+        ChangeSet(updated={"rules.md": b"v3"}),
+        snapshot={"rules.md": "r12"},
+        loaded=12,
+        edited=13,
+        provenance=turn(2),
+    )
+    assert again.files["rules.md"].base == "r1"  # a reject still puts back what it replaced
+    assert again.files["rules.md"].loaded == 12
+    assert not mark_stale(again, {"rules.md": 12}, []).stale_paths

@@ -362,3 +362,19 @@ def test_the_example_config_loads() -> None:
     assert rules.can_write is not None and rules.can_write(DANA) and not rules.can_write(CAROL)
     assert (me.layer, me.path) == ("user", "me")
     assert config.socket == config.state_dir / "memfs.sock"
+
+
+def test_org_review_defaults_to_person_and_can_be_set(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, LOAN_DESK), env={})
+    [rules, _] = config.specs()
+    assert isinstance(rules, OrgMemory) and rules.review == "person"
+    after = LOAN_DESK.replace('can_write = { role = ["underwriter"] }', 'review = "after"')
+    [rules, _] = load_config(write(tmp_path, after), env={}).specs()
+    assert isinstance(rules, OrgMemory) and rules.review == "after"
+
+
+def test_bad_review_mode_or_review_on_a_persons_space_names_the_key(tmp_path: Path) -> None:
+    bad = LOAN_DESK.replace('can_write = { role = ["underwriter"] }', 'review = "sometimes"')
+    assert "memory[0].review" in config_error(tmp_path, bad)
+    personal = LOAN_DESK.replace('description = "Your own preferences."', 'review = "none"')
+    assert "memory[1].review" in config_error(tmp_path, personal)

@@ -27,6 +27,7 @@ SPECS = [
         description="The bank's lending rules.",
         can_write=lambda eb: eb.get("role") == "underwriter",
         by=lambda eb: {"id": eb["userId"], "label": eb["name"]},
+        review="none",  # these tests are about the filesystem; review has its own
     ),
     memfs.user_memory(),
 ]

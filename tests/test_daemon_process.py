@@ -111,6 +111,7 @@ def test_kill_9_then_restart_commits_everything_closed_before_the_kill_once(root
     assert ended["turn"] == started["turn"]
     assert ended["spaces"]["me"]["created"] == ["prefs.md"]
     assert ended["spaces"]["lending-rules"]["created"] == ["income.md"]
+    assert ended["spaces"]["lending-rules"]["status"] == "waiting"  # org rules wait for a person
     assert ended["files"]["lending-rules/income.md"]["renamed_from"] == "rules/income.md"
     twice = memfs("turn", "end", "s1", root=root, check=False)
     assert twice.returncode == 3  # NotFound: the turn is over, nothing is committed twice

@@ -11,7 +11,7 @@ from memfs.stores.base import Store
 from memfs.stores.folder import FolderStore
 from memfs.stores.open import open_store
 from memfs.stores.sqlite import SqliteStore
-from memfs.testing import COMMON_CHECKS, MANAGED_CHECKS, check_store, run_check
+from memfs.testing import COMMON_CHECKS, MANAGED_CHECKS, REVIEW_CHECKS, check_store, run_check
 
 BACKENDS: dict[str, tuple[bool, Callable[[Path], Callable[[], Store]]]] = {
     # name: (managed, factory of make_store for a tmp dir)
@@ -43,7 +43,8 @@ def _counter() -> Callable[[], int]:
 def _cases() -> list[tuple[str, str]]:
     cases = []
     for backend, (managed, _) in BACKENDS.items():
-        names = [*COMMON_CHECKS, *(MANAGED_CHECKS if managed else ())]
+        # managed stores (memory, sqlite) also hold org changes for review
+        names = [*COMMON_CHECKS, *((*MANAGED_CHECKS, *REVIEW_CHECKS) if managed else ())]
         cases.extend((backend, name) for name in names)
     return cases
 

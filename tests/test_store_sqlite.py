@@ -17,10 +17,10 @@ import pytest
 import trio
 
 from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Stored
+from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Stored, digest
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
-from memfs.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
 
 ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
@@ -350,4 +350,94 @@ async def test_forget_says_so_when_a_reader_keeps_old_content_in_the_log(
     # The purge itself was committed.
     assert await store.history(DANA, "health.md") == []
     assert await store.files(DANA) == {}
+    await store.aclose()
+
+
+REVIEWER = By(id="ada", label="Ada", role="member")
+
+
+async def test_waiting_changes_survive_reopen(tmp_path: Path) -> None:
+    # A change waits for a person for days: it must outlive the daemon that took it.
+    path = tmp_path / "memfs.db"
+    first = SqliteStore(path)
+    await save(first, ORG, ChangeSet(created={"a.md": b"v1"}))
+    loaded = await first.load(ORG, "s1")
+    held = await first.store(
+        ORG,
+        ChangeSet(updated={"a.md": b"\x00binary\xff"}, created={"b.md": b"b"}),
+        cursor=loaded.cursor,
+        provenance=PROV,
+        review="person",
+    )
+    assert held.status == "waiting"
+    assert held.change is not None
+    await first.aclose()
+
+    again = SqliteStore(path)
+    own = await again.load(ORG, "s1")
+    assert own.files == {"a.md": b"\x00binary\xff", "b.md": b"b"}
+    assert own.revisions["b.md"].startswith(f"c{held.change}.")
+    assert (await again.load(ORG, "s2")).files == {"a.md": b"v1"}
+    [change] = await again.list_changes()
+    assert (change.id, change.state, change.stale_paths) == (held.change, "waiting", ())
+    # A live write to one of its files after the turn loaded makes that file stale.
+    await save(again, ORG, ChangeSet(updated={"a.md": b"v2"}))
+    assert (await again.get_change(held.change)).stale_paths == ("a.md",)
+    decided = await again.decide(held.change, "approve", by=REVIEWER, paths=["b.md"])
+    assert set(decided.files) == {"a.md"}
+    [revision] = await again.history(ORG, "b.md")
+    assert revision.approved_by == REVIEWER
+    assert revision.provenance.at == PROV.at  # who taught it, and when, survive the JSON
+    await again.aclose()
+
+
+async def test_migration_from_v1_keeps_revisions_and_cursors(tmp_path: Path) -> None:
+    # A database written by the schema-1 memfs: two live files, and a third
+    # whose revision (id 3) was purged, so ids and cursors up to 3 were handed out.
+    path = tmp_path / "memfs.db"
+    with raw(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        MIGRATIONS[0](conn)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            'INSERT INTO spaces (id, layer, org, "user", space)'
+            " VALUES (1, 'org', 'bank-1', '', 'lending-rules')"
+        )
+        for n, name in ((1, "a.md"), (2, "b.md"), (3, "gone.md")):
+            conn.execute(
+                "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin,"
+                " created_at) VALUES (?, 1, ?, ?, ?, 1, 'code', ?)",
+                (n, name, name[:1].encode(), digest(name[:1].encode()), PROV.at.isoformat()),
+            )
+        conn.execute("INSERT INTO live VALUES (1, 'a.md', 1), (1, 'b.md', 2)")
+        conn.execute("DELETE FROM revisions WHERE id = 3")
+        conn.execute("COMMIT")
+
+    store = SqliteStore(path)
+    loaded = await store.load(ORG, "s1")
+    assert loaded.files == {"a.md": b"a", "b.md": b"b"}
+    assert (loaded.revisions, loaded.cursor) == ({"a.md": "1", "b.md": "2"}, "2")
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    # The shared sequence starts after every id schema 1 handed out, purged ones too.
+    stored = await store.store(
+        ORG, ChangeSet(updated={"a.md": b"a2"}), cursor=loaded.cursor, provenance=PROV
+    )
+    assert stored.revisions == {"a.md": "4"}
+    late = await store.store(
+        ORG, ChangeSet(updated={"a.md": b"a3"}), cursor=loaded.cursor, provenance=PROV
+    )
+    assert late.conflicts == ("a.md",)
+    held = await store.store(
+        ORG,
+        ChangeSet(updated={"b.md": b"b2"}),
+        cursor=stored.cursor,
+        provenance=PROV,
+        review="person",
+    )
+    assert held.status == "waiting"
+    assert held.change is not None
+    [change] = await store.list_changes()
+    assert (change.files["b.md"].loaded, change.files["b.md"].edited) == (4, 5)
+    assert change.files["b.md"].base == "2"
     await store.aclose()

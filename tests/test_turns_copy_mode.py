@@ -19,7 +19,8 @@ CAROL = {"userId": "u_carol", "name": "Carol", "bankId": "bank_17", "role": "off
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
 
-def desk(store: memfs.Store, tmp_path: Path, **kwargs: Any) -> memfs.Memory:
+def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any) -> memfs.Memory:
+    """The loan desk; its rules save at once unless a test asks for review."""
     return memfs.Memory(
         store,
         [
@@ -29,6 +30,7 @@ def desk(store: memfs.Store, tmp_path: Path, **kwargs: Any) -> memfs.Memory:
                 description="The bank's lending rules.",
                 can_write=lambda eb: eb.get("role") == "underwriter",
                 by=lambda eb: {"id": eb["userId"], "label": eb["name"], "role": eb["role"]},
+                review=review,
             ),
             memfs.user_memory(user="userId", label="name", description="Your own preferences."),
         ],
@@ -281,7 +283,9 @@ async def test_org_resolver_returning_nothing_never_falls_back(tmp_path: Path) -
 
 async def test_org_left_out_means_default(tmp_path: Path) -> None:
     mem = test_memory()
-    memory = memfs.Memory(mem.store, [memfs.org_memory(space="rules")], workdir=tmp_path)
+    memory = memfs.Memory(
+        mem.store, [memfs.org_memory(space="rules", review="none")], workdir=tmp_path
+    )
     turn = await memory.start_turn("s1", {})
     assert turn.mounts["rules"].ref.org == "default"
     (turn.root / "rules" / "r.md").write_text("r")

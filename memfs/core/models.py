@@ -178,6 +178,7 @@ class Stored(Frozen):
     conflicts: tuple[str, ...] = ()
     revisions: dict[str, str] = Field(default_factory=dict)
     cursor: str | None = None
+    change: str | None = None  # the waiting (or listed) change this store went into
 
 
 class Revision(Frozen):

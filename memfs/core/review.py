@@ -203,7 +203,13 @@ def update(
     for path, file in _files(changes, snapshot, provenance.turn, loaded, edited).items():
         earlier = files.get(path)
         if earlier is not None:
-            file = file.model_copy(update={"base": earlier.base, "loaded": earlier.loaded})
+            # A waiting file never went live, so the conversation still builds on
+            # the snapshot it first had; a live (review after) file went live with
+            # the earlier turn, which the later turn has seen.
+            keep: dict[str, object] = {"base": earlier.base}
+            if change.state == "waiting":
+                keep["loaded"] = earlier.loaded
+            file = file.model_copy(update=keep)
         files[path] = file
     return change.model_copy(update={"files": files, "provenance": provenance})
 

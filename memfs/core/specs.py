@@ -15,6 +15,7 @@ from pydantic import ConfigDict, field_validator
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Frozen, TurnContext
 from memfs.core.names import check_mount_path, check_space_name
+from memfs.core.review import REVIEW_MODES, ReviewMode
 
 ExtraBody = Mapping[str, Any]
 Resolver = str | Callable[[ExtraBody], Any]
@@ -50,6 +51,7 @@ class OrgMemory(MemorySpec):
     space: str
     org: Resolver | None = None
     by: ByResolver | None = None
+    review: ReviewMode = "person"
 
     @field_validator("space")
     @classmethod
@@ -110,8 +112,16 @@ def org_memory(
     by: ByResolver | None = None,
     path: str | None = None,
     commit: CommitMode = "after-turn",
+    review: ReviewMode = "person",
 ) -> OrgMemory:
-    """A space everyone in an org shares; ``org`` left out means org ``default``."""
+    """A space everyone in an org shares; ``org`` left out means org ``default``.
+
+    ``review``: ``person`` (default) holds each conversation's change for a
+    person; ``after`` makes it live and lists it for review; ``none`` makes it
+    live. A space's own setting in the store wins over this default.
+    """
+    if review not in REVIEW_MODES:
+        raise ConfigError(f"review must be one of {', '.join(REVIEW_MODES)}", path=str(review))
     return _build(
         OrgMemory,
         space=space,
@@ -121,6 +131,7 @@ def org_memory(
         by=by,
         path=space if path is None else path,
         commit=commit,
+        review=review,
     )
 
 

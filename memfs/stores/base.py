@@ -11,9 +11,10 @@ folder store keeps plain files and checks the whole space.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from memfs.core.models import By, ChangeSet, Loaded, Provenance, Revision, SpaceRef, Stored
+from memfs.core.review import ReviewMode, WaitingChange
 
 
 @runtime_checkable
@@ -23,8 +24,17 @@ class Store(Protocol):
     async def load(self, ref: SpaceRef, session: str) -> Loaded: ...
 
     async def store(
-        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
-    ) -> Stored: ...
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
+    ) -> Stored:
+        """Save ``changes``; ``review`` is the spec's mode for org spaces (stores without review
+        save at once)."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -73,4 +83,40 @@ class ManagedStore(Store, Protocol):
         ...
 
 
-__all__ = ["ManagedStore", "Store"]
+@runtime_checkable
+class ReviewingStore(ManagedStore, Protocol):
+    """A managed store that holds org changes for a person (see :mod:`memfs.core.review`).
+
+    Under review ``person`` a turn's change to an org space becomes the
+    conversation's waiting change (``Stored.status == "waiting"``), which
+    ``load`` shows to that conversation only; under ``after`` it is live and
+    listed; under ``none`` live. The space's own setting (``set_review``) wins
+    over the mode a turn passes. The user layer always saves at once.
+    """
+
+    async def set_review(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None: ...
+
+    async def review_mode(self, ref: SpaceRef) -> ReviewMode | None: ...
+
+    async def list_changes(
+        self, *, org: str | None = None, open_only: bool = True
+    ) -> list[WaitingChange]:
+        """Changes listed for review, oldest first, each with its stale files marked."""
+        ...
+
+    async def get_change(self, id: str) -> WaitingChange: ...
+
+    async def decide(
+        self,
+        id: str,
+        action: Literal["approve", "edit", "reject"],
+        *,
+        by: By | None,
+        paths: list[str] | None = None,
+        edits: dict[str, bytes | None] | None = None,
+    ) -> WaitingChange:
+        """Approve, edit-then-approve or reject some files (all by default) of a change."""
+        ...
+
+
+__all__ = ["ManagedStore", "ReviewingStore", "Store"]

@@ -48,6 +48,7 @@ import trio
 from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
 from memfs.core.models import ChangeSet, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.names import check_path, decode_fs_name
+from memfs.core.review import ReviewMode
 
 TEMP_PREFIX = ".memfs-tmp-"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -272,7 +273,13 @@ class FolderStore:
                 os.close(fd)  # closing the last descriptor releases the flock
 
     async def store(
-        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
         # Not cancellable once started: abandoning the thread mid-apply would
         # return before the lock is released and the writes are durable.

@@ -1,4 +1,4 @@
-"""The in-process store: managed semantics (revisions, per-file conflicts) in plain dicts.
+"""The in-process store: managed semantics (revisions, per-file conflicts, review) in plain dicts.
 
 Used by ``memfs.testing`` and for tests of apps built on memfs. Every method
 runs without awaiting in between reads and writes, so each is atomic with
@@ -8,7 +8,9 @@ respect to other trio tasks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
+from memfs.core import review as rules
 from memfs.core.errors import InvalidName, NotFound
 from memfs.core.models import (
     By,
@@ -22,6 +24,7 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
+from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
 
 
 @dataclass
@@ -55,23 +58,44 @@ class MemoryStore:
         self._seq = 0
         self.events: list[StoredEvent] = []
         self.closed = False
+        self._changes: dict[str, WaitingChange] = {}
+        self._review: dict[SpaceRef, ReviewMode] = {}
 
     def _space(self, ref: SpaceRef) -> _Space:
         return self._spaces.setdefault(ref, _Space())
 
     async def load(self, ref: SpaceRef, session: str) -> Loaded:
         space = self._spaces.get(ref, _Space())
-        return Loaded(
-            files={path: content for path, (_, content) in space.live.items()},
-            cursor=str(space.seq),
-            revisions={path: rev for path, (rev, _) in space.live.items()},
-        )
+        files = {path: content for path, (_, content) in space.live.items()}
+        revisions = {path: rev for path, (rev, _) in space.live.items()}
+        # A conversation sees what it saved, even while it waits for review.
+        waiting = self._open_change(ref, session)
+        if waiting is not None and waiting.state == "waiting":
+            for path, file in waiting.files.items():
+                if file.content is None:
+                    files.pop(path, None)
+                    revisions.pop(path, None)
+                else:
+                    files[path] = file.content
+                    revisions[path] = f"c{waiting.id}.{file.edited}"
+        # The cursor is the store's whole sequence, so waiting edits and
+        # revisions can be ordered against the snapshot (see core.review).
+        return Loaded(files=files, cursor=str(self._seq), revisions=revisions)
 
     async def store(
-        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
         space = self._space(ref)
         base = parse_cursor(cursor)
+        mode = self._review.get(ref, review)
+        if not rules.saves_at_once(ref.layer, mode):
+            return self._hold(ref, changes, base, provenance, mode)
         if base is not None:
             conflicts = sorted(
                 {
@@ -81,7 +105,151 @@ class MemoryStore:
             )
             if conflicts:
                 return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(space.seq))
-        return self._apply(ref, space, changes, provenance)
+        before = self._snapshot(ref)  # the bases a reviewer's reject would put back
+        stored = self._apply(ref, space, changes, provenance)
+        if rules.is_listed(ref.layer, mode):
+            listed = self._hold(
+                ref, changes, base, provenance, mode, live=stored.revisions, snapshot=before
+            )
+            stored = stored.model_copy(update={"change": listed.change})
+        return stored
+
+    def _open_change(self, ref: SpaceRef, session: str) -> WaitingChange | None:
+        for change in self._changes.values():
+            if change.ref == ref and change.session == session and change.state in OPEN_STATES:
+                return change
+        return None
+
+    def _hold(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        loaded: int | None,
+        provenance: Provenance,
+        mode: ReviewMode,
+        *,
+        live: dict[str, str] | None = None,
+        snapshot: dict[str, str] | None = None,
+    ) -> Stored:
+        """Put a turn's change into its conversation's open change (made if need be)."""
+        if provenance.session is None:
+            raise InvalidName("a change held for review needs the conversation it came from")
+        snapshot = self._snapshot(ref) if snapshot is None else snapshot
+        edited = int(self._next(self._space(ref)))
+        start = edited - 1 if loaded is None else loaded
+        change = self._open_change(ref, provenance.session)
+        if change is None:
+            change = rules.open_change(
+                f"c{edited}",
+                ref,
+                mode=mode,
+                changes=changes,
+                snapshot=snapshot,
+                loaded=start,
+                edited=edited,
+                provenance=provenance,
+            )
+        else:
+            change = rules.update(
+                change,
+                changes,
+                snapshot=snapshot,
+                loaded=start,
+                edited=edited,
+                provenance=provenance,
+            )
+        self._changes[change.id] = change
+        status: Literal["saved", "waiting"] = "saved" if live is not None else "waiting"
+        return Stored(status=status, change=change.id, revisions=live or {}, cursor=str(self._seq))
+
+    def _snapshot(self, ref: SpaceRef) -> dict[str, str]:
+        """The live revision of each file, as the bases of a change's files."""
+        space = self._spaces.get(ref, _Space())
+        return {path: rev for path, (rev, _) in space.live.items()}
+
+    async def set_review(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
+        self.set_review_nowait(ref, mode, by=by)
+
+    def set_review_nowait(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
+        if mode not in rules.REVIEW_MODES:
+            raise InvalidName("review must be person, after or none", path=str(mode))
+        self._review[ref] = mode
+
+    async def review_mode(self, ref: SpaceRef) -> ReviewMode | None:
+        return self._review.get(ref)
+
+    def _marked(self, change: WaitingChange) -> WaitingChange:
+        space = self._spaces.get(change.ref, _Space())
+        others = [c for c in self._changes.values() if c.ref == change.ref]
+        return rules.mark_stale(change, space.last_change, others)
+
+    async def list_changes(
+        self, *, org: str | None = None, open_only: bool = True
+    ) -> list[WaitingChange]:
+        return self.list_changes_nowait(org=org, open_only=open_only)
+
+    def list_changes_nowait(
+        self, *, org: str | None = None, open_only: bool = True
+    ) -> list[WaitingChange]:
+        found = [
+            self._marked(change)
+            for change in self._changes.values()
+            if (org is None or change.ref.org == org)
+            and (not open_only or change.state in OPEN_STATES)
+        ]
+        return sorted(found, key=lambda change: int(change.id[1:]))
+
+    async def get_change(self, id: str) -> WaitingChange:
+        return self.get_change_nowait(id)
+
+    def get_change_nowait(self, id: str) -> WaitingChange:
+        change = self._changes.get(id)
+        if change is None:
+            raise NotFound("no such change", path=id)
+        return self._marked(change)
+
+    async def decide(
+        self,
+        id: str,
+        action: Literal["approve", "edit", "reject"],
+        *,
+        by: By | None,
+        paths: list[str] | None = None,
+        edits: dict[str, bytes | None] | None = None,
+    ) -> WaitingChange:
+        return self.decide_nowait(id, action, by=by, paths=paths, edits=edits)
+
+    def decide_nowait(
+        self,
+        id: str,
+        action: Literal["approve", "edit", "reject"],
+        *,
+        by: By | None,
+        paths: list[str] | None = None,
+        edits: dict[str, bytes | None] | None = None,
+    ) -> WaitingChange:
+        change = self.get_change_nowait(id)
+        after, effect, files = rules.decide(change, action, by=by, paths=paths, edits=edits)
+        space = self._space(change.ref)
+        if effect is Effect.APPLY:
+            origin: Literal["conversation", "edited"] = (
+                "edited" if action == "edit" else "conversation"
+            )
+            provenance = change.provenance.model_copy(update={"origin": origin})
+            for path, content in sorted(files.items()):
+                if content is None and path not in space.live:
+                    continue
+                self._record(space, path, content, provenance, approved_by=by)
+        elif effect is Effect.REVERT:
+            fix = Provenance(origin="edited", by=by)
+            for path in sorted(files):
+                base = change.files[path].base
+                content = None if base is None else space.contents.get(base)
+                if content is None and path not in space.live:
+                    continue
+                self._record(space, path, content, fix, approved_by=by)
+        self._changes[id] = after
+        return self._marked(after)
 
     async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
         return self.put_nowait(ref, changes, provenance=provenance)
@@ -102,7 +270,13 @@ class MemoryStore:
         return Stored(status="saved", revisions=written, cursor=str(space.seq))
 
     def _record(
-        self, space: _Space, path: str, content: bytes | None, provenance: Provenance
+        self,
+        space: _Space,
+        path: str,
+        content: bytes | None,
+        provenance: Provenance,
+        *,
+        approved_by: By | None = None,
     ) -> str:
         rev = self._next(space)
         space.history.setdefault(path, []).append(
@@ -113,6 +287,7 @@ class MemoryStore:
                 size=0 if content is None else len(content),
                 deleted=content is None,
                 provenance=provenance,
+                approved_by=approved_by,
             )
         )
         space.last_change[path] = self._seq

@@ -1,21 +1,33 @@
 """The SQLite store: the embedded default, a managed store in one database file.
 
 This module owns the database file and its schema: the migration steps that
-build it, and every read and write of it. Three tables hold everything::
+build it, and every read and write of it. These tables hold everything::
 
-    spaces      one row per (layer, org, user, space); user is '' outside the user layer
-    revisions   every write ever made, with its provenance; content NULL is a deletion
-    live        (space, path) -> the revision that is the file's current content
+    spaces           one row per (layer, org, user, space); user is '' outside the user layer
+    revisions        every write ever made, with its provenance; content NULL is a deletion
+    live             (space, path) -> the revision that is the file's current content
+    clock            the store's one sequence (schema 2); only its counter matters
+    changes          org changes held for review, one row each (schema 2)
+    review_settings  a space's own review mode, which wins over a turn's (schema 2)
 
-Cursors and revision ids are row ids of ``revisions``: a space's cursor is its
-largest revision id, and a store conflicts on each path it touches whose
-latest revision is newer than the cursor, as in the memory store. The check
-and the writes run in one ``BEGIN IMMEDIATE`` transaction, so several
+Revision ids and the ``edited`` number of every file put into a review
+change come from one sequence, ``clock``, so the review rules
+(:mod:`memfs.core.review`) can compare "when did the live file change" with
+"when did another conversation edit it" and with "when did this turn load".
+A space's cursor is the largest number of that sequence the space has used
+(a revision or a change edit), and a store conflicts on each path it touches
+whose latest revision is newer than the cursor, as in the memory store. The
+check and the writes run in one ``BEGIN IMMEDIATE`` transaction, so several
 processes writing the same file serialize on SQLite's write lock and a
 conflicting or failing change set writes nothing. Forgetting a file of a
-person's own memory deletes its rows, so a space's cursor can go back; ids
-are never reused, so every later write is still newer than any cursor handed
-out before.
+person's own memory deletes its rows, so a space's cursor can go back;
+numbers are never reused, so every later write is still newer than any
+cursor handed out before.
+
+A change waiting for review is not live: it is a ``WaitingChange`` kept as
+JSON in ``changes`` (its state also in a column, to query by). ``load``
+overlays a conversation's own waiting change on the live files, so the
+conversation sees what it saved and nobody else does.
 
 One connection per store, used from worker threads under a lock, so trio
 never blocks on the database. Every SQLite error leaves this module as
@@ -29,16 +41,18 @@ that empties the write-ahead log, where older copies of the pages live.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import trio
 
+from memfs.core import review
 from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
 from memfs.core.models import (
     By,
@@ -52,6 +66,7 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
+from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
 
 T = TypeVar("T")
 
@@ -116,7 +131,53 @@ def _create_core_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_core_tables,)
+_SCHEMA_V2 = (
+    # One sequence for revisions and change edits (see the module docstring).
+    # AUTOINCREMENT keeps the high-water mark in sqlite_sequence, so the table
+    # itself stays empty (each tick deletes its row) and no number comes twice.
+    "CREATE TABLE clock (id INTEGER PRIMARY KEY AUTOINCREMENT)",
+    # Start where revisions left off: revisions' own high-water mark, not
+    # MAX(id), because a purged user file's ids were handed out as cursors too.
+    """
+    INSERT INTO sqlite_sequence (name, seq)
+    VALUES ('clock', COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'revisions'), 0))
+    """,
+    # AUTOINCREMENT: a change id a reviewer once saw never names another change.
+    # last_edited (the largest ``edited`` of its files) lets a space's cursor
+    # count change edits without reading the JSON.
+    """
+    CREATE TABLE changes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        session TEXT NOT NULL,
+        state TEXT NOT NULL,
+        last_edited INTEGER NOT NULL,
+        data TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX changes_by_session ON changes (space_id, session, state)",
+    """
+    CREATE TABLE review_settings (
+        space_id INTEGER PRIMARY KEY REFERENCES spaces (id),
+        mode TEXT NOT NULL,
+        by_id TEXT,
+        by_label TEXT,
+        by_role TEXT,
+        set_at TEXT NOT NULL
+    )
+    """,
+)
+
+
+def _add_review_tables(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V2:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _create_core_tables,
+    _add_review_tables,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -183,17 +244,34 @@ def _ensure_space(conn: sqlite3.Connection, ref: SpaceRef) -> int:
     return space_id
 
 
+def _tick(conn: sqlite3.Connection) -> int:
+    """The next number of the store's one sequence (revisions and change edits)."""
+    cur = conn.execute("INSERT INTO clock DEFAULT VALUES")
+    assert cur.lastrowid is not None  # always set after an INSERT into a rowid table
+    # The number lives on in sqlite_sequence; the row itself is not needed.
+    conn.execute("DELETE FROM clock WHERE id = ?", (cur.lastrowid,))
+    return cur.lastrowid
+
+
 def _cursor(conn: sqlite3.Connection, space_id: int | None) -> int:
+    """The largest number of the sequence this space has used, 0 if none.
+
+    Per space rather than the global clock, so another space's writes do not
+    move it; change edits count, so a turn's ``loaded`` (its cursor) compares
+    with other changes' ``edited`` the way the review rules need.
+    """
     if space_id is None:
         return 0
-    row = conn.execute("SELECT MAX(id) FROM revisions WHERE space_id = ?", (space_id,)).fetchone()
-    return 0 if row[0] is None else int(row[0])
+    (revision,) = conn.execute(
+        "SELECT MAX(id) FROM revisions WHERE space_id = ?", (space_id,)
+    ).fetchone()
+    (edited,) = conn.execute(
+        "SELECT MAX(last_edited) FROM changes WHERE space_id = ?", (space_id,)
+    ).fetchone()
+    return max(int(revision or 0), int(edited or 0))
 
 
-def _load(conn: sqlite3.Connection, ref: SpaceRef) -> Loaded:
-    space_id = _space_id(conn, ref)
-    if space_id is None:
-        return Loaded(files={}, cursor="0", revisions={})
+def _live_files(conn: sqlite3.Connection, space_id: int) -> tuple[dict[str, bytes], dict[str, str]]:
     files: dict[str, bytes] = {}
     revisions: dict[str, str] = {}
     for path, revision_id, content in conn.execute(
@@ -204,7 +282,28 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef) -> Loaded:
     ):
         files[path] = bytes(content)
         revisions[path] = str(revision_id)
-    return Loaded(files=files, cursor=str(_cursor(conn, space_id)), revisions=revisions)
+    return files, revisions
+
+
+def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loaded:
+    """The live files; with ``session``, that conversation's waiting change laid over them."""
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        return Loaded(files={}, cursor="0", revisions={})
+    files, revisions = _live_files(conn, space_id)
+    own = None if session is None else _open_change(conn, space_id, session, "waiting")
+    if own is not None:
+        for path, file in own.files.items():
+            if file.content is None:  # the conversation deleted it: gone for it only
+                files.pop(path, None)
+                revisions.pop(path, None)
+            else:
+                files[path] = file.content
+                # Not a revision id: names the change and the edit, never valid for restore.
+                revisions[path] = f"c{own.id}.{file.edited}"
+    return Loaded(
+        files=dict(sorted(files.items())), cursor=str(_cursor(conn, space_id)), revisions=revisions
+    )
 
 
 def _record(
@@ -213,13 +312,18 @@ def _record(
     path: str,
     content: bytes | None,
     provenance: Provenance,
+    approved_by: By | None = None,
 ) -> int:
     by = provenance.by
-    cur = conn.execute(
-        "INSERT INTO revisions (space_id, path, content, sha256, size, origin, session, turn,"
-        " prompt, by_id, by_label, by_role, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    # The id comes from the shared clock, so it orders against change edits too.
+    revision_id = _tick(conn)
+    conn.execute(
+        "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
+        " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
+        " created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
+            revision_id,
             space_id,
             path,
             content,
@@ -232,11 +336,13 @@ def _record(
             None if by is None else by.id,
             None if by is None else by.label,
             None if by is None else by.role,
+            None if approved_by is None else approved_by.id,
+            None if approved_by is None else approved_by.label,
+            None if approved_by is None else approved_by.role,
             _timestamp(provenance.at),
         ),
     )
-    assert cur.lastrowid is not None  # always set after an INSERT into a rowid table
-    return cur.lastrowid
+    return revision_id
 
 
 def _make_live(conn: sqlite3.Connection, space_id: int, path: str, revision_id: int) -> None:
@@ -290,8 +396,8 @@ def _store(
     return Stored(status="saved", revisions=written, cursor=str(current))
 
 
-def _revision_id(revision: str) -> int | None:
-    """The row id a revision id names, or None if this store never issued it."""
+def _row_id(revision: str) -> int | None:
+    """The row id a revision (or change) id names, or None if this store never issued it."""
     # Exact round trip: "05", " 5" or "+5" are not ids this store gave out.
     if not (revision.isascii() and revision.isdigit()) or str(int(revision)) != revision:
         return None
@@ -304,7 +410,7 @@ def _restore(
 ) -> Stored:
     unknown = NotFound(f"{path!r} in {ref} has no revision {revision!r}", path=path)
     space_id = _space_id(conn, ref)
-    row_id = _revision_id(revision)
+    row_id = _row_id(revision)
     if space_id is None or row_id is None:
         raise unknown
     row = conn.execute(
@@ -387,6 +493,346 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
         for layer, org, user, space in rows
     ]
     return sorted(refs, key=str)
+
+
+# Review (memfs.core.review decides; these keep its changes and carry out its effects).
+
+_MODES: dict[str, ReviewMode] = {mode: mode for mode in REVIEW_MODES}
+
+
+def _review_setting(conn: sqlite3.Connection, space_id: int | None) -> ReviewMode | None:
+    if space_id is None:
+        return None
+    row = conn.execute(
+        "SELECT mode FROM review_settings WHERE space_id = ?", (space_id,)
+    ).fetchone()
+    return None if row is None else _MODES[row["mode"]]
+
+
+def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: By | None) -> None:
+    space_id = _ensure_space(conn, ref)
+    conn.execute(
+        "INSERT INTO review_settings (space_id, mode, by_id, by_label, by_role, set_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (space_id) DO UPDATE SET mode = excluded.mode, by_id = excluded.by_id,"
+        " by_label = excluded.by_label, by_role = excluded.by_role, set_at = excluded.set_at",
+        (
+            space_id,
+            mode,
+            None if by is None else by.id,
+            None if by is None else by.label,
+            None if by is None else by.role,
+            _timestamp(datetime.now(UTC)),
+        ),
+    )
+
+
+def _open_change(
+    conn: sqlite3.Connection,
+    space_id: int,
+    session: str,
+    state: Literal["waiting", "live"],
+) -> WaitingChange | None:
+    """The conversation's open change to the space in ``state``, if it has one."""
+    row = conn.execute(
+        "SELECT data FROM changes WHERE space_id = ? AND session = ? AND state = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (space_id, session, state),
+    ).fetchone()
+    return None if row is None else WaitingChange.model_validate_json(row["data"])
+
+
+def _save_change(conn: sqlite3.Connection, change: WaitingChange) -> None:
+    last_edited = max((file.edited for file in change.files.values()), default=0)
+    # MAX: a partly decided change drops files, but the space's cursor must not go back.
+    conn.execute(
+        "UPDATE changes SET state = ?, last_edited = MAX(last_edited, ?), data = ? WHERE id = ?",
+        (change.state, last_edited, change.model_dump_json(), int(change.id)),
+    )
+
+
+def _new_change_id(conn: sqlite3.Connection, space_id: int, session: str) -> str:
+    """A row for a new change; its data is written once the change, with this id, exists."""
+    cur = conn.execute(
+        "INSERT INTO changes (space_id, session, state, last_edited, data)"
+        " VALUES (?, ?, 'waiting', 0, '')",
+        (space_id, session),
+    )
+    assert cur.lastrowid is not None  # always set after an INSERT into a rowid table
+    return str(cur.lastrowid)
+
+
+def _snapshot_at(
+    conn: sqlite3.Connection, space_id: int, paths: tuple[str, ...], loaded: int
+) -> dict[str, str]:
+    """The revision of each path a snapshot at ``loaded`` held (absent: none, or deleted)."""
+    snapshot: dict[str, str] = {}
+    for path in paths:
+        row = conn.execute(
+            "SELECT id, content IS NULL AS deleted FROM revisions"
+            " WHERE space_id = ? AND path = ? AND id <= ? ORDER BY id DESC LIMIT 1",
+            (space_id, path, loaded),
+        ).fetchone()
+        if row is not None and not row["deleted"]:
+            snapshot[path] = str(row["id"])
+    return snapshot
+
+
+def _keep_change(
+    conn: sqlite3.Connection,
+    space_id: int,
+    ref: SpaceRef,
+    mode: ReviewMode,
+    changes: ChangeSet,
+    *,
+    snapshot: Mapping[str, str],
+    loaded: int,
+    provenance: Provenance,
+) -> str:
+    """Put ``changes`` into the conversation's open change (a new one if it has none)."""
+    if provenance.session is None:
+        # core's open_change says so too; checked first so no empty row is left behind
+        raise NotFound("a waiting change belongs to a conversation; this one has none")
+    # A conversation's waiting (person) and live (after) changes stay apart: merging
+    # live files into a waiting change would apply them twice on approval.
+    state: Literal["waiting", "live"] = "waiting" if mode == "person" else "live"
+    existing = _open_change(conn, space_id, provenance.session, state)
+    edited = _tick(conn)
+    if existing is None:
+        change = review.open_change(
+            _new_change_id(conn, space_id, provenance.session),
+            ref,
+            mode=mode,
+            changes=changes,
+            snapshot=snapshot,
+            loaded=loaded,
+            edited=edited,
+            provenance=provenance,
+        )
+    else:
+        change = review.update(
+            existing,
+            changes,
+            snapshot=snapshot,
+            loaded=loaded,
+            edited=edited,
+            provenance=provenance,
+        )
+    _save_change(conn, change)
+    return change.id
+
+
+def _hold(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+) -> Stored:
+    """Review ``person``: the change waits in the conversation's change; nothing goes live.
+
+    No conflict check against the live files: nothing is overwritten yet, and
+    a reviewer sees a file that moved on as stale instead.
+    """
+    space_id = _ensure_space(conn, ref)
+    if changes.is_empty():
+        return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
+    loaded = _cursor(conn, space_id) if base is None else base
+    # A deletion must name a file the conversation sees: live, or in its own change.
+    own = _open_change(conn, space_id, provenance.session or "", "waiting")
+    seen = set(_live_files(conn, space_id)[0])
+    for path, file in ({} if own is None else own.files).items():
+        if file.content is None:
+            seen.discard(path)
+        else:
+            seen.add(path)
+    for path in changes.deleted:
+        if path not in seen:
+            raise InvalidName("cannot delete a file the space does not hold", path=path)
+    snapshot = _snapshot_at(conn, space_id, changes.paths, loaded)
+    change_id = _keep_change(
+        conn,
+        space_id,
+        ref,
+        "person",
+        changes,
+        snapshot=snapshot,
+        loaded=loaded,
+        provenance=provenance,
+    )
+    return Stored(status="waiting", change=change_id, cursor=str(_cursor(conn, space_id)))
+
+
+def _store_reviewed(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+    requested: ReviewMode,
+) -> Stored:
+    """A turn's store under review: the space's own setting wins over the turn's mode."""
+    mode = _review_setting(conn, _space_id(conn, ref)) or requested
+    if not review.saves_at_once(ref.layer, mode):
+        return _hold(conn, ref, changes, base, provenance)
+    if not review.is_listed(ref.layer, mode):
+        return _store(conn, ref, changes, base, provenance)
+    # Review ``after``: live now (conflict-checked as usual), and listed for a person.
+    space_id = _space_id(conn, ref)
+    # What each path was before this write: what a reviewer's reject puts back.
+    before = {} if space_id is None else _live_files(conn, space_id)[1]
+    stored = _store(conn, ref, changes, base, provenance)
+    if stored.status != "saved" or changes.is_empty():
+        return stored
+    space_id = _ensure_space(conn, ref)
+    # Loaded at the write itself: the change's own revisions do not make it
+    # stale, a later live write to its files does.
+    loaded = int(stored.cursor or 0)
+    snapshot = {path: before[path] for path in changes.paths if path in before}
+    change_id = _keep_change(
+        conn,
+        space_id,
+        ref,
+        mode,
+        changes,
+        snapshot=snapshot,
+        loaded=loaded,
+        provenance=provenance,
+    )
+    return stored.model_copy(update={"change": change_id, "cursor": str(_cursor(conn, space_id))})
+
+
+def _last_live_change(conn: sqlite3.Connection, space_id: int) -> dict[str, int]:
+    """Each path's latest revision in the space, deletions included."""
+    return {
+        path: int(latest)
+        for path, latest in conn.execute(
+            "SELECT path, MAX(id) FROM revisions WHERE space_id = ? GROUP BY path", (space_id,)
+        )
+    }
+
+
+def _marked(
+    conn: sqlite3.Connection, space_id: int, changes: list[WaitingChange]
+) -> list[WaitingChange]:
+    """``changes`` (all of one space) with their stale files marked.
+
+    Only open changes are marked: a decided change has nothing left to
+    approve, and its own applied revisions would otherwise mark it stale.
+    """
+    if not any(change.state in OPEN_STATES for change in changes):
+        return changes
+    rivals = [
+        WaitingChange.model_validate_json(row["data"])
+        for row in conn.execute(
+            "SELECT data FROM changes WHERE space_id = ? AND state IN (?, ?)",
+            (space_id, *OPEN_STATES),
+        )
+    ]
+    live = _last_live_change(conn, space_id)
+    return [
+        review.mark_stale(change, live, rivals) if change.state in OPEN_STATES else change
+        for change in changes
+    ]
+
+
+def _list_changes(
+    conn: sqlite3.Connection, org: str | None, open_only: bool
+) -> list[WaitingChange]:
+    query = "SELECT changes.space_id, changes.data FROM changes"
+    query += " JOIN spaces ON spaces.id = changes.space_id WHERE 1"
+    params: list[str] = []
+    if org is not None:
+        query += " AND spaces.org = ?"
+        params.append(org)
+    if open_only:
+        query += " AND changes.state IN (?, ?)"
+        params.extend(OPEN_STATES)
+    rows = conn.execute(query + " ORDER BY changes.id", params).fetchall()
+    by_space: dict[int, list[WaitingChange]] = {}
+    for row in rows:
+        by_space.setdefault(row["space_id"], []).append(
+            WaitingChange.model_validate_json(row["data"])
+        )
+    marked = itertools.chain.from_iterable(
+        _marked(conn, space_id, changes) for space_id, changes in by_space.items()
+    )
+    return sorted(marked, key=lambda change: int(change.id))
+
+
+def _change_row(conn: sqlite3.Connection, id: str) -> tuple[int, WaitingChange]:
+    row_id = _row_id(id)
+    row = (
+        None
+        if row_id is None
+        else conn.execute("SELECT space_id, data FROM changes WHERE id = ?", (row_id,)).fetchone()
+    )
+    if row is None:
+        raise NotFound(f"no change {id!r} is held for review", path=id)
+    return int(row["space_id"]), WaitingChange.model_validate_json(row["data"])
+
+
+def _get_change(conn: sqlite3.Connection, id: str) -> WaitingChange:
+    space_id, change = _change_row(conn, id)
+    [marked] = _marked(conn, space_id, [change])
+    return marked
+
+
+def _delete_live(
+    conn: sqlite3.Connection,
+    space_id: int,
+    path: str,
+    provenance: Provenance,
+    approved_by: By | None = None,
+) -> None:
+    """A deletion revision if ``path`` is live; nothing to delete otherwise."""
+    gone = conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
+    if gone.rowcount == 1:
+        _record(conn, space_id, path, None, provenance, approved_by)
+
+
+def _decide(
+    conn: sqlite3.Connection,
+    id: str,
+    action: Literal["approve", "edit", "reject"],
+    by: By | None,
+    paths: list[str] | None,
+    edits: dict[str, bytes | None] | None,
+) -> WaitingChange:
+    """A reviewer's move; the new state and its effect on live files commit together."""
+    space_id, change = _change_row(conn, id)
+    decided, effect, concerned = review.decide(change, action, by=by, paths=paths, edits=edits)
+    if effect is Effect.APPLY:
+        # Who taught it stays on the revision; who let it in is approved_by.
+        applied = change.provenance.model_copy(
+            update={"origin": "conversation" if action == "approve" else "edited"}
+        )
+        for path, content in sorted(concerned.items()):
+            if content is None:
+                _delete_live(conn, space_id, path, applied, by)
+            else:
+                revision_id = _record(conn, space_id, path, content, applied, by)
+                _make_live(conn, space_id, path, revision_id)
+    elif effect is Effect.REVERT:
+        put_back = Provenance(origin="edited", by=by)
+        for path in sorted(concerned):
+            base = change.files[path].base
+            if base is None:  # the change created it: reverting removes it
+                _delete_live(conn, space_id, path, put_back)
+                continue
+            row = conn.execute(
+                "SELECT content FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+                (_row_id(base), space_id, path),
+            ).fetchone()
+            if row is None or row["content"] is None:
+                raise NotFound(
+                    f"revision {base!r} of {path!r} is gone; cannot put it back", path=path
+                )
+            revision_id = _record(conn, space_id, path, bytes(row["content"]), put_back)
+            _make_live(conn, space_id, path, revision_id)
+    _save_change(conn, decided)
+    [marked] = _marked(conn, space_id, [decided])
+    return marked
 
 
 class SqliteStore:
@@ -472,26 +918,46 @@ class SqliteStore:
 
     async def load(self, ref: SpaceRef, session: str) -> Loaded:
         # One read transaction: the files and the cursor come from the same snapshot.
-        return await trio.to_thread.run_sync(self._run_load, ref)
+        return await trio.to_thread.run_sync(self._run_load, ref, session)
 
-    def _run_load(self, ref: SpaceRef) -> Loaded:
-        return self._run(lambda conn: _load(conn, ref), write=False)
+    def _run_load(self, ref: SpaceRef, session: str | None = None) -> Loaded:
+        return self._run(lambda conn: _load(conn, ref, session), write=False)
 
     async def store(
-        self, ref: SpaceRef, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
         base = parse_cursor(cursor)
         # Not cancellable once started (run_sync's default): the transaction
         # either commits or rolls back before this returns.
-        return await trio.to_thread.run_sync(self._run_store, ref, changes, base, provenance)
+        return await trio.to_thread.run_sync(
+            self._run_store, ref, changes, base, provenance, review
+        )
 
     def _run_store(
-        self, ref: SpaceRef, changes: ChangeSet, base: int | None, provenance: Provenance
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        base: int | None,
+        provenance: Provenance,
+        mode: ReviewMode,
     ) -> Stored:
-        return self._run(lambda conn: _store(conn, ref, changes, base, provenance), write=True)
+        # The review setting is read in the same transaction as the write, so a
+        # setting changed meanwhile cannot let a change skip review.
+        return self._run(
+            lambda conn: _store_reviewed(conn, ref, changes, base, provenance, mode), write=True
+        )
 
     async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
-        return await trio.to_thread.run_sync(self._run_store, ref, changes, None, provenance)
+        # A person's own edit: never held for review.
+        return await trio.to_thread.run_sync(
+            self._run_store, ref, changes, None, provenance, "none"
+        )
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
         check_path(path)
@@ -547,6 +1013,45 @@ class SqliteStore:
 
     def _run_spaces(self) -> list[SpaceRef]:
         return self._run(_spaces, write=False)
+
+    async def set_review(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
+        if mode not in REVIEW_MODES:
+            raise ConfigError(f"unknown review mode {mode!r}", path=str(ref))
+        await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _set_review(conn, ref, mode, by), write=True)
+        )
+
+    async def review_mode(self, ref: SpaceRef) -> ReviewMode | None:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _review_setting(conn, _space_id(conn, ref)), write=False)
+        )
+
+    async def list_changes(
+        self, *, org: str | None = None, open_only: bool = True
+    ) -> list[WaitingChange]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _list_changes(conn, org, open_only), write=False)
+        )
+
+    async def get_change(self, id: str) -> WaitingChange:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _get_change(conn, id), write=False)
+        )
+
+    async def decide(
+        self,
+        id: str,
+        action: Literal["approve", "edit", "reject"],
+        *,
+        by: By | None,
+        paths: list[str] | None = None,
+        edits: dict[str, bytes | None] | None = None,
+    ) -> WaitingChange:
+        for path in [*(paths or ()), *(edits or {})]:
+            check_path(path)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _decide(conn, id, action, by, paths, edits), write=True)
+        )
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise ``StoreUnavailable``. Safe to call twice."""
