@@ -82,6 +82,24 @@ class ManagedStore(Store, Protocol):
         """
         ...
 
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
+        """Erase everything ``user``'s own memory holds in ``org``, in every user-layer space.
+
+        Files, every revision and anything else the store keeps of those
+        spaces are purged, as ``forget_file`` purges one file, so nothing of
+        them can be read back. Returns the spaces that held anything, sorted;
+        an empty list if none did (not an error). Other people and other orgs
+        are untouched.
+        """
+        ...
+
+    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
+        """The live files of ``user``'s own memory in ``org``: space name -> path -> content.
+
+        Spaces without live files are left out.
+        """
+        ...
+
 
 @runtime_checkable
 class ReviewingStore(ManagedStore, Protocol):

@@ -22,7 +22,7 @@ from memfs.core.models import (
     Stored,
     digest,
 )
-from memfs.core.names import check_path
+from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
 
@@ -373,6 +373,41 @@ class MemoryStore:
         )
         self.events = scrubbed
         return Stored(status="saved", cursor=str(space.seq))
+
+    def _own_spaces(self, user: str, org: str) -> list[SpaceRef]:
+        """Every user-layer space of ``user`` in ``org`` the store has any entry for."""
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        return sorted(
+            (
+                ref
+                for ref in {*self._spaces, *self._review, *(c.ref for c in self._changes.values())}
+                if ref.layer == "user" and ref.org == org and ref.user == user
+            ),
+            key=str,
+        )
+
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
+        refs = set(self._own_spaces(user, org))
+        purged = sorted(
+            (ref for ref in refs if ref in self._spaces and self._spaces[ref].history), key=str
+        )
+        for ref in refs:
+            self._spaces.pop(ref, None)
+            self._review.pop(ref, None)
+        self._changes = {id: c for id, c in self._changes.items() if c.ref not in refs}
+        # Events keep content and prompts, and even a "purged" event names the
+        # person, so every event of these spaces goes and none is added.
+        self.events = [event for event in self.events if event.ref not in refs]
+        return purged
+
+    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
+        found: dict[str, dict[str, bytes]] = {}
+        for ref in self._own_spaces(user, org):
+            files = self.files_nowait(ref)
+            if files:
+                found[ref.space] = files
+        return found
 
     async def spaces(self) -> list[SpaceRef]:
         return sorted((ref for ref, space in self._spaces.items() if space.history), key=str)
