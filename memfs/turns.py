@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from memfs.core.policy import (
 )
 from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
+from memfs.seeds import SeedRecord, read_seed, sync_seed
 from memfs.sources import AppSource, Source, StoreSource
 from memfs.stores.base import Store
 from memfs.workspace import CopyWorkspace, Workspace
@@ -239,6 +241,7 @@ class Memory:
         workdir: Path | str | None = None,
         limits: Limits | None = None,
         workspace: Workspace | None = None,
+        seed_record: Path | None = None,
     ) -> None:
         specs = list(specs)
         for spec in specs:
@@ -248,12 +251,18 @@ class Memory:
                     path=repr(spec),
                 )
         check_unique_paths(specs)
+        for spec in specs:
+            if isinstance(spec, OrgMemory) and spec.seed is not None:
+                if not Path(spec.seed).is_dir():
+                    raise ConfigError("a seed must be an existing folder", path=str(spec.seed))
         self.store = store
         self.specs = specs
         self.on_error = on_error
         self.limits = limits or Limits()
         self._workdir = None if workdir is None else Path(workdir)
         self._workspace = workspace
+        # What was last seen of each seed folder; on disk when ``seed_record`` is set.
+        self._seeds = SeedRecord(seed_record)
         self._open: dict[str, Turn] = {}
         # The last copy this process loaded of each space, for when a load fails.
         self._last_known: dict[tuple[str, SpaceRef], Loaded] = {}
@@ -404,6 +413,8 @@ class Memory:
         key = (spec.path, ref)
         stale = False
         try:
+            if isinstance(spec, OrgMemory) and spec.seed is not None:
+                await self._sync_seed(ref, Path(spec.seed))
             loaded = await source.load()
         except MemfsError as exc:
             if not isinstance(exc, StoreUnavailable):
@@ -430,6 +441,15 @@ class Memory:
             review=source.review if isinstance(source, StoreSource) else "none",
         )
         return mount, loaded
+
+    async def _sync_seed(self, ref: SpaceRef, folder: Path) -> None:
+        files = await trio.to_thread.run_sync(
+            partial(read_seed, folder, max_file_bytes=self.limits.max_file_bytes)
+        )
+        previous = self._seeds.get(ref)
+        result = await sync_seed(self.store, ref, files, previous)
+        if result.manifest != previous:
+            await self._seeds.put(ref, result.manifest)
 
     def source_for(
         self,

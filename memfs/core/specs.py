@@ -8,6 +8,7 @@ name or commit mode fails at start, not in the middle of a turn.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import PurePath
 from typing import Any, Literal, TypeVar
 
 from pydantic import ConfigDict, field_validator
@@ -52,6 +53,7 @@ class OrgMemory(MemorySpec):
     org: Resolver | None = None
     by: ByResolver | None = None
     review: ReviewMode = "person"
+    seed: PurePath | None = None  # a folder in the app's repo: version 1 of the space
 
     @field_validator("space")
     @classmethod
@@ -113,12 +115,16 @@ def org_memory(
     path: str | None = None,
     commit: CommitMode = "after-turn",
     review: ReviewMode = "person",
+    seed: str | PurePath | None = None,
 ) -> OrgMemory:
     """A space everyone in an org shares; ``org`` left out means org ``default``.
 
     ``review``: ``person`` (default) holds each conversation's change for a
     person; ``after`` makes it live and lists it for review; ``none`` makes it
     live. A space's own setting in the store wins over this default.
+
+    ``seed``: a folder whose files are version 1 of the space (origin
+    ``code``); later changes to it arrive as a waiting "Changed in code" change.
     """
     if review not in REVIEW_MODES:
         raise ConfigError(f"review must be one of {', '.join(REVIEW_MODES)}", path=str(review))
@@ -132,6 +138,7 @@ def org_memory(
         path=space if path is None else path,
         commit=commit,
         review=review,
+        seed=None if seed is None else PurePath(seed),
     )
 
 
