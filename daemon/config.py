@@ -137,6 +137,7 @@ class MemoryTable(_Table):
     can_write: dict[str, list[str]] | None = None
     by: ByTable | None = None
     review: ReviewMode | None = None  # org spaces: person (default), after or none
+    seed: Path | None = None  # org spaces: a folder that is version 1 of the space
 
     @field_validator("space")
     @classmethod
@@ -177,6 +178,18 @@ class MemoryTable(_Table):
             )
         return value
 
+    @field_validator("seed")
+    @classmethod
+    def _check_seed(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        if info.data.get("layer") == "user":
+            raise _invalid("a person's own memory has no seed; seeds are for org spaces")
+        value = _absolute(value)
+        if not value.is_dir():
+            raise _invalid(f"no such folder: {str(value)!r}")
+        return value
+
     @field_validator("review")
     @classmethod
     def _review_org_only(cls, value: ReviewMode | None, info: ValidationInfo) -> ReviewMode | None:
@@ -204,6 +217,7 @@ class MemoryTable(_Table):
                 path=self.path,
                 commit=self.commit,
                 review=self.review or "person",
+                seed=self.seed,
             )
         return user_memory(
             user=self.user or "userId",

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyfuse3
 import trio
+from watchfiles import awatch
 
 from memfs.api.control import control_app
 from memfs.core.errors import ConfigError
@@ -117,7 +118,12 @@ async def serve(
         log.warning("memory space %s: %s", space, exc)
 
     memory = Memory(
-        store, settings.specs, on_error=report, limits=settings.limits, workspace=workspace
+        store,
+        settings.specs,
+        on_error=report,
+        limits=settings.limits,
+        workspace=workspace,
+        seed_record=settings.state_dir / "seeds.json",
     )
     service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
     operations = MemfsOperations(overlay)
@@ -131,6 +137,9 @@ async def serve(
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_control, control_app(service), settings.socket)
             nursery.start_soon(_stop_on_signals)
+            seeds_stop = trio.Event()
+            if memory.seed_folders:
+                nursery.start_soon(_watch_seeds, memory, seeds_stop)
             interval = watchdog_interval()
             if interval is not None:
                 nursery.start_soon(_watchdog, interval)
@@ -138,6 +147,7 @@ async def serve(
             log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
             task_status.started(service)
             await pyfuse3.main()
+            seeds_stop.set()  # awatch ends on its stop event; cancelling alone is slow
             nursery.cancel_scope.cancel()
     finally:
         notify("STOPPING=1")
@@ -152,6 +162,15 @@ async def _stop_on_signals() -> None:
             log.info("received %s; unmounting", signal.Signals(signum).name)
             pyfuse3.terminate()
             return
+
+
+async def _watch_seeds(memory: Memory, stop: trio.Event) -> None:
+    """When a seed folder changes, propose the change now, not at the space's next turn."""
+    async for _changes in awatch(*memory.seed_folders, stop_event=stop):
+        try:
+            await memory.refresh_seeds()
+        except Exception:
+            log.exception("could not bring a changed seed into its spaces")
 
 
 async def _watchdog(interval: float) -> None:

@@ -252,9 +252,9 @@ class Memory:
                 )
         check_unique_paths(specs)
         for spec in specs:
-            if isinstance(spec, OrgMemory) and spec.seed is not None:
-                if not Path(spec.seed).is_dir():
-                    raise ConfigError("a seed must be an existing folder", path=str(spec.seed))
+            seed = spec.seed if isinstance(spec, OrgMemory) else None
+            if seed is not None and not Path(seed).is_dir():
+                raise ConfigError("a seed must be an existing folder", path=str(seed))
         self.store = store
         self.specs = specs
         self.on_error = on_error
@@ -263,6 +263,7 @@ class Memory:
         self._workspace = workspace
         # What was last seen of each seed folder; on disk when ``seed_record`` is set.
         self._seeds = SeedRecord(seed_record)
+        self._seeded: dict[SpaceRef, Path] = {}  # every space a seed was brought into
         self._open: dict[str, Turn] = {}
         # The last copy this process loaded of each space, for when a load fails.
         self._last_known: dict[tuple[str, SpaceRef], Loaded] = {}
@@ -448,8 +449,23 @@ class Memory:
         )
         previous = self._seeds.get(ref)
         result = await sync_seed(self.store, ref, files, previous)
+        self._seeded[ref] = folder
         if result.manifest != previous:
             await self._seeds.put(ref, result.manifest)
+
+    @property
+    def seed_folders(self) -> list[Path]:
+        """Every seed folder of these specs (what a watcher should watch)."""
+        return [
+            Path(spec.seed)
+            for spec in self.specs
+            if isinstance(spec, OrgMemory) and spec.seed is not None
+        ]
+
+    async def refresh_seeds(self) -> None:
+        """Check every seed against the spaces it was brought into, now rather than next turn."""
+        for ref, folder in list(self._seeded.items()):
+            await self._sync_seed(ref, folder)
 
     def source_for(
         self,

@@ -378,3 +378,15 @@ def test_bad_review_mode_or_review_on_a_persons_space_names_the_key(tmp_path: Pa
     assert "memory[0].review" in config_error(tmp_path, bad)
     personal = LOAN_DESK.replace('description = "Your own preferences."', 'review = "none"')
     assert "memory[1].review" in config_error(tmp_path, personal)
+
+
+def test_seed_is_an_absolute_existing_folder_of_an_org_space(tmp_path: Path) -> None:
+    folder = tmp_path / "seed"
+    folder.mkdir()
+    seeded = LOAN_DESK.replace('can_write = { role = ["underwriter"] }', f'seed = "{folder}"')
+    [rules, _] = load_config(write(tmp_path, seeded), env={}).specs()
+    assert isinstance(rules, OrgMemory) and str(rules.seed) == str(folder)
+    missing = LOAN_DESK.replace(
+        'can_write = { role = ["underwriter"] }', f'seed = "{tmp_path / "nope"}"'
+    )
+    assert "memory[0].seed" in config_error(tmp_path, missing)

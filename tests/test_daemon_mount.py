@@ -415,3 +415,25 @@ async def test_a_fault_in_a_handler_is_eio_and_the_mount_lives_on(
         out = await sh("echo more >> me/a.md && cat me/a.md", root)
         assert out.stdout == b"ok\nmore\n"
         await daemon.service.end_turn("s1")
+
+
+async def test_a_seed_changed_while_the_daemon_runs_waits_as_changed_in_code(
+    tmp_path: Path,
+) -> None:
+    seed = tmp_path / "repo" / "rules"
+    seed.mkdir(parents=True)
+    (seed / "income.md").write_text("two years\n")
+    specs = [memfs.org_memory(space="rules", seed=seed)]
+    async with running_daemon(tmp_path, specs) as daemon:
+        root = await start(daemon, "s1")
+        out = await sh("cat rules/income.md", root)
+        assert out.stdout == b"two years\n"
+        await daemon.service.end_turn("s1")
+        (seed / "income.md").write_text("three years\n")
+        store = daemon.service.memory.store
+        with trio.fail_after(20):
+            while not await store.list_changes():  # noqa: ASYNC110 - polling the store is the test
+                await trio.sleep(0.1)
+        [change] = await store.list_changes()
+        assert change.provenance.prompt == "Changed in code"
+        assert change.files["income.md"].content == b"three years\n"

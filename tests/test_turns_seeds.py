@@ -1,4 +1,4 @@
-"""Seeds: a folder in the app's repo is version 1 of a space; later edits wait as "Changed in code"."""
+"""Seeds: a repo folder is version 1 of a space; later edits wait as "Changed in code"."""
 
 from __future__ import annotations
 
