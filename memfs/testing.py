@@ -330,6 +330,70 @@ async def check_forget_user_file_purges_a_file_already_deleted(store: Store) -> 
     assert DANA not in await store.spaces()  # nothing of it is left to list
 
 
+async def check_forget_user_removes_every_space_of_that_person_in_that_org(
+    store: Store,
+) -> None:
+    assert isinstance(store, ManagedStore)
+    drafts = DANA.model_copy(update={"space": "drafts"})
+    first = await _save(store, DANA, ChangeSet(created={"prefs.md": b"p1", "keep.md": b"k"}))
+    await _save(store, DANA, ChangeSet(updated={"prefs.md": b"p2"}))
+    await _save(store, drafts, ChangeSet(created={"draft.md": b"d"}))
+    await _save(store, drafts, ChangeSet(deleted=("draft.md",)))
+    await _save(store, drafts, ChangeSet(created={"next.md": b"n"}))
+    assert await store.user_files("dana", "bank-1") == {
+        "drafts": {"next.md": b"n"},
+        "me": {"keep.md": b"k", "prefs.md": b"p2"},
+    }
+    before = await store.load(DANA, "s1")
+
+    purged = await store.forget_user("dana", "bank-1", by=By(id="dana"))
+
+    assert purged == sorted([DANA, drafts], key=str)
+    assert await store.user_files("dana", "bank-1") == {}
+    for ref, path in [(DANA, "prefs.md"), (DANA, "keep.md"), (drafts, "draft.md")]:
+        assert await store.history(ref, path) == []
+    assert (await store.load(DANA, "s2")).files == {}
+    assert (await store.load(drafts, "s2")).files == {}
+    spaces = await store.spaces()
+    assert DANA not in spaces and drafts not in spaces
+    await _raises_not_found(store.restore(DANA, "prefs.md", first.revisions["prefs.md"], by=None))
+    await _raises_not_found(store.forget_file(DANA, "prefs.md", by=None))
+    # A turn that loaded before the person was forgotten cannot write it back.
+    late = await store.store(
+        DANA, ChangeSet(updated={"prefs.md": b"p3"}), cursor=before.cursor, provenance=_prov()
+    )
+    assert late.status == "conflict"
+    assert await store.history(DANA, "prefs.md") == []
+    # Forgetting someone with nothing stored is not an error.
+    assert await store.forget_user("dana", "bank-1", by=None) == []
+    assert await store.forget_user("nobody", "bank-1", by=None) == []
+    # What they save later starts anew.
+    await _save(store, DANA, ChangeSet(created={"prefs.md": b"new"}))
+    assert [r.deleted for r in await store.history(DANA, "prefs.md")] == [False]
+
+
+async def check_forget_user_leaves_other_people_and_orgs(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    dana_elsewhere = DANA.model_copy(update={"org": "bank-2"})
+    await _save(store, DANA, ChangeSet(created={"prefs.md": b"dana's"}))
+    await _save(store, CAROL, ChangeSet(created={"prefs.md": b"carol's"}))
+    await _save(store, dana_elsewhere, ChangeSet(created={"prefs.md": b"dana at bank-2"}))
+    await _save(store, ORG, ChangeSet(created={"rules.md": b"org rules"}))
+    await _save(store, NOTES, ChangeSet(created={"n.md": b"notes"}))
+
+    assert await store.forget_user("dana", "bank-1", by=ADA) == [DANA]
+
+    assert await store.files(CAROL) == {"prefs.md": b"carol's"}
+    assert len(await store.history(CAROL, "prefs.md")) == 1
+    assert await store.user_files("carol", "bank-1") == {"me": {"prefs.md": b"carol's"}}
+    assert await store.files(dana_elsewhere) == {"prefs.md": b"dana at bank-2"}
+    assert await store.user_files("dana", "bank-2") == {"me": {"prefs.md": b"dana at bank-2"}}
+    # What the person wrote to shared memory belongs to the org, not to their memory.
+    assert await store.files(ORG) == {"rules.md": b"org rules"}
+    assert await store.files(NOTES) == {"n.md": b"notes"}
+    assert set(await store.spaces()) == {CAROL, dana_elsewhere, ORG, NOTES}
+
+
 # Reviewing stores only: org changes wait for a person (memfs.core.review).
 
 REVIEWER = By(id="ada", label="Ada", role="member")
@@ -580,6 +644,10 @@ MANAGED_CHECKS: dict[str, Check] = {
     "forget_user_file_purges_a_file_already_deleted": (
         check_forget_user_file_purges_a_file_already_deleted
     ),
+    "forget_user_removes_every_space_of_that_person_in_that_org": (
+        check_forget_user_removes_every_space_of_that_person_in_that_org
+    ),
+    "forget_user_leaves_other_people_and_orgs": check_forget_user_leaves_other_people_and_orgs,
 }
 
 

@@ -353,6 +353,59 @@ async def test_forget_says_so_when_a_reader_keeps_old_content_in_the_log(
     await store.aclose()
 
 
+async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for a forgotten file: switch off the zeroing some SQLite builds do by
+    # default, so this proves the store itself leaves nothing behind.
+    connect = sqlite3.connect
+
+    def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_without_secure_delete)
+    path = tmp_path / "memfs.db"
+    who = "wombat-55e1"  # the person's id: nothing may name them afterwards
+    mine = SpaceRef(layer="user", space="me", org="bank-1", user=who)
+    drafts = mine.model_copy(update={"space": "drafts"})
+    said = PROV.model_copy(
+        update={"prompt": "quokka-91d2: remember my diagnosis", "by": By(id=who, label="W")}
+    )
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={"keep.md": b"capybara-kept"}))
+    for ref, content in [(mine, b"zebra-7f3a9c"), (drafts, b"ibex-2c5d")]:
+        loaded = await store.load(ref, "s1")
+        await store.store(
+            ref, ChangeSet(created={"health.md": content}), cursor=loaded.cursor, provenance=said
+        )
+    # Into the main file's pages, as in a store that has run for a while.
+    await store.aclose()
+    assert b"zebra-7f3a9c" in path.read_bytes()
+    assert who.encode() in path.read_bytes()
+
+    store = SqliteStore(path)
+    # Larger than a page (overflow pages), and only in the write-ahead log so far.
+    large = b"".join(b"okapi-%06d-4be1 " % n for n in range(1500))
+    loaded = await store.load(mine, "s1")
+    await store.store(
+        mine, ChangeSet(updated={"health.md": large}), cursor=loaded.cursor, provenance=said
+    )
+    assert b"okapi-001234-4be1" in _wal(path).read_bytes()
+
+    assert await store.forget_user(who, "bank-1", by=None) == sorted([mine, drafts], key=str)
+
+    assert not _wal(path).exists() or _wal(path).stat().st_size == 0
+    after = _file_bytes(path)
+    for marker in (b"zebra-7f3a9c", b"ibex-2c5d", b"okapi-", b"quokka-91d2", who.encode()):
+        assert marker not in after, marker
+    assert b"capybara-kept" in after  # another person's memory is still there
+    assert await store.user_files(who, "bank-1") == {}
+    assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
+    await store.aclose()
+
+
 REVIEWER = By(id="ada", label="Ada", role="member")
 
 

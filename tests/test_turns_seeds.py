@@ -67,6 +67,9 @@ async def test_an_edit_in_code_waits_as_one_change_and_never_overwrites_what_was
     await again.end()
     assert len(mem.waiting()) == 1
     mem.approve(change["id"])
+    [_, approved] = await mem.store.history(RULES, "income.md")
+    assert approved.provenance.origin == "code"  # approved, and still from the code
+    assert approved.approved_by is not None
     assert mem.files("lending-rules") == {
         "income.md": b"three years\n",
         "new.md": b"new rule\n",

@@ -30,7 +30,17 @@ from typing import Literal
 from pydantic import Field
 
 from memfs.core.errors import IllegalTransition, NotFound
-from memfs.core.models import By, ChangeSet, Frozen, Layer, Provenance, SpaceRef, Status, now
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    Frozen,
+    Layer,
+    Origin,
+    Provenance,
+    SpaceRef,
+    Status,
+    now,
+)
 
 ReviewMode = Literal["person", "after", "none"]
 REVIEW_MODES: tuple[ReviewMode, ...] = ("person", "after", "none")
@@ -173,6 +183,11 @@ def open_change(
     )
 
 
+def applied_origin(change: WaitingChange, action: Action) -> Origin:
+    """Where an applied file comes from: a reviewer's edit, else where the change came from."""
+    return "edited" if action == "edit" else change.provenance.origin
+
+
 def transition(change: WaitingChange, action: Action) -> tuple[ChangeState, Effect]:
     """The next state and effect of ``action``, or :class:`IllegalTransition`."""
     try:
@@ -302,6 +317,7 @@ __all__ = [
     "Review",
     "ReviewMode",
     "WaitingChange",
+    "applied_origin",
     "decide",
     "is_listed",
     "mark_stale",

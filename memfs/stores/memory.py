@@ -232,9 +232,7 @@ class MemoryStore:
         after, effect, files = rules.decide(change, action, by=by, paths=paths, edits=edits)
         space = self._space(change.ref)
         if effect is Effect.APPLY:
-            origin: Literal["conversation", "edited"] = (
-                "edited" if action == "edit" else "conversation"
-            )
+            origin = rules.applied_origin(change, action)
             provenance = change.provenance.model_copy(update={"origin": origin})
             for path, content in sorted(files.items()):
                 if content is None and path not in space.live:

@@ -20,7 +20,8 @@ whose latest revision is newer than the cursor, as in the memory store. The
 check and the writes run in one ``BEGIN IMMEDIATE`` transaction, so several
 processes writing the same file serialize on SQLite's write lock and a
 conflicting or failing change set writes nothing. Forgetting a file of a
-person's own memory deletes its rows, so a space's cursor can go back;
+person's own memory deletes its rows (forgetting the person deletes every row
+of their spaces, ``spaces`` rows included), so a space's cursor can go back;
 numbers are never reused, so every later write is still newer than any
 cursor handed out before.
 
@@ -53,6 +54,7 @@ from typing import Literal, TypeVar
 import trio
 
 from memfs.core import review
+from memfs.core import review as review_rules
 from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
 from memfs.core.models import (
     By,
@@ -64,7 +66,7 @@ from memfs.core.models import (
     Stored,
     digest,
 )
-from memfs.core.names import check_path
+from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
 
@@ -362,9 +364,11 @@ def _store(
 ) -> Stored:
     space_id = _space_id(conn, ref)
     current = _cursor(conn, space_id)
-    if base is not None and space_id is not None:
+    # Checked even when the space has no row: forgetting a person deletes it,
+    # and a turn that loaded before must not write their files back.
+    if base is not None:
         last_change: dict[str, int] = {}
-        for path in changes.paths:
+        for path in changes.paths if space_id is not None else ():
             (latest,) = conn.execute(
                 "SELECT MAX(id) FROM revisions WHERE space_id = ? AND path = ?", (space_id, path)
             ).fetchone()
@@ -448,6 +452,45 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> Stored:
     if gone.rowcount == 0:
         raise nothing
     return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
+
+
+def _own_spaces(conn: sqlite3.Connection, user: str, org: str) -> list[tuple[int, SpaceRef]]:
+    """Every user-layer space row of ``user`` in ``org``, with its id, sorted by ref."""
+    rows = conn.execute(
+        "SELECT id, space FROM spaces WHERE layer = 'user' AND org = ? AND \"user\" = ?",
+        (org, user),
+    ).fetchall()
+    found = [
+        (int(row["id"]), SpaceRef(layer="user", org=org, user=user, space=row["space"]))
+        for row in rows
+    ]
+    return sorted(found, key=lambda pair: str(pair[1]))
+
+
+def _forget_user(conn: sqlite3.Connection, user: str, org: str) -> list[SpaceRef]:
+    """Delete every row of the person's spaces in ``org``, the ``spaces`` rows included."""
+    purged: list[SpaceRef] = []
+    for space_id, ref in _own_spaces(conn, user, org):
+        conn.execute("DELETE FROM live WHERE space_id = ?", (space_id,))
+        gone = conn.execute("DELETE FROM revisions WHERE space_id = ?", (space_id,))
+        if gone.rowcount > 0:
+            purged.append(ref)
+        # The user layer never holds changes for review, but a row that exists
+        # must go too: it references the space, and it may hold content.
+        conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
+        conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
+        # Last, so nothing left in the file names the person.
+        conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
+    return purged
+
+
+def _user_files(conn: sqlite3.Connection, user: str, org: str) -> dict[str, dict[str, bytes]]:
+    found: dict[str, dict[str, bytes]] = {}
+    for space_id, ref in _own_spaces(conn, user, org):
+        files, _ = _live_files(conn, space_id)
+        if files:
+            found[ref.space] = files
+    return found
 
 
 def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revision]:
@@ -805,7 +848,7 @@ def _decide(
     if effect is Effect.APPLY:
         # Who taught it stays on the revision; who let it in is approved_by.
         applied = change.provenance.model_copy(
-            update={"origin": "conversation" if action == "approve" else "edited"}
+            update={"origin": review_rules.applied_origin(change, action)}
         )
         for path, content in sorted(concerned.items()):
             if content is None:
@@ -993,23 +1036,43 @@ class SqliteStore:
         return self._run(lambda conn: _forget(conn, ref, path, provenance), write=True)
 
     def _run_purge(self, ref: SpaceRef, path: str) -> Stored:
+        return self._purging(lambda conn: _purge(conn, ref, path), what=repr(path))
+
+    def _purging(self, fn: Callable[[sqlite3.Connection], T], *, what: str) -> T:
+        """Run the purge ``fn`` in one write transaction, then empty the write-ahead log."""
         # One lock hold for the purge and the checkpoint, so no other call of
         # this store runs in between and the log is emptied right after the delete.
         with self._lock, _map_exceptions(self.path):
             conn = self._connect()
-            stored = self._transaction(conn, lambda conn: _purge(conn, ref, path), write=True)
+            result = self._transaction(conn, fn, write=True)
             # The purge wrote zeroed pages to the write-ahead log; the older
             # frames there may still hold the content. TRUNCATE copies the log
             # into the database and cuts the log file to nothing.
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             raise StoreUnavailable(
-                f"{path!r} is forgotten, but another connection kept reading an older state "
+                f"{what} is forgotten, but another connection kept reading an older state "
                 "of the database, so its content may stay in the write-ahead log until the "
                 "next checkpoint",
                 path=str(self.path),
             )
-        return stored
+        return result
+
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        return await trio.to_thread.run_sync(
+            lambda: self._purging(
+                lambda conn: _forget_user(conn, user, org), what="that person's memory"
+            )
+        )
+
+    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _user_files(conn, user, org), write=False)
+        )
 
     def _run_spaces(self) -> list[SpaceRef]:
         return self._run(_spaces, write=False)
