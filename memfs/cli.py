@@ -20,6 +20,7 @@ import click
 import trio
 from pydantic import BaseModel
 
+from memfs.cli_manage import register
 from memfs.client import DEFAULT_STATE_DIR, Client
 from memfs.core.errors import BadRequest, MemfsError, sole_memfs_error
 
@@ -263,6 +264,13 @@ def session_close(session_id: str, socket_path: Path | None) -> None:
 def status(socket_path: Path | None) -> None:
     """Show the daemon, its store and its open sessions."""
     call(socket_path, lambda c: c.status())
+
+
+def _echo(value: object) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+register(main, _echo, reported)
 
 
 if __name__ == "__main__":  # pragma: no cover

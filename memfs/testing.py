@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memfs.core.errors import IllegalTransition, NotFound
-from memfs.core.models import DEFAULT_ORG, By, ChangeSet, Provenance, SpaceRef, Stored
+from memfs.core.models import DEFAULT_ORG, By, ChangeSet, Provenance, SpaceRef, Stored, now
 from memfs.core.review import ReviewMode
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.memory import MemoryStore
@@ -394,6 +394,89 @@ async def check_forget_user_leaves_other_people_and_orgs(store: Store) -> None:
     assert set(await store.spaces()) == {CAROL, dana_elsewhere, ORG, NOTES}
 
 
+# The audit log: every sensitive act of a managed store, with actor and time.
+
+
+async def check_every_sensitive_act_is_audited_with_actor_and_time(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    start = now()
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one"}))
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"two"}))
+    await _save(store, DANA, ChangeSet(created={"secret.md": b"zebra-secret"}))
+    assert await store.audit() == []  # turns and saves are history, not audited acts
+    await store.restore(ORG, "a.md", first.revisions["a.md"], by=ADA)
+    await store.forget_file(ORG, "a.md", by=ADA)
+    dana = By(id="dana", label="Dana", role="member")
+    await store.forget_file(DANA, "secret.md", by=dana)
+    await store.forget_user("carol", "bank-1", by=ADA)
+
+    entries = await store.audit()
+
+    assert [(e.action, e.org, e.space, e.target) for e in entries] == [
+        ("restore", "bank-1", "lending-rules", "a.md"),
+        ("forget", "bank-1", "lending-rules", "a.md"),
+        ("forget", "bank-1", "me", "secret.md"),
+        ("forget-user", "bank-1", None, "carol"),  # recorded even when nothing was held
+    ]
+    assert entries[0].detail == first.revisions["a.md"]
+    assert [e.actor for e in entries] == [ADA, ADA, dana, ADA]
+    assert all(start <= e.at <= now() for e in entries)
+    assert [e.at for e in entries] == sorted(e.at for e in entries)
+    assert len({e.id for e in entries}) == len(entries)
+    # A forgotten file of a person's memory is named, never its content.
+    assert all(b"zebra" not in e.model_dump_json().encode() for e in entries)
+
+
+async def check_a_failed_act_leaves_no_audit_entry(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _raises_not_found(store.forget_file(ORG, "never.md", by=ADA))
+    await _raises_not_found(store.forget_file(DANA, "never.md", by=ADA))
+    await _raises_not_found(store.restore(ORG, "never.md", "1", by=ADA))
+    assert await store.audit() == []
+
+
+async def check_opening_a_persons_memory_is_audited(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"prefs.md": b"tea"}))
+    opened = await store.open_person("dana", "bank-1", by=ADA)
+    assert opened == {"me": {"prefs.md": b"tea"}}
+    assert await store.open_person("nobody", "bank-1", by=ADA) == {}
+    entries = await store.audit()
+    assert [(e.action, e.org, e.target, e.actor) for e in entries] == [
+        ("open", "bank-1", "dana", ADA),
+        ("open", "bank-1", "nobody", ADA),  # looking, even at nothing, is recorded
+    ]
+
+
+async def check_the_audit_log_filters_by_org_and_outlives_forgetting(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    elsewhere = DANA.model_copy(update={"org": "bank-2"})
+    await _save(store, DANA, ChangeSet(created={"p.md": b"p"}))
+    await _save(store, elsewhere, ChangeSet(created={"p.md": b"p"}))
+    await store.open_person("dana", "bank-1", by=ADA)
+    await store.open_person("dana", "bank-2", by=ADA)
+    await store.forget_user("dana", "bank-1", by=ADA)
+    bank1 = await store.audit(org="bank-1")
+    assert [(e.action, e.target) for e in bank1] == [("open", "dana"), ("forget-user", "dana")]
+    assert [(e.org, e.action) for e in await store.audit(org="bank-2")] == [("bank-2", "open")]
+    assert len(await store.audit()) == 3
+
+
+async def check_people_lists_user_spaces_with_their_live_size(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    drafts = DANA.model_copy(update={"space": "drafts"})
+    await _save(store, DANA, ChangeSet(created={"a.md": b"12345", "b.md": b"123"}))
+    await _save(store, DANA, ChangeSet(updated={"a.md": b"1"}))  # live size, not history
+    await _save(store, drafts, ChangeSet(created={"d.md": b"d"}))
+    await _save(store, drafts, ChangeSet(deleted=("d.md",)))  # nothing live: left out
+    await _save(store, CAROL, ChangeSet(created={"c.md": b"cc"}))
+    await _save(store, DANA.model_copy(update={"org": "bank-2"}), ChangeSet(created={"x": b"x"}))
+    await _save(store, ORG, ChangeSet(created={"rules.md": b"org"}))
+    assert await store.people("bank-1") == {DANA: 4, CAROL: 2}
+    assert await store.people("bank-3") == {}
+    assert await store.audit() == []  # sizes are not a look inside
+
+
 # Reviewing stores only: org changes wait for a person (memfs.core.review).
 
 REVIEWER = By(id="ada", label="Ada", role="member")
@@ -585,6 +668,33 @@ async def check_a_persons_own_memory_always_saves_at_once(store: Store) -> None:
     assert await store.list_changes() == []
 
 
+async def check_review_decisions_and_settings_are_audited(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    first = await _wait(store, ChangeSet(created={"a.md": b"a", "b.md": b"b"}), session="s1")
+    second = await _wait(store, ChangeSet(created={"c.md": b"c"}), session="s2")
+    third = await _wait(store, ChangeSet(created={"d.md": b"d"}), session="s3")
+    assert first.change and second.change and third.change
+    await store.decide(first.change, "approve", by=REVIEWER, paths=["a.md"])
+    await store.decide(second.change, "reject", by=REVIEWER)
+    await store.decide(third.change, "edit", by=ADA, edits={"d.md": b"fixed"})
+    await store.set_review(ORG, "after", by=ADA)
+    with_illegal = await store.audit()
+    try:
+        await store.decide(second.change, "approve", by=REVIEWER)
+    except IllegalTransition:
+        pass
+    else:
+        raise AssertionError("approving a rejected change should be refused")
+    entries = await store.audit(org=ORG.org)
+    assert entries == with_illegal  # a refused move is not recorded
+    assert [(e.action, e.space, e.target, e.detail, e.actor) for e in entries] == [
+        ("approve", ORG.space, first.change, "a.md", REVIEWER),
+        ("reject", ORG.space, second.change, "c.md", REVIEWER),
+        ("edit", ORG.space, third.change, "d.md", ADA),
+        ("set-review", ORG.space, None, "after", ADA),
+    ]
+
+
 REVIEW_CHECKS: dict[str, Check] = {
     "person_review_holds_the_change_for_its_own_conversation": (
         check_person_review_holds_the_change_for_its_own_conversation
@@ -610,6 +720,7 @@ REVIEW_CHECKS: dict[str, Check] = {
     ),
     "the_spaces_own_review_setting_wins": check_the_spaces_own_review_setting_wins,
     "a_persons_own_memory_always_saves_at_once": check_a_persons_own_memory_always_saves_at_once,
+    "review_decisions_and_settings_are_audited": check_review_decisions_and_settings_are_audited,
 }
 
 
@@ -648,6 +759,17 @@ MANAGED_CHECKS: dict[str, Check] = {
         check_forget_user_removes_every_space_of_that_person_in_that_org
     ),
     "forget_user_leaves_other_people_and_orgs": check_forget_user_leaves_other_people_and_orgs,
+    "every_sensitive_act_is_audited_with_actor_and_time": (
+        check_every_sensitive_act_is_audited_with_actor_and_time
+    ),
+    "a_failed_act_leaves_no_audit_entry": check_a_failed_act_leaves_no_audit_entry,
+    "opening_a_persons_memory_is_audited": check_opening_a_persons_memory_is_audited,
+    "the_audit_log_filters_by_org_and_outlives_forgetting": (
+        check_the_audit_log_filters_by_org_and_outlives_forgetting
+    ),
+    "people_lists_user_spaces_with_their_live_size": (
+        check_people_lists_user_spaces_with_their_live_size
+    ),
 }
 
 

@@ -22,6 +22,9 @@ CommitMode = Literal["after-turn", "manual", "read-only"]
 Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
 StoreStatus = Literal["saved", "waiting", "conflict"]
 Origin = Literal["conversation", "code", "edited", "fix"]
+AuditAction = Literal[
+    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review"
+]
 
 DEFAULT_ORG = "default"
 
@@ -193,6 +196,26 @@ class Revision(Frozen):
     approved_by: By | None = None
 
 
+class AuditEntry(Frozen):
+    """One sensitive act, as the audit log keeps it: who did what to which space, and when.
+
+    ``target`` is what the act was about: a file path, a change id, or a
+    user id (``forget-user`` and ``open``). ``detail`` adds what the act
+    needs to be understood (the paths a review decided, the revision
+    restored, the review mode set) and never file content, so the log can
+    outlive what a person asked to be forgotten.
+    """
+
+    id: str
+    at: datetime
+    actor: By | None
+    action: AuditAction
+    org: str
+    space: str | None = None
+    target: str | None = None
+    detail: str | None = None
+
+
 class TurnContext(Frozen):
     """What an app-defined persistent dir's ``load``/``store`` is told about the turn."""
 
@@ -230,6 +253,8 @@ __all__ = [
     "DEFAULT_ORG",
     "KIB",
     "MIB",
+    "AuditAction",
+    "AuditEntry",
     "By",
     "ChangeSet",
     "CommitMode",

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from memfs.core.models import By, ChangeSet, Loaded, Provenance, Revision, SpaceRef, Stored
+from memfs.core.models import (
+    AuditEntry,
+    By,
+    ChangeSet,
+    Loaded,
+    Provenance,
+    Revision,
+    SpaceRef,
+    Stored,
+)
 from memfs.core.review import ReviewMode, WaitingChange
 
 
@@ -97,6 +106,33 @@ class ManagedStore(Store, Protocol):
         """The live files of ``user``'s own memory in ``org``: space name -> path -> content.
 
         Spaces without live files are left out.
+        """
+        ...
+
+    async def open_person(
+        self, user: str, org: str, *, by: By | None
+    ) -> dict[str, dict[str, bytes]]:
+        """What an admin sees on opening ``user``'s memory: ``user_files``, and the act is audited.
+
+        The one way to read a person's files on someone else's behalf, so
+        every look leaves an ``open`` entry naming the person and who looked.
+        """
+        ...
+
+    async def people(self, org: str) -> dict[SpaceRef, int]:
+        """Every user-layer space of ``org`` with live files, and its live size in bytes.
+
+        Sizes only: what :func:`memfs.core.roles.people_view` shows of a
+        person's memory without opening it.
+        """
+        ...
+
+    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
+        """The audit log (of ``org``, or all), oldest first.
+
+        Every ``decide``, ``restore``, ``forget_file``, ``forget_user``,
+        ``set_review`` and ``open_person`` adds one entry in the same
+        transaction as the act. There is no way to change or remove an entry.
         """
         ...
 

@@ -13,6 +13,8 @@ from typing import Literal
 from memfs.core import review as rules
 from memfs.core.errors import InvalidName, NotFound
 from memfs.core.models import (
+    AuditAction,
+    AuditEntry,
     By,
     ChangeSet,
     Loaded,
@@ -21,6 +23,7 @@ from memfs.core.models import (
     SpaceRef,
     Stored,
     digest,
+    now,
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
@@ -60,6 +63,38 @@ class MemoryStore:
         self.closed = False
         self._changes: dict[str, WaitingChange] = {}
         self._review: dict[SpaceRef, ReviewMode] = {}
+        # Append-only: entries are added by the acts below and never changed or removed.
+        self._audit: list[AuditEntry] = []
+
+    def _log(
+        self,
+        action: AuditAction,
+        org: str,
+        *,
+        by: By | None,
+        space: str | None = None,
+        target: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record one sensitive act. Called after the act succeeded, with no await between."""
+        self._audit.append(
+            AuditEntry(
+                id=f"a{len(self._audit) + 1}",
+                at=now(),
+                actor=by,
+                action=action,
+                org=org,
+                space=space,
+                target=target,
+                detail=detail,
+            )
+        )
+
+    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
+        return self.audit_nowait(org=org)
+
+    def audit_nowait(self, *, org: str | None = None) -> list[AuditEntry]:
+        return [entry for entry in self._audit if org is None or entry.org == org]
 
     def _space(self, ref: SpaceRef) -> _Space:
         return self._spaces.setdefault(ref, _Space())
@@ -174,6 +209,7 @@ class MemoryStore:
         if mode not in rules.REVIEW_MODES:
             raise InvalidName("review must be person, after or none", path=str(mode))
         self._review[ref] = mode
+        self._log("set-review", ref.org, by=by, space=ref.space, detail=mode)
 
     async def review_mode(self, ref: SpaceRef) -> ReviewMode | None:
         return self._review.get(ref)
@@ -247,6 +283,14 @@ class MemoryStore:
                     continue
                 self._record(space, path, content, fix, approved_by=by)
         self._changes[id] = after
+        self._log(
+            action,
+            change.ref.org,
+            by=by,
+            space=change.ref.space,
+            target=id,
+            detail=",".join(sorted(files)),
+        )
         return self._marked(after)
 
     async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
@@ -330,7 +374,9 @@ class MemoryStore:
             if path in space.live
             else ChangeSet(created={path: content})
         )
-        return self._apply(ref, space, changes, Provenance(origin="edited", by=by))
+        stored = self._apply(ref, space, changes, Provenance(origin="edited", by=by))
+        self._log("restore", ref.org, by=by, space=ref.space, target=path, detail=revision)
+        return stored
 
     async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
         check_path(path)
@@ -339,9 +385,11 @@ class MemoryStore:
         space = self._spaces.get(ref, _Space())
         if path not in space.live:
             raise NotFound(f"{ref} holds no file {path!r} to forget", path=path)
-        return self._apply(
+        stored = self._apply(
             ref, space, ChangeSet(deleted=(path,)), Provenance(origin="edited", by=by)
         )
+        self._log("forget", ref.org, by=by, space=ref.space, target=path)
+        return stored
 
     def _purge(self, ref: SpaceRef, path: str, by: By | None) -> Stored:
         space = self._spaces.get(ref)
@@ -370,6 +418,8 @@ class MemoryStore:
             )
         )
         self.events = scrubbed
+        # The path only: the content is what the person asked to be forgotten.
+        self._log("forget", ref.org, by=by, space=ref.space, target=path)
         return Stored(status="saved", cursor=str(space.seq))
 
     def _own_spaces(self, user: str, org: str) -> list[SpaceRef]:
@@ -397,6 +447,8 @@ class MemoryStore:
         # Events keep content and prompts, and even a "purged" event names the
         # person, so every event of these spaces goes and none is added.
         self.events = [event for event in self.events if event.ref not in refs]
+        # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
+        self._log("forget-user", org, by=by, target=user)
         return purged
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
@@ -406,6 +458,22 @@ class MemoryStore:
             if files:
                 found[ref.space] = files
         return found
+
+    async def open_person(
+        self, user: str, org: str, *, by: By | None
+    ) -> dict[str, dict[str, bytes]]:
+        found = await self.user_files(user, org)
+        self._log("open", org, by=by, target=user)
+        return found
+
+    async def people(self, org: str) -> dict[SpaceRef, int]:
+        check_identity(org, what="org id")
+        sizes = {
+            ref: sum(len(content) for _, content in space.live.values())
+            for ref, space in self._spaces.items()
+            if ref.layer == "user" and ref.org == org and space.live
+        }
+        return dict(sorted(sizes.items(), key=lambda item: str(item[0])))
 
     async def spaces(self) -> list[SpaceRef]:
         return sorted((ref for ref, space in self._spaces.items() if space.history), key=str)

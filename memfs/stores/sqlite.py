@@ -9,6 +9,7 @@ build it, and every read and write of it. These tables hold everything::
     clock            the store's one sequence (schema 2); only its counter matters
     changes          org changes held for review, one row each (schema 2)
     review_settings  a space's own review mode, which wins over a turn's (schema 2)
+    audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3)
 
 Revision ids and the ``edited`` number of every file put into a review
 change come from one sequence, ``clock``, so the review rules
@@ -49,7 +50,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, get_args
 
 import trio
 
@@ -57,6 +58,8 @@ from memfs.core import review
 from memfs.core import review as review_rules
 from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
 from memfs.core.models import (
+    AuditAction,
+    AuditEntry,
     By,
     ChangeSet,
     Loaded,
@@ -176,9 +179,47 @@ def _add_review_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_SCHEMA_V3 = (
+    # Not tied to spaces by a foreign key: forgetting a person deletes their
+    # spaces rows, and the entries about them (the forget-user entry among
+    # them) must outlive that. Entries hold paths and ids, never content.
+    """
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        actor_id TEXT,
+        actor_label TEXT,
+        actor_role TEXT,
+        action TEXT NOT NULL,
+        org TEXT NOT NULL,
+        space TEXT,
+        target TEXT,
+        detail TEXT
+    )
+    """,
+    "CREATE INDEX audit_by_org ON audit (org, id)",
+    # Append-only in the file itself, not just through the API: any connection
+    # that tries to change or remove an entry is refused, and its transaction with it.
+    """
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    """
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+)
+
+
+def _add_audit_table(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V3:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
+    _add_audit_table,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -226,6 +267,59 @@ def _timestamp(at: datetime) -> str:
 
 def _by(id_: str | None, label: str | None, role: str | None) -> By | None:
     return None if id_ is None else By(id=id_, label=label, role=role)
+
+
+def _log(
+    conn: sqlite3.Connection,
+    action: AuditAction,
+    org: str,
+    *,
+    by: By | None,
+    space: str | None = None,
+    target: str | None = None,
+    detail: str | None = None,
+) -> None:
+    """Add one audit entry; called inside the act's own transaction, so both or neither commit."""
+    conn.execute(
+        "INSERT INTO audit (at, actor_id, actor_label, actor_role, action, org, space, target,"
+        " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            _timestamp(datetime.now(UTC)),
+            None if by is None else by.id,
+            None if by is None else by.label,
+            None if by is None else by.role,
+            action,
+            org,
+            space,
+            target,
+            detail,
+        ),
+    )
+
+
+# Read back as the Literal it was written from, so a row's action type-checks.
+_ACTIONS: dict[str, AuditAction] = {action: action for action in get_args(AuditAction)}
+
+
+def _audit(conn: sqlite3.Connection, org: str | None) -> list[AuditEntry]:
+    query = "SELECT * FROM audit"
+    params: tuple[str, ...] = ()
+    if org is not None:
+        query += " WHERE org = ?"
+        params = (org,)
+    return [
+        AuditEntry(
+            id=str(row["id"]),
+            at=datetime.fromisoformat(row["at"]),
+            actor=_by(row["actor_id"], row["actor_label"], row["actor_role"]),
+            action=_ACTIONS[row["action"]],
+            org=row["org"],
+            space=row["space"],
+            target=row["target"],
+            detail=row["detail"],
+        )
+        for row in conn.execute(query + " ORDER BY id", params)
+    ]
 
 
 def _space_id(conn: sqlite3.Connection, ref: SpaceRef) -> int | None:
@@ -427,6 +521,7 @@ def _restore(
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
     current = _record(conn, space_id, path, bytes(row["content"]), provenance)
     _make_live(conn, space_id, path, current)
+    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=path, detail=revision)
     return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
 
 
@@ -439,10 +534,11 @@ def _forget(conn: sqlite3.Connection, ref: SpaceRef, path: str, provenance: Prov
     if gone.rowcount != 1:
         raise not_live
     current = _record(conn, space_id, path, None, provenance)
+    _log(conn, "forget", ref.org, by=provenance.by, space=ref.space, target=path)
     return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
 
 
-def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> Stored:
+def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) -> Stored:
     nothing = NotFound(f"{ref} holds nothing of {path!r} to forget", path=path)
     space_id = _space_id(conn, ref)
     if space_id is None:
@@ -451,6 +547,8 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> Stored:
     gone = conn.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, path))
     if gone.rowcount == 0:
         raise nothing
+    # The path only: the content is what the person asked to be forgotten.
+    _log(conn, "forget", ref.org, by=by, space=ref.space, target=path)
     return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
 
 
@@ -467,7 +565,7 @@ def _own_spaces(conn: sqlite3.Connection, user: str, org: str) -> list[tuple[int
     return sorted(found, key=lambda pair: str(pair[1]))
 
 
-def _forget_user(conn: sqlite3.Connection, user: str, org: str) -> list[SpaceRef]:
+def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -> list[SpaceRef]:
     """Delete every row of the person's spaces in ``org``, the ``spaces`` rows included."""
     purged: list[SpaceRef] = []
     for space_id, ref in _own_spaces(conn, user, org):
@@ -479,8 +577,10 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str) -> list[SpaceRef
         # must go too: it references the space, and it may hold content.
         conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
         conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
-        # Last, so nothing left in the file names the person.
+        # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
+    # The audit entry does name them, on purpose: an erasure must be accountable.
+    _log(conn, "forget-user", org, by=by, target=user)
     return purged
 
 
@@ -490,6 +590,29 @@ def _user_files(conn: sqlite3.Connection, user: str, org: str) -> dict[str, dict
         files, _ = _live_files(conn, space_id)
         if files:
             found[ref.space] = files
+    return found
+
+
+def _people(conn: sqlite3.Connection, org: str) -> dict[SpaceRef, int]:
+    rows = conn.execute(
+        'SELECT spaces."user" AS user, spaces.space AS space, SUM(revisions.size) AS bytes'
+        " FROM spaces JOIN live ON live.space_id = spaces.id"
+        " JOIN revisions ON revisions.id = live.revision_id"
+        " WHERE spaces.layer = 'user' AND spaces.org = ? GROUP BY spaces.id",
+        (org,),
+    ).fetchall()
+    sizes = {
+        SpaceRef(layer="user", org=org, user=row["user"], space=row["space"]): int(row["bytes"])
+        for row in rows
+    }
+    return dict(sorted(sizes.items(), key=lambda item: str(item[0])))
+
+
+def _open_person(
+    conn: sqlite3.Connection, user: str, org: str, by: By | None
+) -> dict[str, dict[str, bytes]]:
+    found = _user_files(conn, user, org)
+    _log(conn, "open", org, by=by, target=user)
     return found
 
 
@@ -568,6 +691,7 @@ def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: B
             _timestamp(datetime.now(UTC)),
         ),
     )
+    _log(conn, "set-review", ref.org, by=by, space=ref.space, detail=mode)
 
 
 def _open_change(
@@ -874,6 +998,15 @@ def _decide(
             revision_id = _record(conn, space_id, path, bytes(row["content"]), put_back)
             _make_live(conn, space_id, path, revision_id)
     _save_change(conn, decided)
+    _log(
+        conn,
+        action,
+        change.ref.org,
+        by=by,
+        space=change.ref.space,
+        target=id,
+        detail=",".join(sorted(concerned)),
+    )
     [marked] = _marked(conn, space_id, [decided])
     return marked
 
@@ -1028,15 +1161,15 @@ class SqliteStore:
     async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
         check_path(path)
         if ref.layer == "user":
-            return await trio.to_thread.run_sync(self._run_purge, ref, path)
+            return await trio.to_thread.run_sync(self._run_purge, ref, path, by)
         provenance = Provenance(origin="edited", by=by)
         return await trio.to_thread.run_sync(self._run_forget, ref, path, provenance)
 
     def _run_forget(self, ref: SpaceRef, path: str, provenance: Provenance) -> Stored:
         return self._run(lambda conn: _forget(conn, ref, path, provenance), write=True)
 
-    def _run_purge(self, ref: SpaceRef, path: str) -> Stored:
-        return self._purging(lambda conn: _purge(conn, ref, path), what=repr(path))
+    def _run_purge(self, ref: SpaceRef, path: str, by: By | None) -> Stored:
+        return self._purging(lambda conn: _purge(conn, ref, path, by), what=repr(path))
 
     def _purging(self, fn: Callable[[sqlite3.Connection], T], *, what: str) -> T:
         """Run the purge ``fn`` in one write transaction, then empty the write-ahead log."""
@@ -1063,7 +1196,7 @@ class SqliteStore:
         check_identity(org, what="org id")
         return await trio.to_thread.run_sync(
             lambda: self._purging(
-                lambda conn: _forget_user(conn, user, org), what="that person's memory"
+                lambda conn: _forget_user(conn, user, org, by), what="that person's memory"
             )
         )
 
@@ -1072,6 +1205,27 @@ class SqliteStore:
         check_identity(org, what="org id")
         return await trio.to_thread.run_sync(
             lambda: self._run(lambda conn: _user_files(conn, user, org), write=False)
+        )
+
+    async def open_person(
+        self, user: str, org: str, *, by: By | None
+    ) -> dict[str, dict[str, bytes]]:
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        # A write transaction: the files are read and the look recorded together.
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _open_person(conn, user, org, by), write=True)
+        )
+
+    async def people(self, org: str) -> dict[SpaceRef, int]:
+        check_identity(org, what="org id")
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _people(conn, org), write=False)
+        )
+
+    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _audit(conn, org), write=False)
         )
 
     def _run_spaces(self) -> list[SpaceRef]:

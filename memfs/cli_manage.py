@@ -1,0 +1,347 @@
+"""The people's side of the command line: review, history, restore, forget, audit, files.
+
+These commands act on the store directly (the embedded SQLite file, or any
+store URL), as a named actor with a role (``--as ID --role
+member|admin|viewer``), and print JSON. Who may do what is
+:mod:`memfs.core.roles`; every sensitive act is recorded in the store's audit
+log by the store itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import click
+import trio
+
+from memfs.client import DEFAULT_STATE_DIR
+from memfs.core.errors import ConfigError
+from memfs.core.models import DEFAULT_ORG, By, SpaceRef
+from memfs.core.review import REVIEW_MODES, WaitingChange
+from memfs.core.roles import Role, people_view, require
+from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.stores.open import open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+def default_store() -> str:
+    if os.environ.get("MEMFS_STORE"):
+        return os.environ["MEMFS_STORE"]
+    state_dir = Path(os.environ.get("MEMFS_STATE_DIR") or DEFAULT_STATE_DIR)
+    return f"sqlite://{state_dir.absolute() / 'memfs.db'}"
+
+
+def actor_options(command: F) -> F:
+    """``--store``, ``--org``, ``--as`` and ``--role``: where, in which company, and who."""
+    for option in reversed(
+        [
+            click.option(
+                "--store",
+                "store_url",
+                default=None,
+                help="Store URL.",
+                show_default="$MEMFS_STORE, else the SQLite file in $MEMFS_STATE_DIR",
+            ),
+            click.option("--org", default=DEFAULT_ORG, show_default=True, help="The org."),
+            click.option("--as", "actor", required=True, help="Who acts (an id)."),
+            click.option(
+                "--role",
+                type=click.Choice(["viewer", "member", "admin"]),
+                default="member",
+                show_default=True,
+                help="The actor's role.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _text(content: bytes | None) -> dict[str, Any]:
+    if content is None:
+        return {"deleted": True}
+    try:
+        return {"text": content.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(content).decode()}
+
+
+def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": change.id,
+        "space": change.ref.space,
+        "org": change.ref.org,
+        "session": change.session,
+        "state": change.state,
+        "mode": change.mode,
+        "prompt": change.provenance.prompt,
+        "origin": change.provenance.origin,
+        "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
+        "stale": list(change.stale_paths),
+        "files": sorted(change.files),
+        "reviews": [r.model_dump(mode="json") for r in change.reviews],
+    }
+    if contents:
+        out["files"] = {
+            path: {"base": file.base, "stale": file.stale, **_text(file.content)}
+            for path, file in sorted(change.files.items())
+        }
+    return out
+
+
+def run(store_url: str | None, act: Callable[[Store], Awaitable[T]]) -> T:
+    async def main() -> T:
+        store = open_store(store_url or default_store())
+        try:
+            return await act(store)
+        finally:
+            await store.aclose()
+
+    return trio.run(main)
+
+
+def managed(store: Store) -> ManagedStore:
+    if not isinstance(store, ManagedStore):
+        raise ConfigError("this store keeps no history; use the sqlite or memory store")
+    return store
+
+
+def reviewing(store: Store) -> ReviewingStore:
+    if not isinstance(store, ReviewingStore):
+        raise ConfigError("this store holds no changes for review; use the sqlite store")
+    return store
+
+
+def ref_of(space: str, org: str, user: str | None) -> SpaceRef:
+    return SpaceRef(layer="org" if user is None else "user", space=space, org=org, user=user)
+
+
+def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[], Any]) -> None:
+    """Add the commands to ``main``; ``echo`` prints JSON, ``guard`` reports memfs errors."""
+
+    def by(actor: str, role: str) -> By:
+        return By(id=actor, role=role)
+
+    @main.group()
+    def review() -> None:
+        """Changes to shared memory that wait for (or are listed for) a person."""
+
+    @review.command("list")
+    @actor_options
+    def review_list(store_url: str | None, org: str, actor: str, role: Role) -> None:
+        """The open changes of the org, oldest first, stale files marked."""
+        with guard():
+            require(role, "read")
+            changes = run(store_url, lambda s: reviewing(s).list_changes(org=org))
+        echo([change_json(c) for c in changes])
+
+    @review.command("show")
+    @click.argument("change_id")
+    @actor_options
+    def review_show(
+        change_id: str, store_url: str | None, org: str, actor: str, role: Role
+    ) -> None:
+        """One change with its files' contents."""
+        with guard():
+            require(role, "read")
+            change = run(store_url, lambda s: reviewing(s).get_change(change_id))
+        echo(change_json(change, contents=True))
+
+    def decide_command(action: Literal["approve", "reject"]) -> None:
+        @review.command(action, help=f"{action.capitalize()} a change, or some of its files.")
+        @click.argument("change_id")
+        @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
+        @actor_options
+        def command(
+            change_id: str,
+            paths: tuple[str, ...],
+            store_url: str | None,
+            org: str,
+            actor: str,
+            role: Role,
+        ) -> None:
+            with guard():
+                require(role, "review")
+                change = run(
+                    store_url,
+                    lambda s: reviewing(s).decide(
+                        change_id, action, by=by(actor, role), paths=list(paths) or None
+                    ),
+                )
+            echo(change_json(change))
+
+    decide_command("approve")
+    decide_command("reject")
+
+    @review.command("edit")
+    @click.argument("change_id")
+    @click.argument("path")
+    @click.argument("source", type=click.File("rb"))
+    @actor_options
+    def review_edit(
+        change_id: str,
+        path: str,
+        source: Any,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Edit one file of a change (new content from SOURCE, - for stdin), then approve."""
+        content: bytes = source.read()
+        with guard():
+            require(role, "review")
+            change = run(
+                store_url,
+                lambda s: reviewing(s).decide(
+                    change_id, "edit", by=by(actor, role), paths=[path], edits={path: content}
+                ),
+            )
+        echo(change_json(change))
+
+    @review.command("set")
+    @click.argument("space")
+    @click.argument("mode", type=click.Choice(list(REVIEW_MODES)))
+    @actor_options
+    def review_set(
+        space: str, mode: Any, store_url: str | None, org: str, actor: str, role: Role
+    ) -> None:
+        """Set an org space's review: person, after or none (admins)."""
+        with guard():
+            require(role, "set-review")
+            ref = ref_of(space, org, None)
+            run(store_url, lambda s: reviewing(s).set_review(ref, mode, by=by(actor, role)))
+        echo({"space": space, "org": org, "review": mode})
+
+    @main.command()
+    @click.argument("space")
+    @click.argument("path")
+    @click.option("--user", default=None, help="A person's space (admins).")
+    @actor_options
+    def history(
+        space: str,
+        path: str,
+        user: str | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Every revision of a file, with where it came from."""
+        with guard():
+            require(role, "open" if user is not None else "read")
+            ref = ref_of(space, org, user)
+            revisions = run(store_url, lambda s: managed(s).history(ref, path))
+        echo([r.model_dump(mode="json") for r in revisions])
+
+    @main.command()
+    @click.argument("space")
+    @click.argument("path")
+    @click.argument("revision")
+    @actor_options
+    def restore(
+        space: str,
+        path: str,
+        revision: str,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Make an earlier revision of an org file live again (a new revision, origin edited)."""
+        with guard():
+            require(role, "restore")
+            ref = ref_of(space, org, None)
+            stored = run(
+                store_url, lambda s: managed(s).restore(ref, path, revision, by=by(actor, role))
+            )
+        echo(stored.model_dump(mode="json"))
+
+    @main.command()
+    @click.argument("space")
+    @click.argument("path")
+    @click.option("--user", default=None, help="Forget (purge) a file of this person's space.")
+    @actor_options
+    def forget(
+        space: str,
+        path: str,
+        user: str | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Forget an org file (kept in history) or purge a person's file (admins)."""
+        with guard():
+            require(role, "forget" if user is None else "forget-user")
+            ref = ref_of(space, org, user)
+            run(store_url, lambda s: managed(s).forget_file(ref, path, by=by(actor, role)))
+        echo({"space": space, "org": org, "forgotten": [path]})
+
+    @main.command("forget-user")
+    @click.argument("user")
+    @actor_options
+    def forget_user(user: str, store_url: str | None, org: str, actor: str, role: Role) -> None:
+        """Remove everything a person's memory holds in the org (admins)."""
+        with guard():
+            require(role, "forget-user")
+            spaces = run(store_url, lambda s: managed(s).forget_user(user, org, by=by(actor, role)))
+        echo({"org": org, "forgotten_spaces": [ref.space for ref in spaces]})
+
+    @main.command()
+    @actor_options
+    def audit(store_url: str | None, org: str, actor: str, role: Role) -> None:
+        """The audit log of the org (admins)."""
+        with guard():
+            require(role, "open")
+            entries = run(store_url, lambda s: managed(s).audit(org=org))
+        echo([e.model_dump(mode="json") for e in entries])
+
+    @main.command()
+    @click.argument("space", required=False)
+    @click.option("--user", default=None, help="Open this person's memory (admins; audited).")
+    @actor_options
+    def files(
+        space: str | None,
+        user: str | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """An org space's files; with --user, a person's files (opening them is audited);
+        without a space, who has memory and how full it is, as the role may see."""
+        with guard():
+            if user is not None:
+                require(role, "open")
+                opened = run(
+                    store_url, lambda s: managed(s).open_person(user, org, by=by(actor, role))
+                )
+                echo(
+                    {
+                        "user": user,
+                        "org": org,
+                        "spaces": {
+                            name: {p: len(c) for p, c in sorted(fs.items())}
+                            for name, fs in opened.items()
+                        },
+                    }
+                )
+                return
+            require(role, "read")
+            if space is None:
+                people = run(store_url, lambda s: managed(s).people(org))
+                echo(people_view(role, people))
+                return
+            ref = ref_of(space, org, None)
+            live = run(store_url, lambda s: managed(s).files(ref))
+        echo({"space": space, "org": org, "files": {p: len(c) for p, c in sorted(live.items())}})
+
+
+__all__ = ["register"]

@@ -1,0 +1,84 @@
+"""Who may do what to managed memory, and how much of a person's memory each role sees.
+
+Pure rules, no I/O: the CLI (and later the web UI) asks :func:`require`
+before an act and shows people's memory through :func:`people_view`. The
+store does not check roles; it records the actor of every sensitive act in
+its audit log, so a caller that skips the check is still accountable.
+
+Privacy is the point of :func:`people_view`: viewers and members learn that
+a person's memory exists and how full it is, never whose it is; admins
+learn whose it is, but still see no files. Files of a person's memory are
+read only through the store's ``open_person``, which audits the look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from memfs.core.errors import InvalidName, PermissionDenied
+from memfs.core.models import SpaceRef
+
+Role = Literal["viewer", "member", "admin"]
+Act = Literal["read", "review", "restore", "forget", "set-review", "forget-user", "open"]
+
+ROLES: tuple[Role, ...] = get_args(Role)
+ACTS: tuple[Act, ...] = get_args(Act)
+
+# The whole policy, as data: each act and the roles allowed it. Reviewing,
+# restoring and forgetting a file are everyday curation (members); changing
+# how a space is reviewed, erasing a person and reading their memory are
+# rarer and weightier (admins).
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "read": frozenset({"viewer", "member", "admin"}),
+    "review": frozenset({"member", "admin"}),
+    "restore": frozenset({"member", "admin"}),
+    "forget": frozenset({"member", "admin"}),
+    "set-review": frozenset({"admin"}),
+    "forget-user": frozenset({"admin"}),
+    "open": frozenset({"admin"}),
+}
+
+
+def allowed(role: str, act: str) -> bool:
+    """Whether ``role`` may do ``act``. An unknown role may do nothing."""
+    if act not in ALLOWED:
+        raise InvalidName(f"unknown act; one of {', '.join(ACTS)}", path=act)
+    return role in ALLOWED[act]
+
+
+def require(role: str, act: str) -> None:
+    """Raise ``PermissionDenied`` unless ``role`` may do ``act``.
+
+    Takes plain strings because roles arrive from the command line and
+    requests; an unknown role is denied rather than trusted, and an unknown
+    act is a programming error (``InvalidName``), not a silent denial.
+    """
+    if not allowed(role, act):
+        who = role if role in ROLES else f"unknown role {role!r}"
+        needed = " or ".join(sorted(ALLOWED[act]))
+        raise PermissionDenied(f"{who} may not {act}; it needs {needed}", path=act)
+
+
+def people_view(role: str, spaces: Mapping[SpaceRef, int]) -> list[dict[str, Any]]:
+    """What ``role`` sees of people's memory: one entry per user-layer space, never files.
+
+    ``spaces`` maps each user-layer space to its live size in bytes (the
+    store's ``people``). Each entry is ``{"space", "org", "bytes", "person"}``;
+    ``person`` is the user id for admins and None for everyone else.
+    """
+    require(role, "read")
+    reveal = role == "admin"
+    entries: list[tuple[tuple[str, str, int, str], dict[str, Any]]] = []
+    for ref, size in spaces.items():
+        if ref.layer != "user":
+            raise InvalidName("people_view takes user-layer spaces only", path=str(ref))
+        person = ref.user if reveal else None
+        entry = {"space": ref.space, "org": ref.org, "bytes": size, "person": person}
+        # Ordered without the user id when it is hidden: an order by person
+        # would hint at whose is which.
+        entries.append(((ref.org, ref.space, size, person or ""), entry))
+    return [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]
+
+
+__all__ = ["ACTS", "ALLOWED", "ROLES", "Act", "Role", "allowed", "people_view", "require"]
