@@ -437,3 +437,36 @@ async def test_a_seed_changed_while_the_daemon_runs_waits_as_changed_in_code(
         [change] = await store.list_changes()
         assert change.provenance.prompt == "Changed in code"
         assert change.files["income.md"].content == b"three years\n"
+
+
+async def test_two_conversations_editing_one_org_file_through_the_mount_both_wait(
+    tmp_path: Path,
+) -> None:
+    specs = [memfs.org_memory(space="rules"), memfs.user_memory()]  # review "person"
+    async with running_daemon(tmp_path, specs) as daemon:
+        store = daemon.service.memory.store
+        await store.put(
+            memfs.SpaceRef(layer="org", space="rules"),
+            memfs.ChangeSet(created={"a.md": b"v1\n"}),
+            provenance=memfs.Provenance(origin="code"),
+        )
+        one = await start(daemon, "one")
+        two = await start(daemon, "two")
+        await sh("echo from-one > rules/a.md", one)
+        await sh("echo from-two > rules/a.md", two)
+        assert (await daemon.service.end_turn("one")).spaces["rules"].status == "waiting"
+        assert (await daemon.service.end_turn("two")).spaces["rules"].status == "waiting"
+        first, second = await store.list_changes()
+        assert (first.session, first.stale_paths) == ("one", ())
+        assert (second.session, second.stale_paths) == ("two", ("a.md",))
+        # The conversation sees what it saved; another sees only what was approved.
+        again = await start(daemon, "one")
+        assert (await sh("cat rules/a.md", again)).stdout == b"from-one\n"
+        await daemon.service.end_turn("one")
+        other = await start(daemon, "three")
+        assert (await sh("cat rules/a.md", other)).stdout == b"v1\n"
+        await daemon.service.end_turn("three")
+        await store.decide(first.id, "approve", by=memfs.By(id="ada"))
+        fresh = await start(daemon, "four")
+        assert (await sh("cat rules/a.md", fresh)).stdout == b"from-one\n"
+        await daemon.service.end_turn("four")
