@@ -13,17 +13,21 @@ With the daemon running (``memfs daemon``), ``memfs.Client()`` does the same
 over its control socket, and each turn's spaces are FUSE-mounted directories.
 """
 
+from memfs.acting import Acting as Acting
+from memfs.acting import act_as as act_as
 from memfs.client import Client as Client
 from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
 from memfs.core.errors import BadRequest as BadRequest
 from memfs.core.errors import ConfigError as ConfigError
 from memfs.core.errors import Conflict as Conflict
 from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
+from memfs.core.errors import IllegalTransition as IllegalTransition
 from memfs.core.errors import InvalidName as InvalidName
 from memfs.core.errors import MemfsError as MemfsError
 from memfs.core.errors import NameTooLong as NameTooLong
 from memfs.core.errors import NoIdentity as NoIdentity
 from memfs.core.errors import NotFound as NotFound
+from memfs.core.errors import PermissionDenied as PermissionDenied
 from memfs.core.errors import ReadOnly as ReadOnly
 from memfs.core.errors import SpaceFull as SpaceFull
 from memfs.core.errors import StoreUnavailable as StoreUnavailable

@@ -18,12 +18,12 @@ from typing import Any, Literal, TypeVar
 import click
 import trio
 
+from memfs.acting import Acting, act_as
 from memfs.client import DEFAULT_STATE_DIR
-from memfs.core.errors import ConfigError
-from memfs.core.models import DEFAULT_ORG, By, SpaceRef
+from memfs.core.models import DEFAULT_ORG
 from memfs.core.review import REVIEW_MODES, WaitingChange
-from memfs.core.roles import Role, people_view, require
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.core.roles import Role
+from memfs.stores.base import Store
 from memfs.stores.open import open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,27 +106,14 @@ def run(store_url: str | None, act: Callable[[Store], Awaitable[T]]) -> T:
     return trio.run(main)
 
 
-def managed(store: Store) -> ManagedStore:
-    if not isinstance(store, ManagedStore):
-        raise ConfigError("this store keeps no history; use the sqlite or memory store")
-    return store
-
-
-def reviewing(store: Store) -> ReviewingStore:
-    if not isinstance(store, ReviewingStore):
-        raise ConfigError("this store holds no changes for review; use the sqlite store")
-    return store
-
-
-def ref_of(space: str, org: str, user: str | None) -> SpaceRef:
-    return SpaceRef(layer="org" if user is None else "user", space=space, org=org, user=user)
-
-
 def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[], Any]) -> None:
     """Add the commands to ``main``; ``echo`` prints JSON, ``guard`` reports memfs errors."""
 
-    def by(actor: str, role: str) -> By:
-        return By(id=actor, role=role)
+    def acting(
+        store_url: str | None, org: str, actor: str, role: Role, act: Callable[[Acting], Any]
+    ) -> Any:
+        """Run ``act`` as this actor: each act checks the role before it reaches the store."""
+        return run(store_url, lambda store: act(act_as(store, actor, role, org=org)))
 
     @main.group()
     def review() -> None:
@@ -137,8 +124,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def review_list(store_url: str | None, org: str, actor: str, role: Role) -> None:
         """The open changes of the org, oldest first, stale files marked."""
         with guard():
-            require(role, "read")
-            changes = run(store_url, lambda s: reviewing(s).list_changes(org=org))
+            changes = acting(store_url, org, actor, role, lambda a: a.waiting())
         echo([change_json(c) for c in changes])
 
     @review.command("show")
@@ -149,8 +135,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     ) -> None:
         """One change with its files' contents."""
         with guard():
-            require(role, "read")
-            change = run(store_url, lambda s: reviewing(s).get_change(change_id))
+            change = acting(store_url, org, actor, role, lambda a: a.change(change_id))
         echo(change_json(change, contents=True))
 
     def decide_command(action: Literal["approve", "reject"]) -> None:
@@ -167,12 +152,12 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
             role: Role,
         ) -> None:
             with guard():
-                require(role, "review")
-                change = run(
+                change = acting(
                     store_url,
-                    lambda s: reviewing(s).decide(
-                        change_id, action, by=by(actor, role), paths=list(paths) or None
-                    ),
+                    org,
+                    actor,
+                    role,
+                    lambda a: a.decide(change_id, action, paths=list(paths) or None),
                 )
             echo(change_json(change))
 
@@ -196,12 +181,8 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         """Edit one file of a change (new content from SOURCE, - for stdin), then approve."""
         content: bytes = source.read()
         with guard():
-            require(role, "review")
-            change = run(
-                store_url,
-                lambda s: reviewing(s).decide(
-                    change_id, "edit", by=by(actor, role), paths=[path], edits={path: content}
-                ),
+            change = acting(
+                store_url, org, actor, role, lambda a: a.edit(change_id, {path: content})
             )
         echo(change_json(change))
 
@@ -214,9 +195,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     ) -> None:
         """Set an org space's review: person, after or none (admins)."""
         with guard():
-            require(role, "set-review")
-            ref = ref_of(space, org, None)
-            run(store_url, lambda s: reviewing(s).set_review(ref, mode, by=by(actor, role)))
+            acting(store_url, org, actor, role, lambda a: a.set_review(space, mode))
         echo({"space": space, "org": org, "review": mode})
 
     @main.command()
@@ -235,9 +214,9 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     ) -> None:
         """Every revision of a file, with where it came from."""
         with guard():
-            require(role, "open" if user is not None else "read")
-            ref = ref_of(space, org, user)
-            revisions = run(store_url, lambda s: managed(s).history(ref, path))
+            revisions = acting(
+                store_url, org, actor, role, lambda a: a.history(space, path, user=user)
+            )
         echo([r.model_dump(mode="json") for r in revisions])
 
     @main.command()
@@ -256,11 +235,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     ) -> None:
         """Make an earlier revision of an org file live again (a new revision, origin edited)."""
         with guard():
-            require(role, "restore")
-            ref = ref_of(space, org, None)
-            stored = run(
-                store_url, lambda s: managed(s).restore(ref, path, revision, by=by(actor, role))
-            )
+            stored = acting(store_url, org, actor, role, lambda a: a.restore(space, path, revision))
         echo(stored.model_dump(mode="json"))
 
     @main.command()
@@ -279,9 +254,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     ) -> None:
         """Forget an org file (kept in history) or purge a person's file (admins)."""
         with guard():
-            require(role, "forget" if user is None else "forget-user")
-            ref = ref_of(space, org, user)
-            run(store_url, lambda s: managed(s).forget_file(ref, path, by=by(actor, role)))
+            acting(store_url, org, actor, role, lambda a: a.forget(space, path, user=user))
         echo({"space": space, "org": org, "forgotten": [path]})
 
     @main.command("forget-user")
@@ -290,8 +263,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def forget_user(user: str, store_url: str | None, org: str, actor: str, role: Role) -> None:
         """Remove everything a person's memory holds in the org (admins)."""
         with guard():
-            require(role, "forget-user")
-            spaces = run(store_url, lambda s: managed(s).forget_user(user, org, by=by(actor, role)))
+            spaces = acting(store_url, org, actor, role, lambda a: a.forget_user(user))
         echo({"org": org, "forgotten_spaces": [ref.space for ref in spaces]})
 
     @main.command()
@@ -299,8 +271,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def audit(store_url: str | None, org: str, actor: str, role: Role) -> None:
         """The audit log of the org (admins)."""
         with guard():
-            require(role, "open")
-            entries = run(store_url, lambda s: managed(s).audit(org=org))
+            entries = acting(store_url, org, actor, role, lambda a: a.audit())
         echo([e.model_dump(mode="json") for e in entries])
 
     @main.command()
@@ -319,28 +290,17 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         without a space, who has memory and how full it is, as the role may see."""
         with guard():
             if user is not None:
-                require(role, "open")
-                opened = run(
-                    store_url, lambda s: managed(s).open_person(user, org, by=by(actor, role))
-                )
-                echo(
-                    {
-                        "user": user,
-                        "org": org,
-                        "spaces": {
-                            name: {p: len(c) for p, c in sorted(fs.items())}
-                            for name, fs in opened.items()
-                        },
-                    }
-                )
+                opened = acting(store_url, org, actor, role, lambda a: a.open_person(user))
+                sizes = {
+                    name: {path: len(c) for path, c in sorted(fs.items())}
+                    for name, fs in opened.items()
+                }
+                echo({"user": user, "org": org, "spaces": sizes})
                 return
-            require(role, "read")
             if space is None:
-                people = run(store_url, lambda s: managed(s).people(org))
-                echo(people_view(role, people))
+                echo(acting(store_url, org, actor, role, lambda a: a.people()))
                 return
-            ref = ref_of(space, org, None)
-            live = run(store_url, lambda s: managed(s).files(ref))
+            live = acting(store_url, org, actor, role, lambda a: a.files(space))
         echo({"space": space, "org": org, "files": {p: len(c) for p, c in sorted(live.items())}})
 
 

@@ -1,0 +1,121 @@
+"""People acting on memory from Python: an explicit actor with a role, the same rules as the CLI.
+
+``memfs.act_as(store, "ada", "member")`` gives an :class:`Acting` whose every
+method first asks :func:`memfs.core.roles.require`; the store records the
+sensitive acts (approve, reject, edit, restore, forget, forget-user, open,
+review settings) in its audit log with this actor.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from memfs.core.errors import ConfigError
+from memfs.core.models import DEFAULT_ORG, AuditEntry, By, Revision, SpaceRef, Stored
+from memfs.core.review import ReviewMode, WaitingChange
+from memfs.core.roles import Role, people_view, require
+from memfs.stores.base import ManagedStore, ReviewingStore, Store
+
+
+class Acting:
+    """One person's hands on a store, in one org."""
+
+    def __init__(self, store: Store, actor: str, role: Role, *, org: str = DEFAULT_ORG) -> None:
+        if not isinstance(store, ManagedStore):
+            raise ConfigError("this store keeps no history or review; use sqlite or memory")
+        self.store = store
+        self.by = By(id=actor, role=role)
+        self.role: Role = role
+        self.org = org
+
+    def _reviewing(self) -> ReviewingStore:
+        if not isinstance(self.store, ReviewingStore):
+            raise ConfigError("this store holds no changes for review")
+        return self.store
+
+    def org_space(self, space: str) -> SpaceRef:
+        return SpaceRef(layer="org", space=space, org=self.org)
+
+    async def waiting(self) -> list[WaitingChange]:
+        require(self.role, "read")
+        return await self._reviewing().list_changes(org=self.org)
+
+    async def change(self, id: str) -> WaitingChange:
+        require(self.role, "read")
+        return await self._reviewing().get_change(id)
+
+    async def decide(
+        self,
+        id: str,
+        action: Literal["approve", "edit", "reject"],
+        *,
+        paths: list[str] | None = None,
+        edits: dict[str, bytes | None] | None = None,
+    ) -> WaitingChange:
+        require(self.role, "review")
+        return await self._reviewing().decide(id, action, by=self.by, paths=paths, edits=edits)
+
+    async def approve(self, id: str, *, paths: list[str] | None = None) -> WaitingChange:
+        return await self.decide(id, "approve", paths=paths)
+
+    async def reject(self, id: str, *, paths: list[str] | None = None) -> WaitingChange:
+        return await self.decide(id, "reject", paths=paths)
+
+    async def edit(self, id: str, edits: dict[str, bytes | None]) -> WaitingChange:
+        return await self.decide(id, "edit", paths=list(edits), edits=edits)
+
+    async def set_review(self, space: str, mode: ReviewMode) -> None:
+        require(self.role, "set-review")
+        await self._reviewing().set_review(self.org_space(space), mode, by=self.by)
+
+    async def history(self, space: str, path: str, *, user: str | None = None) -> list[Revision]:
+        if user is None:
+            require(self.role, "read")
+            ref = self.org_space(space)
+        else:
+            require(self.role, "open")
+            ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
+        return await self.store.history(ref, path)
+
+    async def restore(self, space: str, path: str, revision: str) -> Stored:
+        require(self.role, "restore")
+        return await self.store.restore(self.org_space(space), path, revision, by=self.by)
+
+    async def forget(self, space: str, path: str, *, user: str | None = None) -> Stored:
+        if user is None:
+            require(self.role, "forget")
+            ref = self.org_space(space)
+        else:
+            require(self.role, "forget-user")
+            ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
+        return await self.store.forget_file(ref, path, by=self.by)
+
+    async def forget_user(self, user: str) -> list[SpaceRef]:
+        require(self.role, "forget-user")
+        return await self.store.forget_user(user, self.org, by=self.by)
+
+    async def files(self, space: str) -> dict[str, bytes]:
+        require(self.role, "read")
+        return await self.store.files(self.org_space(space))
+
+    async def people(self) -> list[dict[str, object]]:
+        """Who has memory and how full it is, as this role may see it."""
+        require(self.role, "read")
+        return people_view(self.role, await self.store.people(self.org))
+
+    async def open_person(self, user: str) -> dict[str, dict[str, bytes]]:
+        """An admin opens a person's memory; the store records it in the audit log."""
+        require(self.role, "open")
+        return await self.store.open_person(user, self.org, by=self.by)
+
+    async def audit(self) -> list[AuditEntry]:
+        require(self.role, "open")
+        return await self.store.audit(org=self.org)
+
+
+def act_as(store: Store, actor: str, role: Role, *, org: str = DEFAULT_ORG) -> Acting:
+    """A person's hands on ``store``: every method checks the role first."""
+    return Acting(store, actor, role, org=org)
+
+
+__all__ = ["Acting", "act_as"]
