@@ -18,7 +18,7 @@ import trio
 
 from memfs.core.diff import diff_touched
 from memfs.core.errors import MemfsError, NotFound
-from memfs.core.models import ChangeSet, Loaded, SpaceResult
+from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, SnapshotFile
 
@@ -150,6 +150,20 @@ class OverlayWorkspace:
         if tree is not None and tree.turn is not None:
             return tree.turn.access_log()
         return self._access.get(session, {})
+
+    def access(self, session: str) -> dict[str, TraceFile]:
+        """The ending turn's access log, as the store keeps it in the turn's trace."""
+        return {
+            key: TraceFile(
+                read=entry.read,
+                opened=entry.opened,
+                wrote=entry.wrote,
+                created=entry.created,
+                deleted=entry.deleted,
+                renamed_from=entry.renamed_from,
+            )
+            for key, entry in self.access_log(session).items()
+        }
 
     async def close(self, session: str) -> None:
         tree = self.overlay.sessions.get(session)

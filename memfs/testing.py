@@ -13,7 +13,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memfs.core.errors import IllegalTransition, NotFound
-from memfs.core.models import DEFAULT_ORG, By, ChangeSet, Provenance, SpaceRef, Stored, now
+from memfs.core.models import (
+    DEFAULT_ORG,
+    By,
+    ChangeSet,
+    Provenance,
+    SpaceRef,
+    Stored,
+    Trace,
+    TraceFile,
+    TraceMount,
+    now,
+)
 from memfs.core.review import ReviewMode
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.memory import MemoryStore
@@ -394,6 +405,68 @@ async def check_forget_user_leaves_other_people_and_orgs(store: Store) -> None:
     assert set(await store.spaces()) == {CAROL, dana_elsewhere, ORG, NOTES}
 
 
+# Traces: what each turn saw and did, kept by managed stores.
+
+
+def _trace(session: str, turn: str, mounts: dict[str, SpaceRef]) -> Trace:
+    """A trace mounting ``mounts``, each with one snapshot file the turn read."""
+    return Trace(
+        session=session,
+        turn=turn,
+        prompt=f"prompt of {turn}",
+        mounts={
+            name: TraceMount(
+                ref=ref,
+                read_only=False,
+                from_last_known_copy=False,
+                snapshot={f"{name}-file.md": f"rev-{name}"},
+                status="saved",
+                saved=(f"{name}-file.md",),
+            )
+            for name, ref in mounts.items()
+        },
+        files={
+            f"{name}/{name}-file.md": TraceFile(read=f"rev-{name}", opened=True, wrote=True)
+            for name in mounts
+        },
+    )
+
+
+async def check_traces_are_kept_per_turn_oldest_first(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    assert await store.traces() == []
+    first = _trace("s1", "t1", {"rules": ORG, "me": DANA})
+    second = _trace("s2", "t1", {"me": CAROL})
+    third = _trace("s1", "t2", {"rules": ORG})
+    for trace in (first, second, third):
+        await store.record_trace(trace)
+    assert await store.traces() == [first, second, third]
+    assert await store.traces(session="s1") == [first, third]
+    assert await store.traces(session="nobody") == []
+
+
+async def check_forget_user_removes_the_person_from_stored_traces(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    dana_elsewhere = DANA.model_copy(update={"org": "bank-2"})
+    await _save(store, DANA, ChangeSet(created={"me-file.md": b"dana's"}))
+    shared = _trace("s1", "t1", {"rules": ORG, "me": DANA, "carol": CAROL})
+    only_dana = _trace("s1", "t2", {"me": DANA})
+    elsewhere = _trace("s2", "t1", {"me": dana_elsewhere})
+    for trace in (shared, only_dana, elsewhere):
+        await store.record_trace(trace)
+
+    await store.forget_user("dana", "bank-1", by=ADA)
+
+    kept = await store.traces()
+    assert [(t.session, t.turn) for t in kept] == [("s1", "t1"), ("s1", "t2"), ("s2", "t1")]
+    # Other people's mounts and the org's stay, with everything the turn did to them.
+    assert kept[0].mounts == {n: m for n, m in shared.mounts.items() if n != "me"}
+    assert kept[0].files == {k: f for k, f in shared.files.items() if not k.startswith("me/")}
+    assert (kept[1].mounts, kept[1].files) == ({}, {})
+    # The same person in another org is someone else's record to keep.
+    assert kept[2] == elsewhere
+
+
 # The audit log: every sensitive act of a managed store, with actor and time.
 
 
@@ -769,6 +842,10 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "people_lists_user_spaces_with_their_live_size": (
         check_people_lists_user_spaces_with_their_live_size
+    ),
+    "traces_are_kept_per_turn_oldest_first": check_traces_are_kept_per_turn_oldest_first,
+    "forget_user_removes_the_person_from_stored_traces": (
+        check_forget_user_removes_the_person_from_stored_traces
     ),
 }
 

@@ -42,6 +42,8 @@ from memfs.core.models import (
     Provenance,
     SpaceRef,
     SpaceResult,
+    Trace,
+    TraceMount,
     TurnContext,
 )
 from memfs.core.names import check_identity
@@ -58,7 +60,7 @@ from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
 from memfs.seeds import SeedRecord, read_seed, sync_seed
 from memfs.sources import AppSource, Source, StoreSource
-from memfs.stores.base import Store
+from memfs.stores.base import ManagedStore, Store
 from memfs.workspace import CopyWorkspace, Workspace
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
@@ -540,9 +542,41 @@ class Memory:
                 )
                 turn.done[name] = spaces[name]
                 await self.workspace.record(turn, name, spaces[name])
+            if isinstance(self.store, ManagedStore):
+                await self._record_trace(self.store, turn, spaces)
         finally:
             await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, pending)
+
+    async def _record_trace(
+        self, store: ManagedStore, turn: Turn, spaces: Mapping[str, SpaceResult]
+    ) -> None:
+        """Give the store this turn's trace; a failure is reported, never fatal.
+
+        The turn's changes are already stored, so losing its trace must not
+        lose its result. App-defined dirs are not the store's, so they are left out.
+        """
+        try:
+            kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
+            files = {
+                key: entry
+                for key, entry in self.workspace.access(turn.session).items()
+                if key.split("/", 1)[0] in kept  # mount names are one segment
+            }
+            trace = Trace(
+                session=turn.session,
+                turn=turn.id,
+                prompt=turn.prompt,
+                mounts={
+                    name: _trace_mount(mount, spaces[name])
+                    for name, mount in kept.items()
+                    if name in spaces
+                },
+                files=files,
+            )
+            await store.record_trace(trace)
+        except Exception as exc:
+            await self._report(exc, "trace")
 
     async def _finish(
         self,
@@ -649,7 +683,23 @@ class Memory:
             error=_first_error(refused),
             errors=errors,
             revisions=stored.revisions,
+            change=stored.change,
         )
+
+
+def _trace_mount(mount: Mount, result: SpaceResult) -> TraceMount:
+    """One mount as the turn's trace keeps it: what it carried and what became of it."""
+    stored = result.status in ("saved", "waiting")
+    return TraceMount(
+        ref=mount.ref,
+        read_only=mount.read_only,
+        from_last_known_copy=mount.from_last_known_copy,
+        snapshot=dict(mount.snapshot),
+        status=result.status,
+        saved=tuple(p for p in result.changes.paths if p not in result.not_saved) if stored else (),
+        not_saved=result.not_saved,
+        change=result.change,
+    )
 
 
 def _first_error(refused: Mapping[str, MemfsError]) -> str | None:

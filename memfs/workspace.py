@@ -18,7 +18,7 @@ import trio
 from memfs import copymode
 from memfs.core.diff import diff
 from memfs.core.errors import MemfsError
-from memfs.core.models import ChangeSet, Loaded
+from memfs.core.models import ChangeSet, Loaded, TraceFile
 
 if TYPE_CHECKING:
     from memfs.core.models import SpaceResult
@@ -40,6 +40,14 @@ class Workspace(Protocol):
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         """One mount of an ending turn is done; a durable workspace remembers it."""
+        ...
+
+    def access(self, session: str) -> dict[str, TraceFile]:
+        """What the session's ending turn did to each file it touched, ``<mount>/<path>``.
+
+        Called as a turn ends, before ``close``; a workspace that cannot see
+        file access returns ``{}``.
+        """
         ...
 
     async def close(self, session: str) -> None:
@@ -85,6 +93,10 @@ class CopyWorkspace:
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         return None  # copy mode keeps nothing across processes
+
+    def access(self, session: str) -> dict[str, TraceFile]:
+        # Plain folders: reads leave no mark, and a scan sees only the end state.
+        return {}
 
     async def close(self, session: str) -> None:
         for key in [key for key in self._base if key[0] == session]:

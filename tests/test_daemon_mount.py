@@ -470,3 +470,25 @@ async def test_two_conversations_editing_one_org_file_through_the_mount_both_wai
         fresh = await start(daemon, "four")
         assert (await sh("cat rules/a.md", fresh)).stdout == b"from-one\n"
         await daemon.service.end_turn("four")
+
+
+async def test_a_file_read_through_the_mount_is_in_the_stored_trace_with_its_revision(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await turn(daemon, "echo rule > lending-rules/rules.md")
+        root = await start(daemon, "s2")
+        mount = daemon.service.memory.open_turn("s2").mounts["lending-rules"]
+        await sh("cat lending-rules/rules.md > /dev/null", root)
+        await daemon.service.end_turn("s2")
+        store = daemon.service.memory.store
+        assert isinstance(store, memfs.ManagedStore)
+        [trace] = await store.traces(session="s2")
+        seen = trace.files["lending-rules/rules.md"]
+        assert (
+            seen.read
+            == mount.snapshot["rules.md"]
+            == trace.mounts["lending-rules"].snapshot["rules.md"]
+        )
+        assert seen.opened and not seen.wrote
+        assert trace.mounts["lending-rules"].status == "saved"

@@ -17,7 +17,17 @@ import pytest
 import trio
 
 from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Stored, digest
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    Provenance,
+    SpaceRef,
+    Stored,
+    Trace,
+    TraceFile,
+    TraceMount,
+    digest,
+)
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
 from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
@@ -408,6 +418,90 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
     assert await store.user_files(who, "bank-1") == {}
     assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
     await store.aclose()
+
+
+async def test_forgotten_user_file_names_cannot_be_read_back_from_stored_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above: switch off the zeroing some SQLite builds do by default, so
+    # this proves the store itself leaves no old trace bytes behind.
+    connect = sqlite3.connect
+
+    def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_without_secure_delete)
+    path = tmp_path / "memfs.db"
+    secret = "diagnosis-gecko-8e21.md"  # a file name of the person's memory
+    rules = SpaceRef(layer="org", space="lending-rules", org="bank-1")
+
+    def trace(turn: str, org_path: str) -> Trace:
+        return Trace(
+            session="s1",
+            turn=turn,
+            prompt="check the rules",
+            mounts={
+                "me": TraceMount(
+                    ref=DANA,
+                    read_only=False,
+                    from_last_known_copy=False,
+                    snapshot={secret: "7"},
+                    status="saved",
+                    saved=(secret,),
+                ),
+                "rules": TraceMount(
+                    ref=rules,
+                    read_only=True,
+                    from_last_known_copy=False,
+                    snapshot={org_path: "3"},
+                    status="saved",
+                ),
+            },
+            files={f"me/{secret}": TraceFile(wrote=True), f"rules/{org_path}": TraceFile(read="3")},
+        )
+
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={secret: b"x"}))
+    await store.record_trace(trace("t1", "heron-rules.md"))
+    # Into the main file's pages, as in a store that has run for a while.
+    await store.aclose()
+    assert secret.encode() in path.read_bytes()
+
+    store = SqliteStore(path)
+    await store.record_trace(trace("t2", "egret-rules.md"))  # only in the log so far
+    assert secret.encode() in _wal(path).read_bytes()
+
+    await store.forget_user("dana", "bank-1", by=None)
+
+    after = _file_bytes(path)
+    assert secret.encode() not in after
+    # The org's part of each trace is still there, in the file and through the store.
+    assert b"heron-rules.md" in after and b"egret-rules.md" in after
+    kept = await store.traces()
+    assert [set(t.mounts) for t in kept] == [{"rules"}, {"rules"}]
+    assert [set(t.files) for t in kept] == [{"rules/heron-rules.md"}, {"rules/egret-rules.md"}]
+    await store.aclose()
+
+
+async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memfs.db"
+    with raw(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        for step in MIGRATIONS[:3]:
+            step(conn)
+        conn.execute("PRAGMA user_version = 3")
+        conn.execute("COMMIT")
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={"a.md": b"a"}))
+    assert await store.traces() == []
+    assert await store.files(DANA) == {"a.md": b"a"}
+    await store.aclose()
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 REVIEWER = By(id="ada", label="Ada", role="member")

@@ -90,4 +90,4 @@ async def test_migration_from_v2_adds_an_empty_audit_log_and_keeps_files(tmp_pat
     assert [e.action for e in await store.audit()] == ["forget"]
     await store.aclose()
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

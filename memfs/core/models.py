@@ -238,6 +238,7 @@ class SpaceResult(Frozen):
     error: str | None = None
     errors: dict[str, str] = Field(default_factory=dict)
     revisions: dict[str, str] = Field(default_factory=dict)
+    change: str | None = None  # the change this turn's edit went into, if the store holds one
 
     def summary(self) -> dict[str, Any]:
         """The JSON shape the CLI and control API print."""
@@ -247,6 +248,73 @@ class SpaceResult(Frozen):
             "not_saved": list(self.not_saved),
             "error": self.error,
         }
+
+
+class TraceFile(Frozen):
+    """What a turn did to one file, as the filesystem saw it.
+
+    ``read`` is the snapshot revision the turn read, if it read the file
+    before changing it. Copy mode cannot see reads, so its traces have none.
+    """
+
+    read: str | None = None
+    opened: bool = False
+    wrote: bool = False
+    created: bool = False
+    deleted: bool = False
+    renamed_from: str | None = None
+
+
+class TraceMount(Frozen):
+    """One space a turn mounted: what it loaded (``snapshot``) and what ending did with it."""
+
+    ref: SpaceRef
+    read_only: bool
+    from_last_known_copy: bool
+    snapshot: dict[str, str]  # path -> the revision the turn carried
+    status: Status
+    saved: tuple[str, ...] = ()
+    not_saved: tuple[str, ...] = ()
+    change: str | None = None  # the waiting (or listed) change, if the store holds one
+
+
+class Trace(Frozen):
+    """What one turn saw and did: the record a managed store keeps of every turn.
+
+    ``files`` is keyed ``<mount name>/<path in the space>``, so forgetting a
+    person can drop every entry of their mounts by name.
+    """
+
+    session: str
+    turn: str
+    prompt: str | None
+    at: datetime = Field(default_factory=now)
+    mounts: dict[str, TraceMount]
+    files: dict[str, TraceFile]
+
+    def without_user(self, user: str, org: str) -> Trace | None:
+        """This trace with nothing left of ``user``'s own memory in ``org``; None if it had none.
+
+        Their mounts go, and every file entry under those mounts, so neither
+        the names of their files nor the revisions the turn carried remain.
+        """
+        gone = {
+            name
+            for name, mount in self.mounts.items()
+            if mount.ref.layer == "user" and mount.ref.org == org and mount.ref.user == user
+        }
+        if not gone:
+            return None
+        return self.model_copy(
+            update={
+                "mounts": {n: m for n, m in self.mounts.items() if n not in gone},
+                "files": {
+                    key: entry
+                    for key, entry in self.files.items()
+                    if not any(key == name or key.startswith(f"{name}/") for name in gone)
+                },
+            }
+        )
 
 
 __all__ = [
@@ -269,6 +337,9 @@ __all__ = [
     "Status",
     "StoreStatus",
     "Stored",
+    "Trace",
+    "TraceFile",
+    "TraceMount",
     "TurnContext",
     "digest",
     "now",

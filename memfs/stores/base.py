@@ -22,6 +22,7 @@ from memfs.core.models import (
     Revision,
     SpaceRef,
     Stored,
+    Trace,
 )
 from memfs.core.review import ReviewMode, WaitingChange
 
@@ -96,10 +97,21 @@ class ManagedStore(Store, Protocol):
 
         Files, every revision and anything else the store keeps of those
         spaces are purged, as ``forget_file`` purges one file, so nothing of
-        them can be read back. Returns the spaces that held anything, sorted;
-        an empty list if none did (not an error). Other people and other orgs
-        are untouched.
+        them can be read back. Stored traces that mounted those spaces are
+        rewritten in the same transaction without those mounts and their file
+        entries; the rest of each trace (other people, the org) stays.
+
+        Returns the spaces that held anything, sorted; an empty list if none
+        did (not an error). Other people and other orgs are untouched.
         """
+        ...
+
+    async def record_trace(self, trace: Trace) -> None:
+        """Keep what one turn saw and did (the turn engine calls this as a turn ends)."""
+        ...
+
+    async def traces(self, *, session: str | None = None) -> list[Trace]:
+        """Every kept trace (of ``session``, or all), oldest first."""
         ...
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:

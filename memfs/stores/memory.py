@@ -22,6 +22,7 @@ from memfs.core.models import (
     Revision,
     SpaceRef,
     Stored,
+    Trace,
     digest,
     now,
 )
@@ -65,6 +66,7 @@ class MemoryStore:
         self._review: dict[SpaceRef, ReviewMode] = {}
         # Append-only: entries are added by the acts below and never changed or removed.
         self._audit: list[AuditEntry] = []
+        self._traces: list[Trace] = []  # in the order turns ended
 
     def _log(
         self,
@@ -447,9 +449,17 @@ class MemoryStore:
         # Events keep content and prompts, and even a "purged" event names the
         # person, so every event of these spaces goes and none is added.
         self.events = [event for event in self.events if event.ref not in refs]
+        # Traces name the person's files and the revisions a turn carried of them.
+        self._traces = [trace.without_user(user, org) or trace for trace in self._traces]
         # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
         self._log("forget-user", org, by=by, target=user)
         return purged
+
+    async def record_trace(self, trace: Trace) -> None:
+        self._traces.append(trace)
+
+    async def traces(self, *, session: str | None = None) -> list[Trace]:
+        return [t for t in self._traces if session is None or t.session == session]
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
         found: dict[str, dict[str, bytes]] = {}

@@ -10,6 +10,7 @@ build it, and every read and write of it. These tables hold everything::
     changes          org changes held for review, one row each (schema 2)
     review_settings  a space's own review mode, which wins over a turn's (schema 2)
     audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3)
+    traces           what each turn saw and did, a ``Trace`` as JSON (schema 4)
 
 Revision ids and the ``edited`` number of every file put into a review
 change come from one sequence, ``clock``, so the review rules
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import sqlite3
 import threading
@@ -67,6 +69,7 @@ from memfs.core.models import (
     Revision,
     SpaceRef,
     Stored,
+    Trace,
     digest,
 )
 from memfs.core.names import check_identity, check_path
@@ -216,10 +219,33 @@ def _add_audit_table(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_SCHEMA_V4 = (
+    # Not tied to spaces by a foreign key: a trace spans several spaces, and
+    # forgetting a person rewrites the traces that mounted theirs (see
+    # _forget_user) rather than deleting the turn's record of everyone else.
+    """
+    CREATE TABLE traces (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session TEXT NOT NULL,
+        turn TEXT NOT NULL,
+        at TEXT NOT NULL,
+        data TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX traces_by_session ON traces (session, id)",
+)
+
+
+def _add_traces_table(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V4:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
     _add_audit_table,
+    _add_traces_table,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -579,9 +605,49 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
         # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
+    _forget_in_traces(conn, user, org)
     # The audit entry does name them, on purpose: an erasure must be accountable.
     _log(conn, "forget-user", org, by=by, target=user)
     return purged
+
+
+def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
+    """Rewrite every trace that mounted one of the person's spaces in ``org`` without them.
+
+    The row is updated in place; with ``secure_delete`` on, the space the old
+    JSON took is zeroed, and the purge's checkpoint empties the log after.
+    """
+    # A cheap text match narrows the rows to parse; the model decides exactly.
+    needle = '"user":' + json.dumps(user, ensure_ascii=False)
+    rows = conn.execute(
+        "SELECT id, data FROM traces WHERE instr(data, ?) > 0", (needle,)
+    ).fetchall()
+    for row in rows:
+        rewritten = Trace.model_validate_json(row["data"]).without_user(user, org)
+        if rewritten is not None:
+            conn.execute(
+                "UPDATE traces SET data = ? WHERE id = ?",
+                (rewritten.model_dump_json(), row["id"]),
+            )
+
+
+def _record_trace(conn: sqlite3.Connection, trace: Trace) -> None:
+    conn.execute(
+        "INSERT INTO traces (session, turn, at, data) VALUES (?, ?, ?, ?)",
+        (trace.session, trace.turn, _timestamp(trace.at), trace.model_dump_json()),
+    )
+
+
+def _traces(conn: sqlite3.Connection, session: str | None) -> list[Trace]:
+    query = "SELECT data FROM traces"
+    params: tuple[str, ...] = ()
+    if session is not None:
+        query += " WHERE session = ?"
+        params = (session,)
+    return [
+        Trace.model_validate_json(row["data"])
+        for row in conn.execute(query + " ORDER BY id", params)
+    ]
 
 
 def _user_files(conn: sqlite3.Connection, user: str, org: str) -> dict[str, dict[str, bytes]]:
@@ -1198,6 +1264,16 @@ class SqliteStore:
             lambda: self._purging(
                 lambda conn: _forget_user(conn, user, org, by), what="that person's memory"
             )
+        )
+
+    async def record_trace(self, trace: Trace) -> None:
+        await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _record_trace(conn, trace), write=True)
+        )
+
+    async def traces(self, *, session: str | None = None) -> list[Trace]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _traces(conn, session), write=False)
         )
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:

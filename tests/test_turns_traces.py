@@ -1,0 +1,93 @@
+"""Every turn leaves a trace in a managed store: what it loaded and what became of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import memfs
+from memfs.core.models import SpaceRef, Trace
+from memfs.stores.memory import MemoryStore
+from tests.test_turns_copy_mode import DANA, RULES, desk, seed
+
+ME = SpaceRef(layer="user", space="me", org="default", user="u_dana")
+
+
+async def test_a_turns_trace_names_its_snapshot_statuses_and_waiting_change(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    seed(store, RULES, {"rules.md": b"min score 600\n"})
+    memory = desk(store, tmp_path, review="person")
+    turn = await memory.start_turn("s1", DANA, prompt="raise the minimum")
+    snapshot = dict(turn.mounts["lending-rules"].snapshot)
+    (turn.mounts["lending-rules"].path / "rules.md").write_bytes(b"min score 620\n")
+    (turn.mounts["me"].path / "prefs.md").write_bytes(b"short answers\n")
+    result = await turn.end()
+
+    [trace] = await store.traces()
+    assert (trace.session, trace.turn, trace.prompt) == ("s1", turn.id, "raise the minimum")
+    rules = trace.mounts["lending-rules"]
+    assert rules.ref == RULES and rules.snapshot == snapshot == {"rules.md": "1"}
+    assert (rules.status, rules.saved) == ("waiting", ("rules.md",))
+    assert rules.change is not None and rules.change == result.spaces["lending-rules"].change
+    assert [c.id for c in await store.list_changes()] == [rules.change]
+    me = trace.mounts["me"]
+    assert (me.ref.layer, me.ref.user) == ("user", "u_dana")
+    assert (me.status, me.saved, me.change, me.snapshot) == ("saved", ("prefs.md",), None, {})
+    # Copy mode cannot see which files were read, so it records none.
+    assert trace.files == {}
+
+
+async def test_each_turn_adds_a_trace_in_order_and_read_only_turns_are_traced_too(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    memory = desk(store, tmp_path)
+    for session, body in [("s1", DANA), ("s2", {**DANA, "role": "officer"})]:
+        turn = await memory.start_turn(session, body)
+        await turn.end()
+    traces = await store.traces()
+    assert [t.session for t in traces] == ["s1", "s2"]
+    assert [t.mounts["lending-rules"].read_only for t in traces] == [False, True]
+
+
+async def test_persistent_dirs_are_left_out_of_the_trace(tmp_path: Path) -> None:
+    async def load(ctx: memfs.TurnContext) -> dict[str, str]:
+        return {"notes.md": "the app's own\n"}
+
+    async def keep(ctx: memfs.TurnContext, changes: memfs.ChangeSet, cursor: str | None) -> None:
+        return None
+
+    store = MemoryStore()
+    memory = memfs.Memory(
+        store,
+        [
+            memfs.user_memory(user="userId"),
+            memfs.persistent_dir(path="scratch", load=load, store=keep),
+        ],
+        workdir=tmp_path / "work",
+    )
+    turn = await memory.start_turn("s1", DANA)
+    await turn.end()
+    [trace] = await store.traces()
+    assert set(trace.mounts) == {"me"}
+
+
+class _TraceFails(MemoryStore):
+    async def record_trace(self, trace: Trace) -> None:
+        raise RuntimeError("trace table is gone")
+
+
+async def test_a_failure_to_keep_the_trace_is_reported_and_the_turn_still_saves(
+    tmp_path: Path,
+) -> None:
+    store = _TraceFails()
+    reported: list[tuple[str, str]] = []
+    memory = desk(store, tmp_path, on_error=lambda exc, where: reported.append((str(exc), where)))
+    turn = await memory.start_turn("s1", DANA)
+    (turn.mounts["me"].path / "prefs.md").write_bytes(b"kept\n")
+    result = await turn.end()
+    assert result.spaces["me"].status == "saved"
+    assert await store.files(ME) == {"prefs.md": b"kept\n"}
+    assert reported == [("trace table is gone", "trace")]
+    assert not turn.root.exists()
