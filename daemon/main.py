@@ -134,6 +134,10 @@ async def serve(
         raise ConfigError(f"cannot mount at {settings.mount_root}: {exc}") from exc
     try:
         service.recover()
+        try:
+            await memory.refresh_seeds()  # seed folders changed while the daemon was down
+        except Exception:
+            log.exception("could not check the seed folders at start")
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_control, control_app(service), settings.socket)
             nursery.start_soon(_stop_on_signals)

@@ -92,6 +92,16 @@ class SeedRecord:
         if path is not None and path.exists():
             self._seen = json.loads(path.read_text())
 
+    def refs(self) -> list[SpaceRef]:
+        """Every org space a seed was brought into (keys are ``org:<org>/<space>``)."""
+        found = []
+        for key in self._seen:
+            layer, _, rest = key.partition(":")
+            org, _, space = rest.partition("/")
+            if layer == "org" and org and space:
+                found.append(SpaceRef(layer="org", org=org, space=space))
+        return found
+
     def get(self, ref: SpaceRef) -> dict[str, str] | None:
         return self._seen.get(str(ref))
 

@@ -465,8 +465,21 @@ class Memory:
         ]
 
     async def refresh_seeds(self) -> None:
-        """Check every seed against the spaces it was brought into, now rather than next turn."""
-        for ref, folder in list(self._seeded.items()):
+        """Check every seed against the spaces it was brought into, now rather than next turn.
+
+        Spaces seeded before this process started are known from the seed
+        record, so a change made to a folder while nothing ran is caught here.
+        """
+        folders = {
+            spec.space: Path(spec.seed)
+            for spec in self.specs
+            if isinstance(spec, OrgMemory) and spec.seed is not None
+        }
+        targets = dict(self._seeded)
+        for ref in self._seeds.refs():
+            if ref not in targets and ref.space in folders:
+                targets[ref] = folders[ref.space]
+        for ref, folder in targets.items():
             await self._sync_seed(ref, folder)
 
     def source_for(

@@ -80,3 +80,17 @@ async def test_an_edit_in_code_waits_as_one_change_and_never_overwrites_what_was
 async def test_a_missing_seed_folder_fails_at_start(tmp_path: Path) -> None:
     with pytest.raises(memfs.ConfigError):
         desk(MemoryStore(), tmp_path, tmp_path / "no-such-folder")
+
+
+async def test_a_seed_changed_while_nothing_ran_is_proposed_at_the_start_up_check(
+    tmp_path: Path,
+) -> None:
+    mem = test_memory()
+    folder = seed_folder(tmp_path, {"income.md": "two years\n"})
+    turn = await desk(mem.store, tmp_path, folder).start_turn("s1", {})
+    await turn.end()
+    (folder / "income.md").write_text("three years\n")  # while nothing runs
+    restarted = desk(mem.store, tmp_path, folder)
+    await restarted.refresh_seeds()  # what the daemon does at start, before any turn
+    [change] = mem.waiting()
+    assert change["files"] == {"income.md": b"three years\n"}
