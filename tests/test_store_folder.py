@@ -243,7 +243,7 @@ async def test_folder_store_skips_non_utf8_names_on_load(tmp_path: Path) -> None
             f.write(b"bad")
         os.mkdir(space + b"/dir-\xfe")
     except OSError as exc:  # some filesystems refuse such names outright
-        pytest.skip(f"this filesystem refuses non-UTF-8 names: {exc}")
+        pytest.skip(f"this filesystem rejects non-UTF-8 names: {exc}")
     with open(space + b"/dir-\xfe/inner.md", "wb") as f:
         f.write(b"inner")
     loaded = await store.load(ORG, "s1")
