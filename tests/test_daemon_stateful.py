@@ -1,0 +1,217 @@
+"""fsx-style: random operations on the mount and on a native directory, side by side.
+
+A hypothesis state machine opens, writes at offsets, truncates, renames,
+unlinks, makes and removes folders, on a real mount (the daemon runs as its
+own process, with caching on exactly as in production) and on a native
+directory. Every read and every error must match; at the end the trees must
+match and the turn's change set must be exactly the difference from the
+snapshot. Fixed seed, bounded steps.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from memfs.client import Client
+from memfs.core.diff import diff
+from memfs.core.errors import DaemonUnavailable
+from tests.daemon_harness import require_fuse
+
+FILES = ["a", "b", "d/c", "d/e/f", "e"]
+DIRS = ["d", "d/e", "g"]
+PATHS = FILES + DIRS
+BODY = {"userId": "u1", "name": "U"}
+
+CONFIG = """
+mount_root = "{root}/mnt"
+state_dir = "{root}/state"
+
+[[memory]]
+layer = "user"
+space = "me"
+"""
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    require_fuse()
+    root = tmp_path_factory.mktemp("stateful")
+    (root / "memfs.toml").write_text(CONFIG.format(root=root))
+    log = open(root / "daemon.log", "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(root / "memfs.toml")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with Client(root / "state" / "memfs.sock") as client:
+                    client.status()
+                break
+            except DaemonUnavailable:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        yield root
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def outcome(action: object) -> object:
+    """What an operation gave: its result, or the errno it failed with."""
+    try:
+        return ("ok", action())  # type: ignore[operator]
+    except OSError as exc:
+        return ("error", errno.errorcode.get(exc.errno or 0, exc.errno))
+
+
+def tree(root: Path) -> tuple[dict[str, bytes], set[str]]:
+    files: dict[str, bytes] = {}
+    dirs: set[str] = set()
+    for dirpath, dirnames, names in os.walk(root):
+        for name in dirnames:
+            dirs.add(str((Path(dirpath) / name).relative_to(root)))
+        for name in names:
+            full = Path(dirpath) / name
+            files[str(full.relative_to(root))] = full.read_bytes()
+    return files, dirs
+
+
+def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path) -> None:
+    counter = iter(range(10_000))
+
+    class SideBySide(RuleBasedStateMachine):
+        @initialize()
+        def start(self) -> None:
+            n = next(counter)
+            self.session = f"fsx-{n}"
+            self.native = tmp_path / f"native-{n}"
+            self.native.mkdir()
+            self.client = Client(daemon / "state" / "memfs.sock")
+            started = self.client.start_turn(self.session, BODY)
+            self.mount = Path(started.mounts["me"].path)
+            self.base, _ = tree(self.mount)
+            # Begin from what the store holds (earlier examples saved into it).
+            for path, content in self.base.items():
+                (self.native / path).parent.mkdir(parents=True, exist_ok=True)
+                (self.native / path).write_bytes(content)
+
+        def both(self, op: object) -> None:
+            native = outcome(lambda: op(self.native))  # type: ignore[operator]
+            mounted = outcome(lambda: op(self.mount))  # type: ignore[operator]
+            assert mounted == native
+
+        @rule(path=st.sampled_from(FILES), offset=st.integers(0, 64), data=st.binary(max_size=24))
+        def write(self, path: str, offset: int, data: bytes) -> None:
+            def op(root: Path) -> int:
+                fd = os.open(root / path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    return os.pwrite(fd, data, offset)
+                finally:
+                    os.close(fd)
+
+            self.both(op)
+
+        @rule(path=st.sampled_from(FILES), data=st.binary(max_size=16))
+        def append(self, path: str, data: bytes) -> None:
+            def op(root: Path) -> int:
+                fd = os.open(root / path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    return os.write(fd, data)
+                finally:
+                    os.close(fd)
+
+            self.both(op)
+
+        @rule(path=st.sampled_from(FILES), data=st.binary(max_size=16))
+        def replace_whole(self, path: str, data: bytes) -> None:
+            self.both(lambda root: (root / path).write_bytes(data))
+
+        @rule(path=st.sampled_from(FILES), size=st.integers(0, 80))
+        def truncate(self, path: str, size: int) -> None:
+            self.both(lambda root: os.truncate(root / path, size))
+
+        @rule(path=st.sampled_from(PATHS))
+        def read(self, path: str) -> None:
+            self.both(lambda root: (root / path).read_bytes())
+
+        @rule(src=st.sampled_from(PATHS), dst=st.sampled_from(PATHS))
+        def rename(self, src: str, dst: str) -> None:
+            self.both(lambda root: os.rename(root / src, root / dst))
+
+        @rule(path=st.sampled_from(PATHS))
+        def unlink(self, path: str) -> None:
+            self.both(lambda root: os.unlink(root / path))
+
+        @rule(path=st.sampled_from(DIRS + FILES))
+        def mkdir(self, path: str) -> None:
+            self.both(lambda root: os.mkdir(root / path))
+
+        @rule(path=st.sampled_from(DIRS + FILES))
+        def rmdir(self, path: str) -> None:
+            self.both(lambda root: os.rmdir(root / path))
+
+        @rule(path=st.sampled_from(PATHS))
+        def stat_size(self, path: str) -> None:
+            self.both(lambda root: (os.stat(root / path).st_size, os.path.isdir(root / path)))
+
+        @invariant()
+        @precondition(lambda self: hasattr(self, "mount"))
+        def listings_match(self) -> None:
+            self.both(lambda root: sorted(os.listdir(root)))
+
+        def teardown(self) -> None:
+            if not hasattr(self, "mount"):
+                return
+            after, native_dirs = tree(self.native)
+            mounted, mounted_dirs = tree(self.mount)
+            ended = self.client.end_turn(self.session)
+            self.client.close_session(self.session)
+            self.client.close()
+            shutil.rmtree(self.native)
+            assert mounted == after
+            assert mounted_dirs == native_dirs
+            expected = diff(self.base, after)
+            me = ended.spaces["me"]
+            assert me.status == "saved"
+            assert (me.created, me.updated, me.deleted) == (
+                sorted(expected.created),
+                sorted(expected.updated),
+                sorted(expected.deleted),
+            )
+
+    run_state_machine_as_test(
+        SideBySide,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            derandomize=True,  # a fixed seed: the same sequences every run
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        ),
+    )
