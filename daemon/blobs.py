@@ -10,6 +10,7 @@ the same space share one copy.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,8 +43,10 @@ class BlobCache:
                 continue
             seen.add(sha)
             target.parent.mkdir(exist_ok=True)
-            tmp = target.with_name(f".{sha}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
+            # A name of its own: two turns starting at once may write the same blob.
+            fd, name = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=target.parent)
+            tmp = Path(name)
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
             pending.append((tmp, target))
         if pending:

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # fuse3 and libfuse3-dev for the daemon's FUSE mounts (pyfuse3 builds against libfuse3);
 # git, tar and procps for the tests that drive real tools inside a mount.
 APT_PACKAGES=(python3 python3-venv python3-pip python3-dev gcc pkg-config fuse3 libfuse3-dev
+  fuse-overlayfs
   bash coreutils sed grep git tar procps)
 
 missing=()
@@ -25,5 +26,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q -e '.[dev,bench]'
 echo "setup: memfs $(.venv/bin/python -c 'import memfs; print(memfs.__version__)') in .venv"

@@ -1,0 +1,545 @@
+"""The memfs benchmark suite: memfs against a native directory and fuse-overlayfs, in one run.
+
+Every workload runs on three trees, interleaved (native, fuse-overlayfs, memfs,
+native, ...), and the table reports medians and ratios:
+
+- **native**: the space's files in a local directory (the physical limit);
+- **fuse-overlayfs**: the C FUSE overlay, a snapshot as lower dir and an empty
+  upper dir (skipped, and said so, when ``fuse-overlayfs`` is not installed);
+- **memfs**: a real turn on the in-process daemon with the SQLite store.
+
+Turn costs compare memfs with copy mode; a concurrency run and a memory (RSS)
+reading complete the suite. Timings are reported, never asserted.
+
+    /work/venv/bin/python bench/run.py [--quick] [--runs N] [--out DIR]
+
+The daemon's FUSE handlers run in this process's trio loop, so every access to
+a mount goes through a subprocess (``trio.run_process``), never a blocking call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+import memfs
+from memfs.api.models import StartTurnRequest, TurnEnded
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.stores.sqlite import SqliteStore
+from memfsd.main import Settings, serve
+from memfsd.service import DaemonService
+
+WORD = "needle"
+SPACE = "bench"
+MIB = 1024 * 1024
+INSTALL_HINT = "apt-get install -y fuse-overlayfs"
+TREES = ("native", "fuse-overlayfs", "memfs")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each workload is: the full suite or ``--quick``."""
+
+    files: int
+    big_mib: int
+    creates: int
+    seds: int
+    turn_spaces: tuple[int, ...]
+    sessions: int
+    turns: int
+    rss_sessions: int
+    rss_space: int = 1000
+
+
+FULL = Sizes(2000, 100, 1000, 40, (100, 1000, 10_000), 50, 20, 100)
+QUICK = Sizes(200, 4, 100, 40, (100, 1000), 5, 3, 10)
+
+
+def body(org: str) -> dict[str, str]:
+    """The extra body of a turn: the org id picks which seeded space the ``bench`` mount is."""
+    return {"userId": "u1", "name": "Bench", "orgId": org}
+
+
+def corpus(files: int, folders: int = 50, size: int = 2048) -> dict[str, bytes]:
+    """``files`` notes of ``size`` bytes in ``folders`` folders under ``notes/``; some hold WORD."""
+    out = {}
+    for i in range(files):
+        line = f"file {i} of the bench corpus; "
+        text = (line * (size // len(line) + 1))[: size - 8]
+        if i % 97 == 0:
+            text = text[:100] + WORD + text[106:]
+        out[f"notes/folder-{i % folders:02}/note-{i:05}.md"] = text.encode() + b"\n" * 8
+    return out
+
+
+def big_file(mib: int) -> bytes:
+    """A big file of ``mib`` MiB, not all zeros."""
+    block = bytes(range(256)) * 4096  # 1 MiB
+    return block * mib
+
+
+async def seed(db: Path, org: str, files: dict[str, bytes]) -> None:
+    """Store ``files`` as version 1 of the ``bench`` space of ``org``."""
+    store = SqliteStore(db)
+    try:
+        ref = SpaceRef(layer="org", space=SPACE, org=org)
+        await store.put(ref, ChangeSet(created=files), provenance=Provenance(origin="code"))
+    finally:
+        await store.aclose()
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` under ``root`` (blocking: only for native directories)."""
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(content)
+
+
+async def sh(script: str, cwd: Path) -> int:
+    """Run ``script`` in bash in ``cwd`` as a subprocess; return its exit code."""
+    done = await trio.run_process(
+        ["bash", "-c", script], cwd=cwd, capture_stdout=True, capture_stderr=True, check=False
+    )
+    if done.returncode != 0:
+        print(f"  ! exit {done.returncode} in {cwd}: {script[:80]}", file=sys.stderr)
+        print("   ", done.stderr.decode(errors="replace")[:400], file=sys.stderr)
+    return done.returncode
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> float:
+    """Seconds ``fn`` took."""
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
+
+
+def workloads(sizes: Sizes) -> list[tuple[str, str]]:
+    """The shell workloads, in order: (row label, bash script run in the tree's root)."""
+    sed_files = " ".join(
+        f"notes/folder-{i % 50:02}/note-{i:05}.md" for i in range(0, sizes.files, sizes.files // 40)
+    )
+    sed_files = " ".join(sed_files.split()[: sizes.seds])
+    mib = sizes.big_mib
+    return [
+        (f"grep -r ({sizes.files} files), first pass", f"grep -r -c {WORD} notes > /dev/null"),
+        (f"grep -r ({sizes.files} files), second pass", f"grep -r -c {WORD} notes > /dev/null"),
+        (f"cat every file ({sizes.files})", "find notes -type f -exec cat {} + > /dev/null"),
+        (f"ls -lR ({sizes.files} files)", "ls -lR notes > /dev/null"),
+        (
+            f"create {sizes.creates} files",
+            f"mkdir new && cd new && for i in $(seq 1 {sizes.creates}); do echo x > f$i; done",
+        ),
+        (f"sed -i on {sizes.seds} files", f"sed -i 's/corpus/corpus/' {sed_files}"),
+        (f"dd write {mib} MiB", f"dd if=/dev/zero of=out.bin bs=1M count={mib} status=none"),
+        (f"dd read {mib} MiB, first pass", "dd if=big.bin of=/dev/null bs=1M status=none"),
+        (f"dd read {mib} MiB, second pass", "dd if=big.bin of=/dev/null bs=1M status=none"),
+    ]
+
+
+@dataclass
+class Results:
+    """Every measurement of a run, in seconds unless named otherwise."""
+
+    times: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    errors: int = 0
+    concurrency: dict[str, float] = field(default_factory=dict)
+    rss: dict[str, float] = field(default_factory=dict)
+
+    def add(self, row: str, tree: str, seconds: float) -> None:
+        self.times.setdefault((row, tree), []).append(seconds)
+
+    def median(self, row: str, tree: str) -> float | None:
+        values = self.times.get((row, tree))
+        return statistics.median(values) if values else None
+
+
+def mounts_under(base: Path) -> list[str]:
+    """Mount points under ``base``, deepest first (from /proc/mounts)."""
+    found = []
+    with open("/proc/mounts") as table:
+        for line in table:
+            point = line.split()[1].replace("\\040", " ")
+            if point.startswith(str(base)):
+                found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+async def unmount(point: Path) -> None:
+    """Unmount a FUSE mount we made (fuse-overlayfs), lazily if it is busy."""
+    done = await trio.run_process(["fusermount3", "-u", str(point)], check=False)
+    if done.returncode != 0:
+        await trio.run_process(["fusermount3", "-u", "-z", str(point)], check=False)
+
+
+async def drop_caches() -> None:
+    """Drop the page cache so first passes are cold (needs root; ignored otherwise)."""
+    await trio.run_process(
+        ["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"],
+        check=False,
+        capture_stderr=True,
+    )
+
+
+def outcome_errors(ended: TurnEnded) -> int:
+    """How many spaces of an ended turn report an error or unsaved files."""
+    return sum(
+        1
+        for space in ended.spaces.values()
+        if space.error or space.errors or space.not_saved or space.conflicts
+    )
+
+
+async def tree_workloads(
+    service: DaemonService, base: Path, sizes: Sizes, runs: int, overlay: bool, res: Results
+) -> None:
+    """The shell workloads on native, fuse-overlayfs and memfs, interleaved, ``runs`` times."""
+    native, snap = base / "native", base / "snap"
+    scripts = workloads(sizes)
+    for run in range(runs):
+        print(f"run {run + 1}/{runs}: workloads", file=sys.stderr)
+        await drop_caches()
+        trees: dict[str, Path] = {"native": native}
+        ovl = base / "ovl"
+        if overlay:
+            for part in ("up", "wk", "mnt"):
+                (ovl / part).mkdir(parents=True, exist_ok=True)
+            options = f"lowerdir={snap},upperdir={ovl / 'up'},workdir={ovl / 'wk'}"
+            await trio.run_process(["fuse-overlayfs", "-o", options, str(ovl / "mnt")])
+            trees["fuse-overlayfs"] = ovl / "mnt"
+        session = f"w{run}"
+        started = await service.start_turn(StartTurnRequest(session=session, extra_body=body("w")))
+        trees["memfs"] = Path(started.mounts[SPACE].path)
+        try:
+            for label, script in scripts:
+                for tree in TREES:
+                    if tree in trees:
+                        spent = await timed(lambda s=script, t=trees[tree]: sh(s, t))
+                        res.add(label, tree, spent)
+            for root in trees.values():
+                await sh("rm -rf new out.bin", root)
+        finally:
+            if overlay and (ovl / "mnt") in [Path(p) for p in mounts_under(ovl)]:
+                await unmount(ovl / "mnt")
+            shutil.rmtree(ovl, ignore_errors=True)
+            res.errors += outcome_errors(await service.end_turn(session))
+            await service.close_session(session)
+
+
+async def turn_costs(
+    service: DaemonService, base: Path, db: Path, sizes: Sizes, runs: int, res: Results
+) -> None:
+    """Turn start + end with 10 changed files: memfs against copy mode, per space size."""
+    spec = memfs.org_memory(space=SPACE, org="orgId", review="none")
+    copy = memfs.Memory(SqliteStore(db), [spec], workdir=base / "copy", limits=LIMITS)
+    try:
+        for run in range(runs):
+            for n in sizes.turn_spaces:
+                print(f"run {run + 1}/{runs}: turns on {n} files", file=sys.stderr)
+                org = f"t{n}"
+                script = "; ".join(
+                    f"echo x{run} >> notes/folder-{i:02}/note-{i:05}.md" for i in range(10)
+                )
+
+                async def daemon_turn(org: str = org, script: str = script, run: int = run) -> None:
+                    session = f"{org}-d{run}"
+                    request = StartTurnRequest(session=session, extra_body=body(org))
+                    started = await service.start_turn(request)
+                    res.errors += await sh(script, Path(started.mounts[SPACE].path)) != 0
+                    res.errors += outcome_errors(await service.end_turn(session))
+
+                async def copy_turn(org: str = org, script: str = script, run: int = run) -> None:
+                    turn = await copy.start_turn(f"{org}-c{run}", body(org))
+                    res.errors += await sh(script, Path(turn.mounts[SPACE].path)) != 0
+                    await turn.end()
+
+                res.add(f"turn start+end, {n} files", "copy mode", await timed(copy_turn))
+                res.add(f"turn start+end, {n} files", "memfs", await timed(daemon_turn))
+                await service.close_session(f"{org}-d{run}")
+    finally:
+        await copy.store.aclose()
+
+
+async def concurrency(service: DaemonService, db: Path, sizes: Sizes, res: Results) -> None:
+    """Sessions x turns at once; each turn reads 5 files and writes 2; then check every write."""
+    print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
+    latencies: list[float] = []
+    errors = 0
+    expected: dict[str, bytes] = {}
+
+    async def one_session(s: int) -> None:
+        nonlocal errors
+        session = f"c{s}"
+        for t in range(sizes.turns):
+            picks = [(s * 7 + t * 5 + k) % 1000 for k in range(5)]
+            reads = " ".join(f"notes/folder-{i % 50:02}/note-{i:05}.md" for i in picks)
+            writes = []
+            for k in range(2):
+                path = f"notes/folder-{(s + k) % 50:02}/w-s{s}-t{t}-{k}.md"
+                expected[path] = f"session {s} turn {t} write {k}\n".encode()
+                writes.append(f"printf 'session {s} turn {t} write {k}\\n' > {path}")
+            script = f"cat {reads} > /dev/null && " + " && ".join(writes)
+            start = time.perf_counter()
+            try:
+                request = StartTurnRequest(session=session, extra_body=body("conc"))
+                started = await service.start_turn(request)
+                errors += await sh(script, Path(started.mounts[SPACE].path)) != 0
+                errors += outcome_errors(await service.end_turn(session))
+            except Exception as error:  # counted and reported, never hidden
+                print(f"  ! session {session} turn {t}: {error!r}", file=sys.stderr)
+                errors += 1
+            latencies.append(time.perf_counter() - start)
+        await service.close_session(session)
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for s in range(sizes.sessions):
+            nursery.start_soon(one_session, s)
+    wall = time.perf_counter() - start
+    store = SqliteStore(db)
+    try:
+        stored = await store.files(SpaceRef(layer="org", space=SPACE, org="conc"))
+    finally:
+        await store.aclose()
+    lost = sum(1 for path, content in expected.items() if stored.get(path) != content)
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else latencies * 99
+    res.concurrency = {
+        "turns": len(latencies),
+        "turns/s": len(latencies) / wall,
+        "p50": statistics.median(latencies),
+        "p99": quantiles[98],
+        "errors": errors,
+        "writes": len(expected),
+        "lost": lost,
+    }
+
+
+def vm_rss_mib() -> float:
+    """This process's resident set size in MiB (the daemon runs in-process)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def memory(service: DaemonService, sizes: Sizes, res: Results) -> None:
+    """RSS with many sessions' turns open on one space, each having listed it once."""
+    print(f"rss: {sizes.rss_sessions} sessions", file=sys.stderr)
+    before = vm_rss_mib()
+    sessions = [f"m{i}" for i in range(sizes.rss_sessions)]
+    for session in sessions:
+        request = StartTurnRequest(session=session, extra_body=body("rss"))
+        started = await service.start_turn(request)
+        await sh("ls -lR notes > /dev/null", Path(started.mounts[SPACE].path))
+    after = vm_rss_mib()
+    for session in sessions:
+        res.errors += outcome_errors(await service.end_turn(session))
+        await service.close_session(session)
+    res.rss = {"before": before, "after": after, "delta": after - before}
+
+
+LIMITS = Limits(max_file_bytes=512 * MIB, max_files=100_000, max_space_bytes=4096 * MIB)
+
+
+async def suite(sizes: Sizes, runs: int, overlay: bool, base: Path) -> Results:
+    """Seed the store, start the daemon in-process and run every part of the suite."""
+    res = Results()
+    state = base / "state"
+    state.mkdir()
+    db = state / "memfs.db"
+    work = corpus(sizes.files) | {"big.bin": big_file(sizes.big_mib)}
+    print("seeding", file=sys.stderr)
+    await seed(db, "w", work)
+    for n in sizes.turn_spaces:
+        await seed(db, f"t{n}", corpus(n))
+    await seed(db, "conc", corpus(1000))
+    await seed(db, "rss", corpus(sizes.rss_space))
+    for tree in ("native", "snap"):
+        await trio.to_thread.run_sync(write_tree, base / tree, work)
+    del work
+    settings = Settings(
+        mount_root=base / "mnt",
+        state_dir=state,
+        store=f"sqlite://{db}",
+        specs=[memfs.org_memory(space=SPACE, org="orgId", review="none")],
+        limits=LIMITS,
+        socket=state / "memfs.sock",
+    )
+    async with trio.open_nursery() as nursery:
+        service = await nursery.start(serve, settings)
+        try:
+            await tree_workloads(service, base, sizes, runs, overlay, res)
+            await turn_costs(service, base, db, sizes, runs, res)
+            await concurrency(service, db, sizes, res)
+            await memory(service, sizes, res)
+        finally:
+            for point in mounts_under(base / "ovl"):
+                await unmount(Path(point))
+            pyfuse3.terminate()
+    return res
+
+
+def machine() -> str:
+    """nproc, CPU model and kernel of this machine."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} CPUs (nproc), {model}, Linux {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def fmt(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.4f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def report(
+    res: Results, sizes: Sizes, runs: int, overlay: bool, quick: bool
+) -> tuple[str, dict[str, float]]:
+    """The markdown table, and the ratios to chart."""
+    chart: dict[str, float] = {}
+    lines = [
+        f"Machine: {machine()}",
+        "",
+        f"Mode: {'--quick' if quick else 'full'}, runs: {runs} (medians, seconds)",
+        "",
+    ]
+    if not overlay:
+        lines += [
+            f"fuse-overlayfs: **skipped** (not installed; `{INSTALL_HINT}`)",
+            "",
+        ]
+    lines += [
+        "| workload | native | fuse-overlayfs | memfs | memfs / fuse-overlayfs | memfs / native |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, _ in workloads(sizes):
+        nat, ovl, mem = (res.median(label, tree) for tree in TREES)
+        ovl_cell = fmt(ovl) if overlay else "skipped"
+        lines.append(
+            f"| {label} | {fmt(nat)} | {ovl_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
+            f"| {ratio(mem, nat)} |"
+        )
+        if mem and ovl:
+            chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl
+        if mem and nat:
+            chart[f"{label}\nmemfs/native"] = mem / nat
+    lines += [
+        "",
+        "| turn start+end, 10 files changed | copy mode | memfs | copy mode / memfs |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for n in sizes.turn_spaces:
+        label = f"turn start+end, {n} files"
+        copy, mem = res.median(label, "copy mode"), res.median(label, "memfs")
+        lines.append(f"| {n} files | {fmt(copy)} | {fmt(mem)} | {ratio(copy, mem)} |")
+        if copy and mem:
+            chart[f"turn {n} files\ncopy/memfs"] = copy / mem
+    small, large = sizes.turn_spaces[0], sizes.turn_spaces[-1]
+    first = res.median(f"turn start+end, {small} files", "memfs")
+    last = res.median(f"turn start+end, {large} files", "memfs")
+    lines.append(f"| memfs turn {large} files / turn {small} files | | | {ratio(last, first)} |")
+    if first and last:
+        chart[f"memfs turn {large}/{small}"] = last / first
+    c = res.concurrency
+    lines += [
+        "",
+        "| concurrency | turns | turns/s | p50 turn (s) | p99 turn (s) | errors | lost writes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {sizes.sessions} sessions x {sizes.turns} turns (5 reads, 2 writes each) "
+        f"| {c['turns']:.0f} | {c['turns/s']:.1f} | {c['p50']:.4f} | {c['p99']:.4f} "
+        f"| {c['errors']:.0f} | {c['lost']:.0f} of {c['writes']:.0f} |",
+        "",
+        "| daemon memory (in-process VmRSS) | before | after | delta |",
+        "| --- | ---: | ---: | ---: |",
+        f"| {sizes.rss_sessions} sessions open on one {sizes.rss_space}-file space "
+        f"| {res.rss['before']:.0f} MiB | {res.rss['after']:.0f} MiB "
+        f"| {res.rss['delta']:.0f} MiB |",
+        "",
+        f"Errors in turns outside the concurrency run: {res.errors}",
+    ]
+    return "\n".join(lines), chart
+
+
+def plot(chart: dict[str, float], out: Path) -> Path | None:
+    """A horizontal bar chart of the ratios (log scale, 1x marked) as ``out/ratios.png``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart (pip install -e .[bench])", file=sys.stderr)
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [label.replace("\n", " — ") for label in chart]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(chart) + 1.5))
+    ax.barh(labels, list(chart.values()), color="tab:blue")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("ratio (log scale; 1x = equal)")
+    ax.set_title("memfs benchmark ratios")
+    fig.tight_layout()
+    path = out / "ratios.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main() -> int:
+    """Parse arguments, run the suite, print the table, write the chart, clean up."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a CI smoke run")
+    parser.add_argument("--runs", type=int, default=None, help="runs per workload (default 5)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    runs = args.runs or (2 if args.quick else 5)
+    overlay = shutil.which("fuse-overlayfs") is not None
+    if not overlay:
+        print(
+            f"fuse-overlayfs is not on PATH: its column is skipped. Install it: {INSTALL_HINT}",
+            file=sys.stderr,
+        )
+    base = Path(tempfile.mkdtemp(prefix="memfs-bench-"))
+    try:
+        res = trio.run(suite, sizes, runs, overlay, base)
+    finally:
+        for point in mounts_under(base):
+            os.system(f"fusermount3 -u -z '{point}' 2>/dev/null")
+        shutil.rmtree(base, ignore_errors=True)
+    table, chart = report(res, sizes, runs, overlay, args.quick)
+    print(table)
+    path = plot(chart, args.out)
+    if path:
+        (args.out / "table.md").write_text(table + "\n")
+        print(f"\nChart: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
