@@ -248,6 +248,10 @@ class DaemonConfig(BaseModel):
     app: str | None = None
     limits: Limits = Field(default_factory=Limits)
     memory: list[MemoryTable] = Field(default_factory=list)
+    # False: a close writes through to state_dir (a daemon crash loses nothing)
+    # and fsync() makes it durable. True: every close, rename and unlink also
+    # syncs to disk, so nothing closed is lost even to a power cut (slower).
+    sync_on_close: bool = False
 
     @field_validator("mount_root")
     @classmethod

@@ -49,6 +49,7 @@ class Settings:
     specs: list[Spec]
     limits: Limits
     socket: Path
+    sync_on_close: bool = False
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -111,6 +112,7 @@ async def serve(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),
         settings.limits,
+        sync_on_close=settings.sync_on_close,
     )
     workspace = OverlayWorkspace(overlay, settings.mount_root, invalidate=invalidate_names)
 
@@ -196,6 +198,7 @@ def run_daemon(config: Any) -> None:
         specs=list(config.specs()),
         limits=config.limits,
         socket=Path(config.socket),
+        sync_on_close=config.sync_on_close,
     )
     trio.run(serve, settings)
 

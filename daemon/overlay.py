@@ -9,10 +9,11 @@ methods here; every refusal is a ``MemfsError`` whose errno reaches the agent.
 
 Durability: a turn's writes go to data files under
 ``<state_dir>/sessions/<session>/<turn>/data/``; every change of what a path
-holds is one line in that turn's ``journal``. ``flush`` (the agent's
-``close``), ``fsync`` and every rename or unlink sync the journal, so after a
-``kill -9`` :meth:`Overlay.recover` rebuilds the turn from its manifest plus
-the journal. Methods never await: each runs whole between two FUSE requests.
+holds is one line in that turn's ``journal``. Both are written through (no
+buffering in this process) before a request returns, so after a ``kill -9``
+the turn is rebuilt from its manifest plus the journal; ``fsync`` (and, with
+``sync_on_close``, every close, rename and unlink) also syncs them to disk.
+Methods never await: each runs whole between two FUSE requests.
 """
 
 from __future__ import annotations
@@ -190,10 +191,13 @@ class SessionTree:
 @dataclass(eq=False)
 class Handle:
     node: Node
-    fd: int
     writable: bool
     append: bool
     wrote: bool = False
+    # Opened on first use, so an open whose reads the page cache answers costs
+    # no system call; ``source`` names what ``fd`` reads (a data id or a sha).
+    fd: int | None = None
+    source: int | str | None = None
 
 
 class Overlay:
@@ -206,8 +210,10 @@ class Overlay:
         limits: Limits,
         *,
         clock: Callable[[], int] = time.time_ns,
+        sync_on_close: bool = False,
     ) -> None:
         self.state_dir = state_dir
+        self.sync_on_close = sync_on_close
         self.blobs = blobs
         self.limits = limits
         self.clock = clock
@@ -499,7 +505,7 @@ class Overlay:
         if node.is_dir:
             raise IsADirectory("use rmdir for folders", path=name)
         self._remove_file(mount, node)
-        mount.turn.sync()
+        self._synced_names(mount)
 
     def _remove_file(self, mount: MountTree, node: Node) -> None:
         path = node.path()
@@ -519,7 +525,7 @@ class Overlay:
             raise NotEmpty("the folder is not empty", path=name)
         mount.turn.log({"o": "R", "m": mount.name, "p": node.path()})
         self._detach(node)
-        mount.turn.sync()
+        self._synced_names(mount)
 
     def rename(
         self,
@@ -585,7 +591,11 @@ class Overlay:
             mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
             if n.written:
                 mount.turn.log({"o": "w", "m": mount.name, "p": path})
-        mount.turn.sync()
+        self._synced_names(mount)
+
+    def _synced_names(self, mount: MountTree) -> None:
+        if self.sync_on_close:
+            mount.turn.sync()
 
     @staticmethod
     def _holds(mount: MountTree, node: Node, path: str) -> dict[str, Any]:
@@ -717,20 +727,41 @@ class Overlay:
                 self._mark_written(mount, node)
             else:
                 self._copy_up(mount, node, keep=True)
-        source = (
-            mount.turn.data_path(node.data)
-            if node.data is not None
-            else self.blobs.path(node.blob or "")
-        )
-        fd = os.open(source, os.O_RDWR if writable else os.O_RDONLY)
         if access in (os.O_RDONLY, os.O_RDWR) and not mount.turn.frozen:
-            mount.turn.log({"o": "r", "m": mount.name, "p": node.path(), "r": node.revision})
+            self._log_read(mount, node)
         fh = self._next_fh
         self._next_fh += 1
-        handle = Handle(node, fd, writable, bool(flags & os.O_APPEND))
+        handle = Handle(node, writable, bool(flags & os.O_APPEND))
         self.handles[fh] = handle
         node.opens += 1
         return fh, handle
+
+    @staticmethod
+    def _log_read(mount: MountTree, node: Node) -> None:
+        """Journal the first open for reading of a path in a turn; later ones add nothing."""
+        path = node.path()
+        seen = mount.turn.access.get((mount.name, path))
+        if seen is None or not seen.opened:
+            mount.turn.log({"o": "r", "m": mount.name, "p": path, "r": node.revision})
+
+    def _fd(self, handle: Handle) -> int:
+        """The descriptor that reads what ``handle``'s file holds now, opened if need be."""
+        node = handle.node
+        source = node.data if node.data is not None else node.blob
+        if handle.fd is None or handle.source != source:
+            if handle.fd is not None:
+                os.close(handle.fd)
+                handle.fd = None
+            mount = node.tree
+            assert mount is not None
+            path = (
+                mount.turn.data_path(node.data)
+                if node.data is not None
+                else self.blobs.path(node.blob or "")
+            )
+            handle.fd = os.open(path, os.O_RDWR if handle.writable else os.O_RDONLY)
+            handle.source = source
+        return handle.fd
 
     def handle(self, fh: int) -> Handle:
         try:
@@ -739,8 +770,7 @@ class Overlay:
             raise NotFound("no such open file", path=str(fh)) from None
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
-        handle = self.handle(fh)
-        return os.pread(handle.fd, size, offset)
+        return os.pread(self._fd(self.handle(fh)), size, offset)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handle(fh)
@@ -755,7 +785,7 @@ class Overlay:
         end = offset + len(data)
         if mount is not None and end > node.size:
             self._check_size(mount, node, end)
-        written = os.pwrite(handle.fd, data, offset)
+        written = os.pwrite(self._fd(handle), data, offset)
         if offset + written > node.size:
             if mount is not None:
                 mount.bytes += offset + written - node.size
@@ -766,17 +796,20 @@ class Overlay:
             self._mark_written(mount, node)
         return written
 
-    def flush(self, fh: int) -> None:
-        """The agent closed a descriptor: what it wrote is on disk before close returns."""
+    def close(self, fh: int) -> None:
+        """The agent closed a descriptor (only asked with ``sync_on_close``): sync what it wrote."""
         handle = self.handle(fh)
         if handle.writable and (handle.wrote or handle.node.written):
-            os.fsync(handle.fd)
-            tree = handle.node.tree
-            if tree is not None:
-                tree.turn.sync()
+            self.fsync(fh)
 
     def fsync(self, fh: int) -> None:
-        self.flush(fh)
+        """Make what the file and the turn's journal hold durable before returning."""
+        handle = self.handle(fh)
+        if handle.writable and handle.fd is not None:
+            os.fsync(handle.fd)
+        tree = handle.node.tree
+        if tree is not None:
+            tree.turn.sync()
 
     def release(self, fh: int) -> None:
         self._close_handle(fh)
@@ -785,7 +818,8 @@ class Overlay:
         handle = self.handles.pop(fh, None)
         if handle is None:
             return
-        os.close(handle.fd)
+        if handle.fd is not None:
+            os.close(handle.fd)
         handle.node.opens -= 1
         self._maybe_free(handle.node)
 

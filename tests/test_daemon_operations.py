@@ -65,7 +65,6 @@ async def test_write_copies_up_and_reads_back_through_handles(tmp_path: Path) ->
     assert info.keep_cache
     assert await ops.write(info.fh, 7, b"rule 2\n") == 7
     assert await ops.read(info.fh, 0, 100) == b"rule 1\nrule 2\n"
-    await ops.flush(info.fh)
     await ops.release(info.fh)
     node = overlay.node(inode)
     assert node.blob is None and node.data is not None
@@ -179,10 +178,8 @@ async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) ->
     file = await inode_of(ops, "s1", "rules", "dir", "rules.md")
     info = await ops.open(file, os.O_WRONLY | os.O_APPEND, CTX)
     await ops.write(info.fh, 0, b"rule 2\n")
-    await ops.flush(info.fh)
     created, _ = await ops.create(folder, b"new.md", 0o100644, os.O_WRONLY, CTX)
     await ops.write(created.fh, 0, b"fresh\n")
-    await ops.flush(created.fh)
     await ops.mkdir(folder, b"sub", 0o40755, CTX)
     await ops.rename(
         folder, b"new.md", await inode_of(ops, "s1", "rules", "dir", "sub"), b"moved.md", 0, CTX
@@ -202,3 +199,73 @@ async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) ->
     assert again.source(mount, "dir/new.md") is None
     assert mount.files == 2
     assert state.next_data > max(n.data or 0 for n in again.nodes.values())
+
+
+async def test_flush_answers_enosys_so_the_kernel_stops_sending_it(tmp_path: Path) -> None:
+    _, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    info = await ops.open(inode, os.O_RDONLY, CTX)
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.flush(info.fh)
+    assert raised.value.errno == errno.ENOSYS
+
+
+async def test_sync_on_close_syncs_the_data_file_and_journal_when_a_writer_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = BlobCache(tmp_path / "blobs")
+    overlay = Overlay(tmp_path, blobs, Limits(), sync_on_close=True)
+    overlay.open_session("s1")
+    state = overlay.attach_turn("s1", "t1", {"rules": (False, {})})
+    ops = MemfsOperations(overlay)
+    synced: list[int] = []
+    monkeypatch.setattr("memfsd.overlay.os.fsync", synced.append)
+    folder = await inode_of(ops, "s1", "rules")
+    writer, _ = await ops.create(folder, b"a.md", 0o100644, os.O_WRONLY, CTX)
+    await ops.write(writer.fh, 0, b"x\n")
+    await ops.flush(writer.fh)
+    assert state.journal in synced and len(synced) == 2  # the data file, then the journal
+    synced.clear()
+    await ops.unlink(folder, b"a.md", CTX)
+    assert synced == [state.journal]
+
+
+async def test_extended_attribute_requests_answer_enosys_so_the_kernel_stops_asking(
+    tmp_path: Path,
+) -> None:
+    _, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    calls = [
+        ops.getxattr(inode, b"security.capability", CTX),
+        ops.setxattr(inode, b"user.a", b"1", CTX),
+        ops.listxattr(inode, CTX),
+        ops.removexattr(inode, b"user.a", CTX),
+    ]
+    for call in calls:
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await call
+        assert raised.value.errno == errno.ENOSYS
+
+
+async def test_a_reader_sees_what_another_handle_wrote_after_the_copy_up(tmp_path: Path) -> None:
+    _, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    reader = await ops.open(inode, os.O_RDONLY, CTX)
+    assert await ops.read(reader.fh, 0, 100) == b"rule 1\n"
+    writer = await ops.open(inode, os.O_WRONLY | os.O_APPEND, CTX)
+    await ops.write(writer.fh, 0, b"rule 2\n")
+    assert await ops.read(reader.fh, 0, 100) == b"rule 1\nrule 2\n"
+    await ops.release(writer.fh)
+    await ops.release(reader.fh)
+
+
+async def test_only_the_first_open_for_reading_of_a_path_is_journaled(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    journal = overlay.sessions["s1"].turn.dir / "journal"
+    for _ in range(3):
+        info = await ops.open(inode, os.O_RDONLY, CTX)
+        await ops.release(info.fh)
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 and '"o":"r"' in lines[0]
+    assert overlay.sessions["s1"].turn.access_log()["rules/dir/rules.md"].read == "rev-1"
