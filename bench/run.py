@@ -6,15 +6,17 @@ native, ...), and the table reports medians and ratios:
 - **native**: the space's files in a local directory (the physical limit);
 - **fuse-overlayfs**: the C FUSE overlay, a snapshot as lower dir and an empty
   upper dir (skipped, and said so, when ``fuse-overlayfs`` is not installed);
-- **memfs**: a real turn on the in-process daemon with the SQLite store.
+- **memfs**: a real turn on the daemon (``memfs daemon``, its own process, as
+  in production) with the SQLite store.
 
 Turn costs compare memfs with copy mode; a concurrency run and a memory (RSS)
 reading complete the suite. Timings are reported, never asserted.
 
     /work/venv/bin/python bench/run.py [--quick] [--runs N] [--out DIR]
 
-The daemon's FUSE handlers run in this process's trio loop, so every access to
-a mount goes through a subprocess (``trio.run_process``), never a blocking call.
+The daemon runs as its own process, as fuse-overlayfs does, so the two are
+measured alike and the daemon's RSS is its own; the runner drives it through
+its control socket (``memfs.Client``) and runs every workload in bash.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import argparse
 import os
 import platform
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,21 +35,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyfuse3
 import trio
 
 import memfs
-from memfs.api.models import StartTurnRequest, TurnEnded
+from memfs.api.models import TurnEnded, TurnStarted
+from memfs.client import Client
+from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
 from memfs.stores.sqlite import SqliteStore
-from memfsd.main import Settings, serve
-from memfsd.service import DaemonService
 
 WORD = "needle"
 SPACE = "bench"
 MIB = 1024 * 1024
 INSTALL_HINT = "apt-get install -y fuse-overlayfs"
 TREES = ("native", "fuse-overlayfs", "memfs")
+PARTS = ("workloads", "turns", "concurrency", "memory")
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,78 @@ async def drop_caches() -> None:
     )
 
 
+CONFIG = """\
+mount_root = "{base}/mnt"
+state_dir = "{base}/state"
+store = "sqlite://{db}"
+
+[limits]
+max_file_bytes = {max_file_bytes}
+max_files = {max_files}
+max_space_bytes = {max_space_bytes}
+
+[[memory]]
+layer = "org"
+space = "{space}"
+org = "orgId"
+review = "none"
+"""
+
+
+class Daemon:
+    """``memfs daemon`` as its own process, driven through its control socket."""
+
+    def __init__(self, base: Path, db: Path) -> None:
+        config = base / "memfs.toml"
+        config.write_text(CONFIG.format(base=base, db=db, space=SPACE, **LIMITS.model_dump()))
+        self.log = open(base / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.client = Client(base / "state" / "memfs.sock", timeout=600)
+
+    async def ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await trio.to_thread.run_sync(self.client.status)
+                return
+            except DaemonUnavailable:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                await trio.sleep(0.1)
+
+    async def start_turn(self, session: str, org: str) -> TurnStarted:
+        return await trio.to_thread.run_sync(self.client.start_turn, session, body(org))
+
+    async def end_turn(self, session: str) -> TurnEnded:
+        return await trio.to_thread.run_sync(self.client.end_turn, session)
+
+    async def close_session(self, session: str) -> None:
+        await trio.to_thread.run_sync(self.client.close_session, session)
+
+    def rss_mib(self) -> float:
+        """The daemon's resident set size in MiB."""
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
 def outcome_errors(ended: TurnEnded) -> int:
     """How many spaces of an ended turn report an error or unsaved files."""
     return sum(
@@ -202,7 +278,7 @@ def outcome_errors(ended: TurnEnded) -> int:
 
 
 async def tree_workloads(
-    service: DaemonService, base: Path, sizes: Sizes, runs: int, overlay: bool, res: Results
+    service: Daemon, base: Path, sizes: Sizes, runs: int, overlay: bool, res: Results
 ) -> None:
     """The shell workloads on native, fuse-overlayfs and memfs, interleaved, ``runs`` times."""
     native, snap = base / "native", base / "snap"
@@ -219,7 +295,7 @@ async def tree_workloads(
             await trio.run_process(["fuse-overlayfs", "-o", options, str(ovl / "mnt")])
             trees["fuse-overlayfs"] = ovl / "mnt"
         session = f"w{run}"
-        started = await service.start_turn(StartTurnRequest(session=session, extra_body=body("w")))
+        started = await service.start_turn(session, "w")
         trees["memfs"] = Path(started.mounts[SPACE].path)
         try:
             for label, script in scripts:
@@ -238,7 +314,7 @@ async def tree_workloads(
 
 
 async def turn_costs(
-    service: DaemonService, base: Path, db: Path, sizes: Sizes, runs: int, res: Results
+    service: Daemon, base: Path, db: Path, sizes: Sizes, runs: int, res: Results
 ) -> None:
     """Turn start + end with 10 changed files: memfs against copy mode, per space size."""
     spec = memfs.org_memory(space=SPACE, org="orgId", review="none")
@@ -254,8 +330,7 @@ async def turn_costs(
 
                 async def daemon_turn(org: str = org, script: str = script, run: int = run) -> None:
                     session = f"{org}-d{run}"
-                    request = StartTurnRequest(session=session, extra_body=body(org))
-                    started = await service.start_turn(request)
+                    started = await service.start_turn(session, org)
                     res.errors += await sh(script, Path(started.mounts[SPACE].path)) != 0
                     res.errors += outcome_errors(await service.end_turn(session))
 
@@ -271,7 +346,7 @@ async def turn_costs(
         await copy.store.aclose()
 
 
-async def concurrency(service: DaemonService, db: Path, sizes: Sizes, res: Results) -> None:
+async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> None:
     """Sessions x turns at once; each turn reads 5 files and writes 2; then check every write."""
     print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
     latencies: list[float] = []
@@ -292,8 +367,7 @@ async def concurrency(service: DaemonService, db: Path, sizes: Sizes, res: Resul
             script = f"cat {reads} > /dev/null && " + " && ".join(writes)
             start = time.perf_counter()
             try:
-                request = StartTurnRequest(session=session, extra_body=body("conc"))
-                started = await service.start_turn(request)
+                started = await service.start_turn(session, "conc")
                 errors += await sh(script, Path(started.mounts[SPACE].path)) != 0
                 errors += outcome_errors(await service.end_turn(session))
             except Exception as error:  # counted and reported, never hidden
@@ -325,25 +399,15 @@ async def concurrency(service: DaemonService, db: Path, sizes: Sizes, res: Resul
     }
 
 
-def vm_rss_mib() -> float:
-    """This process's resident set size in MiB (the daemon runs in-process)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-async def memory(service: DaemonService, sizes: Sizes, res: Results) -> None:
+async def memory(service: Daemon, sizes: Sizes, res: Results) -> None:
     """RSS with many sessions' turns open on one space, each having listed it once."""
     print(f"rss: {sizes.rss_sessions} sessions", file=sys.stderr)
-    before = vm_rss_mib()
+    before = service.rss_mib()
     sessions = [f"m{i}" for i in range(sizes.rss_sessions)]
     for session in sessions:
-        request = StartTurnRequest(session=session, extra_body=body("rss"))
-        started = await service.start_turn(request)
+        started = await service.start_turn(session, "rss")
         await sh("ls -lR notes > /dev/null", Path(started.mounts[SPACE].path))
-    after = vm_rss_mib()
+    after = service.rss_mib()
     for session in sessions:
         res.errors += outcome_errors(await service.end_turn(session))
         await service.close_session(session)
@@ -353,8 +417,10 @@ async def memory(service: DaemonService, sizes: Sizes, res: Results) -> None:
 LIMITS = Limits(max_file_bytes=512 * MIB, max_files=100_000, max_space_bytes=4096 * MIB)
 
 
-async def suite(sizes: Sizes, runs: int, overlay: bool, base: Path) -> Results:
-    """Seed the store, start the daemon in-process and run every part of the suite."""
+async def suite(
+    sizes: Sizes, runs: int, overlay: bool, base: Path, parts: frozenset[str] = frozenset(PARTS)
+) -> Results:
+    """Seed the store, start the daemon and run every part of the suite."""
     res = Results()
     state = base / "state"
     state.mkdir()
@@ -369,25 +435,21 @@ async def suite(sizes: Sizes, runs: int, overlay: bool, base: Path) -> Results:
     for tree in ("native", "snap"):
         await trio.to_thread.run_sync(write_tree, base / tree, work)
     del work
-    settings = Settings(
-        mount_root=base / "mnt",
-        state_dir=state,
-        store=f"sqlite://{db}",
-        specs=[memfs.org_memory(space=SPACE, org="orgId", review="none")],
-        limits=LIMITS,
-        socket=state / "memfs.sock",
-    )
-    async with trio.open_nursery() as nursery:
-        service = await nursery.start(serve, settings)
-        try:
+    service = Daemon(base, db)
+    try:
+        await service.ready()
+        if "workloads" in parts:
             await tree_workloads(service, base, sizes, runs, overlay, res)
+        if "turns" in parts:
             await turn_costs(service, base, db, sizes, runs, res)
+        if "concurrency" in parts:
             await concurrency(service, db, sizes, res)
+        if "memory" in parts:
             await memory(service, sizes, res)
-        finally:
-            for point in mounts_under(base / "ovl"):
-                await unmount(Path(point))
-            pyfuse3.terminate()
+    finally:
+        for point in mounts_under(base / "ovl"):
+            await unmount(Path(point))
+        await trio.to_thread.run_sync(service.stop)
     return res
 
 
@@ -416,6 +478,45 @@ def ratio(a: float | None, b: float | None) -> str:
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
+def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, float]) -> list[str]:
+    lines = [
+        "| workload | native | fuse-overlayfs | memfs | memfs / fuse-overlayfs | memfs / native |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, _ in workloads(sizes):
+        nat, ovl, mem = (res.median(label, tree) for tree in TREES)
+        ovl_cell = fmt(ovl) if overlay else "skipped"
+        lines.append(
+            f"| {label} | {fmt(nat)} | {ovl_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
+            f"| {ratio(mem, nat)} |"
+        )
+        if mem and ovl:
+            chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl
+        if mem and nat:
+            chart[f"{label}\nmemfs/native"] = mem / nat
+    return [*lines, ""]
+
+
+def turn_rows(res: Results, sizes: Sizes, chart: dict[str, float]) -> list[str]:
+    lines = [
+        "| turn start+end, 10 files changed | copy mode | memfs | copy mode / memfs |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for n in sizes.turn_spaces:
+        label = f"turn start+end, {n} files"
+        copy, mem = res.median(label, "copy mode"), res.median(label, "memfs")
+        lines.append(f"| {n} files | {fmt(copy)} | {fmt(mem)} | {ratio(copy, mem)} |")
+        if copy and mem:
+            chart[f"turn {n} files\ncopy/memfs"] = copy / mem
+    small, large = sizes.turn_spaces[0], sizes.turn_spaces[-1]
+    first = res.median(f"turn start+end, {small} files", "memfs")
+    last = res.median(f"turn start+end, {large} files", "memfs")
+    lines.append(f"| memfs turn {large} files / turn {small} files | | | {ratio(last, first)} |")
+    if first and last:
+        chart[f"memfs turn {large}/{small}"] = last / first
+    return [*lines, ""]
+
+
 def report(
     res: Results, sizes: Sizes, runs: int, overlay: bool, quick: bool
 ) -> tuple[str, dict[str, float]]:
@@ -432,55 +533,31 @@ def report(
             f"fuse-overlayfs: **skipped** (not installed; `{INSTALL_HINT}`)",
             "",
         ]
-    lines += [
-        "| workload | native | fuse-overlayfs | memfs | memfs / fuse-overlayfs | memfs / native |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for label, _ in workloads(sizes):
-        nat, ovl, mem = (res.median(label, tree) for tree in TREES)
-        ovl_cell = fmt(ovl) if overlay else "skipped"
-        lines.append(
-            f"| {label} | {fmt(nat)} | {ovl_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
-            f"| {ratio(mem, nat)} |"
-        )
-        if mem and ovl:
-            chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl
-        if mem and nat:
-            chart[f"{label}\nmemfs/native"] = mem / nat
-    lines += [
-        "",
-        "| turn start+end, 10 files changed | copy mode | memfs | copy mode / memfs |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for n in sizes.turn_spaces:
-        label = f"turn start+end, {n} files"
-        copy, mem = res.median(label, "copy mode"), res.median(label, "memfs")
-        lines.append(f"| {n} files | {fmt(copy)} | {fmt(mem)} | {ratio(copy, mem)} |")
-        if copy and mem:
-            chart[f"turn {n} files\ncopy/memfs"] = copy / mem
-    small, large = sizes.turn_spaces[0], sizes.turn_spaces[-1]
-    first = res.median(f"turn start+end, {small} files", "memfs")
-    last = res.median(f"turn start+end, {large} files", "memfs")
-    lines.append(f"| memfs turn {large} files / turn {small} files | | | {ratio(last, first)} |")
-    if first and last:
-        chart[f"memfs turn {large}/{small}"] = last / first
+    if any(row == label for (row, _) in res.times for label, _ in workloads(sizes)):
+        lines += workload_rows(res, sizes, overlay, chart)
+    if any(row.startswith("turn start+end") for (row, _) in res.times):
+        lines += turn_rows(res, sizes, chart)
     c = res.concurrency
-    lines += [
-        "",
-        "| concurrency | turns | turns/s | p50 turn (s) | p99 turn (s) | errors | lost writes |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {sizes.sessions} sessions x {sizes.turns} turns (5 reads, 2 writes each) "
-        f"| {c['turns']:.0f} | {c['turns/s']:.1f} | {c['p50']:.4f} | {c['p99']:.4f} "
-        f"| {c['errors']:.0f} | {c['lost']:.0f} of {c['writes']:.0f} |",
-        "",
-        "| daemon memory (in-process VmRSS) | before | after | delta |",
-        "| --- | ---: | ---: | ---: |",
-        f"| {sizes.rss_sessions} sessions open on one {sizes.rss_space}-file space "
-        f"| {res.rss['before']:.0f} MiB | {res.rss['after']:.0f} MiB "
-        f"| {res.rss['delta']:.0f} MiB |",
-        "",
-        f"Errors in turns outside the concurrency run: {res.errors}",
-    ]
+    if c:
+        lines += [
+            "| concurrency | turns | turns/s | p50 turn (s) | p99 turn (s) | errors "
+            "| lost writes |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {sizes.sessions} sessions x {sizes.turns} turns (5 reads, 2 writes each) "
+            f"| {c['turns']:.0f} | {c['turns/s']:.1f} | {c['p50']:.4f} | {c['p99']:.4f} "
+            f"| {c['errors']:.0f} | {c['lost']:.0f} of {c['writes']:.0f} |",
+            "",
+        ]
+    if res.rss:
+        lines += [
+            "| daemon memory (VmRSS of the daemon process) | before | after | delta |",
+            "| --- | ---: | ---: | ---: |",
+            f"| {sizes.rss_sessions} sessions open on one {sizes.rss_space}-file space "
+            f"| {res.rss['before']:.0f} MiB | {res.rss['after']:.0f} MiB "
+            f"| {res.rss['delta']:.0f} MiB |",
+            "",
+        ]
+    lines.append(f"Errors in turns outside the concurrency run: {res.errors}")
     return "\n".join(lines), chart
 
 
@@ -516,7 +593,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a CI smoke run")
     parser.add_argument("--runs", type=int, default=None, help="runs per workload (default 5)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--only",
+        type=lambda text: frozenset(text.split(",")),
+        default=frozenset(PARTS),
+        help=f"comma-separated parts to run (default all: {','.join(PARTS)})",
+    )
     args = parser.parse_args()
+    if unknown := args.only - set(PARTS):
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}; known: {', '.join(PARTS)}")
     sizes = QUICK if args.quick else FULL
     runs = args.runs or (2 if args.quick else 5)
     overlay = shutil.which("fuse-overlayfs") is not None
@@ -527,7 +612,7 @@ def main() -> int:
         )
     base = Path(tempfile.mkdtemp(prefix="memfs-bench-"))
     try:
-        res = trio.run(suite, sizes, runs, overlay, base)
+        res = trio.run(suite, sizes, runs, overlay, base, args.only)
     finally:
         for point in mounts_under(base):
             os.system(f"fusermount3 -u -z '{point}' 2>/dev/null")
