@@ -4,14 +4,20 @@ A blob is stored once under ``<state_dir>/blobs/<sha[:2]>/<sha>``. New blobs
 are written under temporary names, synced, and only then renamed into place
 (and synced again), so a blob's name never points at half its content, even
 after a crash, and an open turn's snapshot survives one. Two sessions loading
-the same space share one copy.
+the same space share one copy. Which blobs are present is remembered in
+memory, so a turn start over a space already cached costs no ``stat`` per file.
+Turns hold the blobs of their snapshots; a person's blobs are discarded when
+the last turn holding them lets go, so forgetting a person leaves nothing here.
+Holding and presence change under one lock, so a blob one turn is about to use
+is never discarded by another turn ending at the same moment.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from memfs.core.models import digest
@@ -21,6 +27,9 @@ class BlobCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
+        self._present: set[str] = set()
+        self._refs: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def path(self, sha: str) -> Path:
         return self.root / sha[:2] / sha
@@ -30,31 +39,74 @@ class BlobCache:
         [sha] = self.put_many([content])
         return sha
 
-    def put_many(self, contents: Iterable[bytes]) -> list[str]:
-        """Store many blobs with two syncs in all rather than one per blob."""
-        shas: list[str] = []
-        pending: list[tuple[Path, Path]] = []
-        seen: set[str] = set()
-        for content in contents:
-            sha = digest(content)
-            shas.append(sha)
+    def put_many(
+        self,
+        contents: Sequence[bytes],
+        known: Sequence[str | None] | None = None,
+        *,
+        hold: bool = False,
+    ) -> list[str]:
+        """Store many blobs with two syncs in all rather than one per blob.
+
+        ``known`` gives each content's sha256 where the caller already has it
+        (a store keeps it with every revision); the rest are hashed here. With
+        ``hold``, each returned blob is held (once per content) until
+        :meth:`release`.
+        """
+        shas = [
+            (known[index] if known is not None else None) or digest(content)
+            for index, content in enumerate(contents)
+        ]
+        missing: dict[str, bytes] = {}
+        with self._lock:
+            for sha, content in zip(shas, contents, strict=True):
+                if hold:
+                    self._refs[sha] = self._refs.get(sha, 0) + 1
+                if sha in self._present or sha in missing:
+                    continue
+                if self.path(sha).exists():
+                    self._present.add(sha)
+                else:
+                    missing[sha] = content
+        if missing:
+            self._write(missing)
+        return shas
+
+    def _write(self, blobs: dict[str, bytes]) -> None:
+        pending: list[tuple[Path, Path, str]] = []
+        for sha, content in blobs.items():
             target = self.path(sha)
-            if sha in seen or target.exists():
-                continue
-            seen.add(sha)
             target.parent.mkdir(exist_ok=True)
             # A name of its own: two turns starting at once may write the same blob.
             fd, name = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=target.parent)
-            tmp = Path(name)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
-            pending.append((tmp, target))
-        if pending:
-            os.sync()
-            for tmp, target in pending:
-                os.replace(tmp, target)
-            os.sync()
-        return shas
+            pending.append((Path(name), target, sha))
+        os.sync()
+        for tmp, target, _ in pending:
+            os.replace(tmp, target)
+        os.sync()
+        with self._lock:
+            self._present.update(sha for _, _, sha in pending)
+
+    def hold(self, shas: Sequence[str]) -> None:
+        """Hold blobs already on disk (a turn brought back after a restart)."""
+        with self._lock:
+            for sha in shas:
+                self._refs[sha] = self._refs.get(sha, 0) + 1
+
+    def release(self, shas: Sequence[str], *, discard: bool) -> None:
+        """Let go of blobs; with ``discard``, remove those no turn holds any more."""
+        with self._lock:
+            for sha in shas:
+                left = self._refs.get(sha, 0) - 1
+                if left > 0:
+                    self._refs[sha] = left
+                    continue
+                self._refs.pop(sha, None)
+                if discard:
+                    self._present.discard(sha)
+                    self.path(sha).unlink(missing_ok=True)
 
     def get(self, sha: str) -> bytes:
         return self.path(sha).read_bytes()

@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +53,7 @@ DIR_MODE = 0o755
 SESSION_MODE = 0o700
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     inode: int
     kind: Kind
@@ -121,6 +121,7 @@ class MountTree:
     files: int = 0
     bytes: int = 0
     touched: set[str] = field(default_factory=set)
+    private: bool = False  # a person's (or an app's) space: its blobs go with its last turn
 
 
 @dataclass(eq=False)
@@ -287,6 +288,7 @@ class Overlay:
         mounts: Mapping[str, tuple[bool, Mapping[str, SnapshotFile]]],
         *,
         replay: bool = False,
+        private: Collection[str] = (),
     ) -> TurnTree:
         """Build a turn's mount trees from their snapshots (and, on recovery, its journal)."""
         tree = self.sessions[session]
@@ -300,18 +302,39 @@ class Overlay:
             root = self._new_node(
                 "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
             )
-            mount = MountTree(name, read_only, root, state, dict(snapshot))
+            mount = MountTree(name, read_only, root, state, dict(snapshot), private=name in private)
             root.tree = mount
             state.mounts[name] = mount
             state.present[name] = set(snapshot)
-            for path, file in snapshot.items():
-                node = self._file_at(mount, path)
-                node.blob, node.size, node.revision = file.sha, file.size, file.revision
-                mount.bytes += file.size
+            self._plant(mount, snapshot)
         tree.turn = state
         if replay:
             self._replay(state)
         return state
+
+    def _plant(self, mount: MountTree, snapshot: Mapping[str, SnapshotFile]) -> None:
+        """Build a mount's tree from its snapshot: every turn start does this, so it is lean."""
+        folders: dict[str, Node] = {"": mount.root}
+        now = self.clock()
+        uid, gid = mount.root.uid, mount.root.gid
+        total = 0
+        for path, file in snapshot.items():
+            folder, _, name = path.rpartition("/")
+            parent = folders.get(folder)
+            if parent is None:
+                parent = folders[folder] = self._dir_at(mount, folder.split("/"))
+            if name in parent.children:
+                raise NotADirectory("a folder stands where a file is needed", path=path)
+            node = Node(
+                self._next_inode, "file", "entry", name, parent, FILE_MODE, uid, gid,
+                now, now, now, tree=mount, blob=file.sha, revision=file.revision, size=file.size,
+            )  # fmt: skip
+            self._next_inode += 1
+            self.nodes[node.inode] = node
+            parent.children[name] = node
+            total += file.size
+        mount.files += len(snapshot)
+        mount.bytes += total
 
     def detach_turn(self, session: str) -> None:
         """Drop a turn's trees and its data; the session directory stays until closed."""
@@ -331,6 +354,12 @@ class Overlay:
         os.close(state.journal)
         tree.turn = None
         shutil.rmtree(state.dir, ignore_errors=True)
+        for mount in state.mounts.values():
+            self._release_blobs(mount)
+
+    def _release_blobs(self, mount: MountTree) -> None:
+        shas = [file.sha for file in mount.snapshot.values()]
+        self.blobs.release(shas, discard=mount.private)
 
     def close_session(self, session: str) -> None:
         """The session's directory disappears (ENOENT from now on)."""

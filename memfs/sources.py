@@ -74,7 +74,9 @@ def _as_bytes(path: str, content: Any) -> bytes:
 def normalize_loaded(result: Any) -> Loaded:
     """Accept what an app's ``load`` returns: ``{path: str|bytes}`` or ``(files, cursor)``."""
     if isinstance(result, Loaded):
-        return result
+        # Content addresses are trusted only from stores: a wrong one from an
+        # app would make the daemon serve another file's cached bytes.
+        return result.model_copy(update={"shas": {}}) if result.shas else result
     cursor: Any = None
     files: Any = result
     if isinstance(result, tuple):

@@ -15,6 +15,7 @@ import trio
 
 import memfs
 from memfs.api.models import StartTurnRequest, TurnEnded
+from memfs.core.models import digest
 from tests.daemon_harness import Daemon, running_daemon, sh
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
@@ -492,3 +493,22 @@ async def test_a_file_read_through_the_mount_is_in_the_stored_trace_with_its_rev
         )
         assert seen.opened and not seen.wrote
         assert trace.mounts["lending-rules"].status == "saved"
+
+
+async def test_a_persons_blobs_leave_the_cache_when_their_last_turn_ends(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await turn(daemon, "echo 'my secret' > me/prefs.md && echo 'rule' > lending-rules/r.md")
+        blobs = daemon.settings.state_dir / "blobs"
+        secret, rule = (digest(b) for b in (b"my secret\n", b"rule\n"))
+
+        def cached(sha: str) -> bool:
+            return (blobs / sha[:2] / sha).exists()
+
+        await start(daemon, "a")
+        await start(daemon, "b")  # the same person in a second conversation
+        assert cached(secret) and cached(rule)
+        await daemon.service.end_turn("a")
+        assert cached(secret), "still held by the other conversation's turn"
+        await daemon.service.end_turn("b")
+        assert not cached(secret)
+        assert cached(rule), "shared memory stays cached for the next turn"

@@ -269,3 +269,29 @@ async def test_only_the_first_open_for_reading_of_a_path_is_journaled(tmp_path: 
     lines = journal.read_text().splitlines()
     assert len(lines) == 1 and '"o":"r"' in lines[0]
     assert overlay.sessions["s1"].turn.access_log()["rules/dir/rules.md"].read == "rev-1"
+
+
+def test_blob_cache_trusts_known_shas_and_remembers_what_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"x"], ["f" * 64])
+    assert sha == "f" * 64 and blobs.get(sha) == b"x"
+    stats: list[Path] = []
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: stats.append(p) or real_exists(p))
+    blobs.put_many([b"x"], ["f" * 64])
+    assert stats == []  # known present: no stat at all
+
+
+def test_released_blobs_are_discarded_only_when_no_holder_is_left(tmp_path: Path) -> None:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"private"], hold=True)
+    blobs.put_many([b"private"], hold=True)
+    blobs.release([sha], discard=True)
+    assert sha in blobs
+    blobs.release([sha], discard=True)
+    assert sha not in blobs
+    [kept] = blobs.put_many([b"shared"], hold=True)
+    blobs.release([kept], discard=False)
+    assert kept in blobs

@@ -592,3 +592,27 @@ async def test_migration_from_v1_keeps_revisions_and_cursors(tmp_path: Path) -> 
     assert (change.files["b.md"].loaded, change.files["b.md"].edited) == (4, 5)
     assert change.files["b.md"].base == "2"
     await store.aclose()
+
+
+async def test_load_gives_each_live_files_sha_but_not_a_waiting_edits(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        ref = SpaceRef(layer="org", space="rules", org="bank")
+        await save(store, ref, ChangeSet(created={"a.md": b"a\n", "b.md": b"b\n"}))
+        loaded = await store.load(ref, "s1")
+        await store.store(
+            ref,
+            ChangeSet(updated={"b.md": b"waiting\n"}),
+            cursor=loaded.cursor,
+            provenance=PROV,
+            review="person",
+        )
+        again = await store.load(ref, "s1")
+        assert again.files["b.md"] == b"waiting\n"
+        assert again.shas == {"a.md": digest(b"a\n")}
+        assert (await store.load(ref, "s2")).shas == {
+            "a.md": digest(b"a\n"),
+            "b.md": digest(b"b\n"),
+        }
+    finally:
+        await store.aclose()

@@ -542,3 +542,12 @@ def test_two_specs_on_one_path_is_a_config_error(tmp_path: Path) -> None:
 def test_a_spec_that_is_not_a_spec_is_a_config_error() -> None:
     with pytest.raises(memfs.ConfigError):
         memfs.Memory(MemoryStore(), [{"space": "rules"}])  # type: ignore[list-item]
+
+
+def test_an_apps_loaded_files_never_bring_content_addresses_along() -> None:
+    from memfs.core.models import Loaded
+    from memfs.sources import normalize_loaded
+
+    lying = Loaded(files={"a.md": b"a"}, shas={"a.md": "0" * 64})
+    assert normalize_loaded(lying).shas == {}
+    assert normalize_loaded(lying).files == {"a.md": b"a"}

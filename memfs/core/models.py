@@ -172,6 +172,9 @@ class Loaded(Frozen):
     files: dict[str, bytes] = Field(default_factory=dict)
     cursor: str | None = None
     revisions: dict[str, str] = Field(default_factory=dict)
+    # path -> sha256 of its content, where the store already knows it (saves
+    # hashing every file at every turn start); paths left out are hashed.
+    shas: dict[str, str] = Field(default_factory=dict)
 
 
 class Stored(Frozen):

@@ -393,18 +393,23 @@ def _cursor(conn: sqlite3.Connection, space_id: int | None) -> int:
     return max(int(revision or 0), int(edited or 0))
 
 
-def _live_files(conn: sqlite3.Connection, space_id: int) -> tuple[dict[str, bytes], dict[str, str]]:
+def _live_files(
+    conn: sqlite3.Connection, space_id: int
+) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
     files: dict[str, bytes] = {}
     revisions: dict[str, str] = {}
-    for path, revision_id, content in conn.execute(
-        "SELECT live.path, live.revision_id, revisions.content FROM live"
+    shas: dict[str, str] = {}
+    for path, revision_id, content, sha in conn.execute(
+        "SELECT live.path, live.revision_id, revisions.content, revisions.sha256 FROM live"
         " JOIN revisions ON revisions.id = live.revision_id"
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
     ):
         files[path] = bytes(content)
         revisions[path] = str(revision_id)
-    return files, revisions
+        if sha is not None:
+            shas[path] = sha
+    return files, revisions, shas
 
 
 def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loaded:
@@ -412,10 +417,11 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     space_id = _space_id(conn, ref)
     if space_id is None:
         return Loaded(files={}, cursor="0", revisions={})
-    files, revisions = _live_files(conn, space_id)
+    files, revisions, shas = _live_files(conn, space_id)
     own = None if session is None else _open_change(conn, space_id, session, "waiting")
     if own is not None:
         for path, file in own.files.items():
+            shas.pop(path, None)
             if file.content is None:  # the conversation deleted it: gone for it only
                 files.pop(path, None)
                 revisions.pop(path, None)
@@ -424,7 +430,10 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
                 # Not a revision id: names the change and the edit, never valid for restore.
                 revisions[path] = f"c{own.id}.{file.edited}"
     return Loaded(
-        files=dict(sorted(files.items())), cursor=str(_cursor(conn, space_id)), revisions=revisions
+        files=dict(sorted(files.items())),
+        cursor=str(_cursor(conn, space_id)),
+        revisions=revisions,
+        shas=shas,
     )
 
 
@@ -653,7 +662,7 @@ def _traces(conn: sqlite3.Connection, session: str | None) -> list[Trace]:
 def _user_files(conn: sqlite3.Connection, user: str, org: str) -> dict[str, dict[str, bytes]]:
     found: dict[str, dict[str, bytes]] = {}
     for space_id, ref in _own_spaces(conn, user, org):
-        files, _ = _live_files(conn, space_id)
+        files, _, _ = _live_files(conn, space_id)
         if files:
             found[ref.space] = files
     return found
