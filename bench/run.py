@@ -160,6 +160,7 @@ class Results:
     errors: int = 0
     concurrency: dict[str, float] = field(default_factory=dict)
     rss: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)  # per workload, last run
 
     def add(self, row: str, tree: str, seconds: float) -> None:
         self.times.setdefault((row, tree), []).append(seconds)
@@ -248,6 +249,10 @@ class Daemon:
     async def close_session(self, session: str) -> None:
         await trio.to_thread.run_sync(self.client.close_session, session)
 
+    async def requests(self) -> dict[str, int]:
+        """FUSE requests the daemon has served so far, by operation."""
+        return (await trio.to_thread.run_sync(self.client.status)).requests
+
     def rss_mib(self) -> float:
         """The daemon's resident set size in MiB."""
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -300,9 +305,19 @@ async def tree_workloads(
         try:
             for label, script in scripts:
                 for tree in TREES:
-                    if tree in trees:
-                        spent = await timed(lambda s=script, t=trees[tree]: sh(s, t))
-                        res.add(label, tree, spent)
+                    if tree not in trees:
+                        continue
+                    counting = tree == "memfs" and run == runs - 1
+                    before = await service.requests() if counting else {}
+                    spent = await timed(lambda s=script, t=trees[tree]: sh(s, t))
+                    res.add(label, tree, spent)
+                    if counting:
+                        after = await service.requests()
+                        res.requests[label] = {
+                            op: n - before.get(op, 0)
+                            for op, n in after.items()
+                            if n != before.get(op, 0)
+                        }
             for root in trees.values():
                 await sh("rm -rf new out.bin", root)
         finally:
@@ -494,6 +509,16 @@ def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, fl
             chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl
         if mem and nat:
             chart[f"{label}\nmemfs/native"] = mem / nat
+    if res.requests:
+        lines += [
+            "",
+            "| FUSE requests memfs served (last run) | total | by operation |",
+            "| --- | ---: | --- |",
+        ]
+        for label, _ in workloads(sizes):
+            counts = res.requests.get(label, {})
+            ops = ", ".join(f"{op} {n}" for op, n in sorted(counts.items(), key=lambda i: -i[1]))
+            lines.append(f"| {label} | {sum(counts.values())} | {ops} |")
     return [*lines, ""]
 
 

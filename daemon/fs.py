@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import stat
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import ParamSpec, TypeVar
 
@@ -39,8 +40,12 @@ CACHE_SECONDS = 300.0
 def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     """Every handler's one error boundary."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        if args and isinstance(args[0], MemfsOperations):
+            args[0].requests[name] += 1
         try:
             return await method(*args, **kwargs)
         except pyfuse3.FUSEError:
@@ -67,9 +72,16 @@ class MemfsOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, overlay: Overlay, *, cache_seconds: float = CACHE_SECONDS) -> None:
+    def __init__(
+        self,
+        overlay: Overlay,
+        *,
+        cache_seconds: float = CACHE_SECONDS,
+        requests: Counter[str] | None = None,
+    ) -> None:
         super().__init__()
         self.overlay = overlay
+        self.requests: Counter[str] = Counter() if requests is None else requests
         self.cache_seconds = cache_seconds
         self._dirs: dict[int, list[Node]] = {}
         self._next_dir = 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 from memfs import __version__
@@ -73,6 +74,8 @@ class DaemonService:
     state_dir: str
     # Ended turns with manual mounts, until committed: (session, turn) -> result.
     manual: dict[tuple[str, str], CommitResult] = field(default_factory=dict)
+    # FUSE requests served since start, by operation (the mount counts them).
+    requests: Counter[str] = field(default_factory=Counter)
 
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
@@ -160,6 +163,7 @@ class DaemonService:
             state_dir=self.state_dir,
             store=self.store_url,
             sessions=sessions,
+            requests=dict(sorted(self.requests.items())),
         )
 
 

@@ -129,7 +129,15 @@ async def test_commit_close_and_status_print_json(daemon: Daemon) -> None:
     status = await daemon.cli("status")
     assert status.exit_code == 0, status.stderr
     out = json.loads(status.stdout)
-    assert set(out) == {"version", "pid", "mount_root", "state_dir", "store", "sessions"}
+    assert set(out) == {
+        "version",
+        "pid",
+        "mount_root",
+        "state_dir",
+        "store",
+        "sessions",
+        "requests",
+    }
     assert [s["session"] for s in out["sessions"]] == ["s1"]
 
     committed = await daemon.cli("turn", "commit", "s1", "t-1")

@@ -512,3 +512,14 @@ async def test_a_persons_blobs_leave_the_cache_when_their_last_turn_ends(tmp_pat
         await daemon.service.end_turn("b")
         assert not cached(secret)
         assert cached(rule), "shared memory stays cached for the next turn"
+
+
+async def test_status_counts_the_fuse_requests_a_workload_cost(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await turn(daemon, "echo rule > lending-rules/r.md")
+        before = (await daemon.service.status()).requests
+        await turn(daemon, "cat lending-rules/r.md lending-rules/r.md > /dev/null", session="s2")
+        after = (await daemon.service.status()).requests
+        assert after["open"] - before.get("open", 0) == 2
+        assert after["release"] - before.get("release", 0) == 2
+        assert after.get("flush", 0) <= 1  # answered ENOSYS once, then never sent again

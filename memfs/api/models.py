@@ -89,6 +89,9 @@ class DaemonStatus(Model):
     state_dir: str
     store: str
     sessions: list[SessionStatus]
+    # FUSE requests served since the daemon started, by operation ("open",
+    # "read", ...): what a workload costs the daemon, for profiling.
+    requests: dict[str, int] = Field(default_factory=dict)
 
 
 class Problem(Model):
