@@ -6,6 +6,9 @@ native, ...), and the table reports medians and ratios:
 - **native**: the space's files in a local directory (the physical limit);
 - **fuse-overlayfs**: the C FUSE overlay, a snapshot as lower dir and an empty
   upper dir (skipped, and said so, when ``fuse-overlayfs`` is not installed);
+- **pyfuse3 floor** (read workloads only): ``bench/floor.py``, the cheapest
+  read-only pyfuse3 filesystem, serving the same files from memory with the
+  same caching: what any Python FUSE daemon costs per request here;
 - **memfs**: a real turn on the daemon (``memfs daemon``, its own process, as
   in production) with the SQLite store.
 
@@ -48,7 +51,8 @@ WORD = "needle"
 SPACE = "bench"
 MIB = 1024 * 1024
 INSTALL_HINT = "apt-get install -y fuse-overlayfs"
-TREES = ("native", "fuse-overlayfs", "memfs")
+TREES = ("native", "fuse-overlayfs", "pyfuse3 floor", "memfs")
+FLOOR = Path(__file__).with_name("floor.py")
 PARTS = ("workloads", "turns", "concurrency", "memory")
 
 
@@ -129,6 +133,14 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - start
 
 
+READS = ("grep -r", "cat every", "ls -lR", "dd read")
+
+
+def reads_only(label: str) -> bool:
+    """Whether a workload only reads (the pyfuse3 floor serves nothing else)."""
+    return label.startswith(READS)
+
+
 def workloads(sizes: Sizes) -> list[tuple[str, str]]:
     """The shell workloads, in order: (row label, bash script run in the tree's root)."""
     sed_files = " ".join(
@@ -136,11 +148,14 @@ def workloads(sizes: Sizes) -> list[tuple[str, str]]:
     )
     sed_files = " ".join(sed_files.split()[: sizes.seds])
     mib = sizes.big_mib
+    cat = "find notes -type f -exec cat {} + > /dev/null"
     return [
         (f"grep -r ({sizes.files} files), first pass", f"grep -r -c {WORD} notes > /dev/null"),
         (f"grep -r ({sizes.files} files), second pass", f"grep -r -c {WORD} notes > /dev/null"),
-        (f"cat every file ({sizes.files})", "find notes -type f -exec cat {} + > /dev/null"),
-        (f"ls -lR ({sizes.files} files)", "ls -lR notes > /dev/null"),
+        (f"cat every file ({sizes.files}), first pass", cat),
+        (f"cat every file ({sizes.files}), second pass", cat),
+        (f"ls -lR ({sizes.files} files), first pass", "ls -lR notes > /dev/null"),
+        (f"ls -lR ({sizes.files} files), second pass", "ls -lR notes > /dev/null"),
         (
             f"create {sizes.creates} files",
             f"mkdir new && cd new && for i in $(seq 1 {sizes.creates}); do echo x > f$i; done",
@@ -285,7 +300,7 @@ def outcome_errors(ended: TurnEnded) -> int:
 async def tree_workloads(
     service: Daemon, base: Path, sizes: Sizes, runs: int, overlay: bool, res: Results
 ) -> None:
-    """The shell workloads on native, fuse-overlayfs and memfs, interleaved, ``runs`` times."""
+    """The shell workloads on every tree, interleaved, ``runs`` times."""
     native, snap = base / "native", base / "snap"
     scripts = workloads(sizes)
     for run in range(runs):
@@ -299,33 +314,80 @@ async def tree_workloads(
             options = f"lowerdir={snap},upperdir={ovl / 'up'},workdir={ovl / 'wk'}"
             await trio.run_process(["fuse-overlayfs", "-o", options, str(ovl / "mnt")])
             trees["fuse-overlayfs"] = ovl / "mnt"
+        floor_mnt = base / "floor"
+        floor_mnt.mkdir(exist_ok=True)
+        floor = await start_floor(snap, floor_mnt)
+        trees["pyfuse3 floor"] = floor_mnt
         session = f"w{run}"
         started = await service.start_turn(session, "w")
         trees["memfs"] = Path(started.mounts[SPACE].path)
         try:
-            for label, script in scripts:
+            for group in passes(scripts):
                 for tree in TREES:
-                    if tree not in trees:
+                    if tree not in trees or (
+                        tree == "pyfuse3 floor" and not reads_only(group[0][0])
+                    ):
                         continue
-                    counting = tree == "memfs" and run == runs - 1
-                    before = await service.requests() if counting else {}
-                    spent = await timed(lambda s=script, t=trees[tree]: sh(s, t))
-                    res.add(label, tree, spent)
-                    if counting:
-                        after = await service.requests()
-                        res.requests[label] = {
-                            op: n - before.get(op, 0)
-                            for op, n in after.items()
-                            if n != before.get(op, 0)
-                        }
-            for root in trees.values():
-                await sh("rm -rf new out.bin", root)
+                    # Every tree starts each workload cold; a second pass follows its
+                    # first on the same tree, so it alone runs warm.
+                    await drop_caches()
+                    for label, script in group:
+                        await run_one(
+                            service, res, label, script, tree, trees[tree], run == runs - 1
+                        )
+            for tree, root in trees.items():
+                if tree != "pyfuse3 floor":
+                    await sh("rm -rf new out.bin", root)
         finally:
+            await unmount(floor_mnt)
+            with trio.move_on_after(30):
+                await floor.wait()
+            if floor.poll() is None:
+                floor.kill()
             if overlay and (ovl / "mnt") in [Path(p) for p in mounts_under(ovl)]:
                 await unmount(ovl / "mnt")
             shutil.rmtree(ovl, ignore_errors=True)
             res.errors += outcome_errors(await service.end_turn(session))
             await service.close_session(session)
+
+
+def passes(scripts: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The workloads grouped so that each second pass follows its first pass."""
+    groups: list[list[tuple[str, str]]] = []
+    for label, script in scripts:
+        if label.endswith("second pass") and groups:
+            groups[-1].append((label, script))
+        else:
+            groups.append([(label, script)])
+    return groups
+
+
+async def run_one(
+    service: Daemon, res: Results, label: str, script: str, tree: str, root: Path, last: bool
+) -> None:
+    """Time one workload on one tree; on memfs's last run, count the FUSE requests it cost."""
+    counting = tree == "memfs" and last
+    before = await service.requests() if counting else {}
+    res.add(label, tree, await timed(lambda: sh(script, root)))
+    if counting:
+        after = await service.requests()
+        res.requests[label] = {
+            op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)
+        }
+
+
+async def start_floor(source: Path, mountpoint: Path) -> trio.Process:
+    """``bench/floor.py`` serving ``source`` at ``mountpoint``, once it is mounted."""
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, str(FLOOR), str(source), str(mountpoint)]
+    )
+    deadline = time.monotonic() + 60
+    while str(mountpoint) not in mounts_under(mountpoint.parent):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"the pyfuse3 floor did not mount at {mountpoint}")
+        await trio.sleep(0.05)
+    return proc
 
 
 async def turn_costs(
@@ -495,15 +557,17 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, float]) -> list[str]:
     lines = [
-        "| workload | native | fuse-overlayfs | memfs | memfs / fuse-overlayfs | memfs / native |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | native | fuse-overlayfs | pyfuse3 floor | memfs | memfs / fuse-overlayfs "
+        "| memfs / pyfuse3 floor | memfs / native |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for label, _ in workloads(sizes):
-        nat, ovl, mem = (res.median(label, tree) for tree in TREES)
+        nat, ovl, flo, mem = (res.median(label, tree) for tree in TREES)
         ovl_cell = fmt(ovl) if overlay else "skipped"
+        flo_cell = fmt(flo) if reads_only(label) else "—"
         lines.append(
-            f"| {label} | {fmt(nat)} | {ovl_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
-            f"| {ratio(mem, nat)} |"
+            f"| {label} | {fmt(nat)} | {ovl_cell} | {flo_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
+            f"| {ratio(mem, flo)} | {ratio(mem, nat)} |"
         )
         if mem and ovl:
             chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl

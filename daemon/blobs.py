@@ -26,6 +26,7 @@ from memfs.core.models import digest
 class BlobCache:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._prefix = f"{root}/"
         root.mkdir(parents=True, exist_ok=True)
         self._present: set[str] = set()
         self._refs: dict[str, int] = {}
@@ -33,6 +34,10 @@ class BlobCache:
 
     def path(self, sha: str) -> Path:
         return self.root / sha[:2] / sha
+
+    def location(self, sha: str) -> str:
+        """:meth:`path` as a string, built without pathlib: the mount asks at every first read."""
+        return f"{self._prefix}{sha[:2]}/{sha}"
 
     def put(self, content: bytes) -> str:
         """Store ``content`` if it is not there yet; return its address."""

@@ -157,6 +157,7 @@ async def serve(
             nursery.cancel_scope.cancel()
     finally:
         notify("STOPPING=1")
+        overlay.write_held()  # open turns are kept for the next start, reads and all
         pyfuse3.close(unmount=True)
         await store.aclose()
         log.info("memfs unmounted %s", settings.mount_root)

@@ -51,6 +51,7 @@ Role = Literal["root", "session", "mount", "entry"]
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 SESSION_MODE = 0o700
+READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
 
 
 @dataclass(eq=False, slots=True)
@@ -137,15 +138,35 @@ class TurnTree:
     frozen: bool = False
     access: dict[tuple[str, str], FileAccess] = field(default_factory=dict)
     present: dict[str, set[str]] = field(default_factory=dict)
+    # Read records not yet in the journal. They go in ahead of the next change
+    # (or a sync, or when READS_HELD are waiting), so a crash can lose only reads
+    # that no surviving change came after: one write saved per file read.
+    held_reads: list[bytes] = field(default_factory=list)
 
     def data_path(self, data: int) -> Path:
         return self.dir / "data" / str(data)
 
     def log(self, record: dict[str, Any]) -> None:
-        os.write(self.journal, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         self.note(record)
+        if record["o"] == "r":
+            self.held_reads.append(line)
+            if len(self.held_reads) >= READS_HELD:
+                self.write_held()
+            return
+        if self.held_reads:
+            self.held_reads.append(line)
+            self.write_held()
+        else:
+            os.write(self.journal, line)
+
+    def write_held(self) -> None:
+        if self.held_reads:
+            os.write(self.journal, b"".join(self.held_reads))
+            self.held_reads.clear()
 
     def sync(self) -> None:
+        self.write_held()
         os.fsync(self.journal)
 
     def note(self, record: Mapping[str, Any]) -> None:
@@ -786,7 +807,7 @@ class Overlay:
             path = (
                 mount.turn.data_path(node.data)
                 if node.data is not None
-                else self.blobs.path(node.blob or "")
+                else self.blobs.location(node.blob or "")
             )
             handle.fd = os.open(path, os.O_RDWR if handle.writable else os.O_RDONLY)
             handle.source = source
@@ -854,11 +875,18 @@ class Overlay:
 
     # -- turn end --------------------------------------------------------------
 
+    def write_held(self) -> None:
+        """Put every turn's held-back read records into its journal (the daemon is stopping)."""
+        for tree in self.sessions.values():
+            if tree.turn is not None:
+                tree.turn.write_held()
+
     def freeze(self, session: str) -> None:
         """From now on the turn's folders refuse changes: what ends is what was there."""
         state = self.sessions[session].turn
         if state is not None:
             state.frozen = True
+            state.write_held()
 
     def source(self, mount: MountTree, path: str) -> Path | None:
         """The file on disk holding what ``path`` holds now in ``mount``; ``None`` if nothing."""

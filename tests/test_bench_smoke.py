@@ -31,5 +31,6 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "| grep -r" in done.stdout
-    assert "| workload | native | fuse-overlayfs | memfs |" in done.stdout
+    assert "| workload | native | fuse-overlayfs | pyfuse3 floor | memfs |" in done.stdout
+    assert "| FUSE requests memfs served (last run) |" in done.stdout
     assert "skipped" not in done.stdout.split("| workload")[1].split("\n")[2]

@@ -266,6 +266,7 @@ async def test_only_the_first_open_for_reading_of_a_path_is_journaled(tmp_path: 
     for _ in range(3):
         info = await ops.open(inode, os.O_RDONLY, CTX)
         await ops.release(info.fh)
+    overlay.write_held()
     lines = journal.read_text().splitlines()
     assert len(lines) == 1 and '"o":"r"' in lines[0]
     assert overlay.sessions["s1"].turn.access_log()["rules/dir/rules.md"].read == "rev-1"
@@ -295,3 +296,26 @@ def test_released_blobs_are_discarded_only_when_no_holder_is_left(tmp_path: Path
     [kept] = blobs.put_many([b"shared"], hold=True)
     blobs.release([kept], discard=False)
     assert kept in blobs
+
+
+async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    journal = overlay.sessions["s1"].turn.dir / "journal"
+    info = await ops.open(inode, os.O_RDONLY, CTX)
+    await ops.release(info.fh)
+    assert journal.read_text() == ""  # held: no write per file read
+    await ops.mkdir(folder, b"sub", 0o40755, CTX)
+    ops_in_order = [line.split('"o":"')[1][0] for line in journal.read_text().splitlines()]
+    assert ops_in_order == ["r", "D"]
+
+
+async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    info = await ops.open(inode, os.O_RDONLY, CTX)
+    await ops.release(info.fh)
+    overlay.write_held()
+    journal = overlay.sessions["s1"].turn.dir / "journal"
+    assert '"o":"r"' in journal.read_text()
