@@ -18,7 +18,9 @@ Methods never await: each runs whole between two FUSE requests.
 
 from __future__ import annotations
 
+import bisect
 import json
+import logging
 import os
 import shutil
 import stat
@@ -26,7 +28,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from memfs.core.errors import (
     Exists,
@@ -43,6 +45,8 @@ from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import Limits
 from memfs.core.names import MAX_PATH_BYTES, check_segment
 from memfsd.blobs import BlobCache
+
+log = logging.getLogger("memfsd.overlay")
 
 ROOT_INODE = 1
 Kind = Literal["dir", "file"]
@@ -67,7 +71,7 @@ class Node:
     mtime_ns: int
     ctime_ns: int
     atime_ns: int
-    children: dict[str, Node] = field(default_factory=dict)
+    kids: dict[str, Node] = field(default_factory=dict)  # read through ``children``
     tree: MountTree | None = None
     # A file holds either a snapshot blob (unmodified) or a data file of this turn.
     blob: str | None = None
@@ -78,10 +82,20 @@ class Node:
     lookups: int = 0
     opens: int = 0
     attached: bool = True
+    # A snapshot folder whose entries are not nodes yet: its path in the snapshot.
+    unplanted: str | None = None
 
     @property
     def is_dir(self) -> bool:
         return self.kind == "dir"
+
+    @property
+    def children(self) -> dict[str, Node]:
+        """The folder's entries, made into nodes the first time anyone asks."""
+        if self.unplanted is not None:
+            assert self.tree is not None
+            self.tree.plant(self)
+        return self.kids
 
     def path(self) -> str:
         """The node's path inside its mount."""
@@ -103,8 +117,8 @@ class FileAccess:
     renamed_from: str | None = None
 
 
-@dataclass(frozen=True)
-class SnapshotFile:
+class SnapshotFile(NamedTuple):
+    # A tuple, not a dataclass: a turn start makes one per file of the space.
     sha: str
     size: int
     revision: str | None
@@ -123,6 +137,9 @@ class MountTree:
     bytes: int = 0
     touched: set[str] = field(default_factory=set)
     private: bool = False  # a person's (or an app's) space: its blobs go with its last turn
+    # The snapshot's paths, sorted, so a folder's entries are one contiguous run.
+    paths: list[str] = field(default_factory=list)
+    plant: Callable[[Node], None] = lambda node: None
 
 
 @dataclass(eq=False)
@@ -324,38 +341,65 @@ class Overlay:
                 "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
             )
             mount = MountTree(name, read_only, root, state, dict(snapshot), private=name in private)
+            mount.paths = sorted(mount.snapshot)
+            mount.plant = self._plant
+            mount.files = len(snapshot)
+            mount.bytes = sum(file.size for file in snapshot.values())
             root.tree = mount
+            root.unplanted = ""
             state.mounts[name] = mount
             state.present[name] = set(snapshot)
-            self._plant(mount, snapshot)
         tree.turn = state
         if replay:
             self._replay(state)
         return state
 
-    def _plant(self, mount: MountTree, snapshot: Mapping[str, SnapshotFile]) -> None:
-        """Build a mount's tree from its snapshot: every turn start does this, so it is lean."""
-        folders: dict[str, Node] = {"": mount.root}
+    def _plant(self, folder: Node) -> None:
+        """Make nodes of a snapshot folder's entries, now that someone looks inside it.
+
+        A turn start builds no tree: a space of 10,000 files costs only the
+        folders the agent opens. The snapshot's paths are sorted, so the
+        entries under ``<folder>/`` are one run found by bisection, and each
+        subfolder's run is skipped over in one step, left for its own turn.
+        """
+        mount, prefix = folder.tree, folder.unplanted
+        assert mount is not None and prefix is not None
+        folder.unplanted = None
+        paths, snapshot = mount.paths, mount.snapshot
+        if prefix:
+            prefix += "/"
+            # "0" follows "/": every path under the prefix sorts before prefix[:-1] + "0".
+            at = bisect.bisect_left(paths, prefix)
+            end = bisect.bisect_left(paths, prefix[:-1] + "0", at)
+        else:
+            at, end = 0, len(paths)
         now = self.clock()
-        uid, gid = mount.root.uid, mount.root.gid
-        total = 0
-        for path, file in snapshot.items():
-            folder, _, name = path.rpartition("/")
-            parent = folders.get(folder)
-            if parent is None:
-                parent = folders[folder] = self._dir_at(mount, folder.split("/"))
-            if name in parent.children:
-                raise NotADirectory("a folder stands where a file is needed", path=path)
-            node = Node(
-                self._next_inode, "file", "entry", name, parent, FILE_MODE, uid, gid,
-                now, now, now, tree=mount, blob=file.sha, revision=file.revision, size=file.size,
-            )  # fmt: skip
+        uid, gid = folder.uid, folder.gid
+        cut = len(prefix)
+        while at < end:
+            rest = paths[at][cut:]
+            name, slash, _ = rest.partition("/")
+            if name in folder.kids:
+                log.warning("%s: %s is both a file and a folder in the snapshot", mount.name, name)
+                at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
+                continue
+            if slash:
+                node = Node(
+                    self._next_inode, "dir", "entry", name, folder, DIR_MODE, uid, gid,
+                    now, now, now, tree=mount, unplanted=prefix + name,
+                )  # fmt: skip
+                at = bisect.bisect_left(paths, prefix + name + "0", at, end)
+            else:
+                file = snapshot[paths[at]]
+                node = Node(
+                    self._next_inode, "file", "entry", name, folder, FILE_MODE, uid, gid,
+                    now, now, now, tree=mount, blob=file.sha, revision=file.revision,
+                    size=file.size,
+                )  # fmt: skip
+                at += 1
             self._next_inode += 1
             self.nodes[node.inode] = node
-            parent.children[name] = node
-            total += file.size
-        mount.files += len(snapshot)
-        mount.bytes += total
+            folder.kids[name] = node
 
     def detach_turn(self, session: str) -> None:
         """Drop a turn's trees and its data; the session directory stays until closed."""
@@ -391,9 +435,10 @@ class Overlay:
         shutil.rmtree(self.session_dir(session), ignore_errors=True)
 
     def _detach(self, node: Node) -> None:
-        if node.parent is not None and node.parent.children.get(node.name) is node:
-            del node.parent.children[node.name]
-        for child in list(node.children.values()):
+        # Raw ``kids``: detaching must not plant folders nobody looked into.
+        if node.parent is not None and node.parent.kids.get(node.name) is node:
+            del node.parent.kids[node.name]
+        for child in list(node.kids.values()):
             self._detach(child)
         node.attached = False
         self._maybe_free(node)

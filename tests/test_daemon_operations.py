@@ -319,3 +319,48 @@ async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> N
     overlay.write_held()
     journal = overlay.sessions["s1"].turn.dir / "journal"
     assert '"o":"r"' in journal.read_text()
+
+
+def _big(tmp_path: Path, paths: list[str]) -> tuple[Overlay, MemfsOperations]:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"x\n"])
+    overlay = Overlay(tmp_path, blobs, Limits())
+    overlay.open_session("s1")
+    snapshot = {path: SnapshotFile(sha, 2, f"r{i}") for i, path in enumerate(paths)}
+    overlay.attach_turn("s1", "t1", {"big": (False, snapshot)})
+    return overlay, MemfsOperations(overlay)
+
+
+async def test_a_turn_start_makes_nodes_only_for_the_folders_looked_into(tmp_path: Path) -> None:
+    paths = [f"f{d:02}/sub/n{i:04}.md" for d in range(20) for i in range(100)] + ["top.md"]
+    overlay, ops = _big(tmp_path, paths)
+    before = len(overlay.nodes)
+    mount = overlay.sessions["s1"].turn.mounts["big"]
+    assert mount.files == 2001 and mount.bytes == 4002
+    folder = await inode_of(ops, "s1", "big", "f07", "sub")
+    # The mount's 21 entries, f07's one, and f07/sub's 100: a folder's reply
+    # carries its link count, which counts its subfolders.
+    assert len(overlay.nodes) - before == 21 + 1 + 100
+    names = [node.name for node in overlay.children(folder)]
+    assert len(names) == 100 and names[0] == "n0000.md"
+    assert len(overlay.nodes) - before == 21 + 1 + 100
+
+
+async def test_a_renamed_folder_nobody_looked_into_keeps_its_snapshot_entries(
+    tmp_path: Path,
+) -> None:
+    overlay, ops = _big(tmp_path, ["a/b/c.md", "a/d.md", "ab.md", "a-b.md"])
+    mount = await inode_of(ops, "s1", "big")
+    await ops.rename(mount, b"a", mount, b"z", 0, CTX)
+    inside = await inode_of(ops, "s1", "big", "z", "b", "c.md")
+    assert overlay.node(inside).revision == "r0"
+    assert sorted(n.name for n in overlay.children(mount)) == ["a-b.md", "ab.md", "z"]
+    state = overlay.sessions["s1"].turn.mounts["big"]
+    assert state.touched == {"a/b/c.md", "a/d.md", "z/b/c.md", "z/d.md"}
+
+
+async def test_a_snapshot_path_under_a_file_is_left_out_not_fatal(tmp_path: Path) -> None:
+    overlay, ops = _big(tmp_path, ["a", "a/b.md", "c.md"])
+    mount = await inode_of(ops, "s1", "big")
+    assert sorted(n.name for n in overlay.children(mount)) == ["a", "c.md"]
+    assert not overlay.node(await inode_of(ops, "s1", "big", "a")).is_dir
