@@ -24,6 +24,7 @@ from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, SnapshotFile
 
 TURN_FILE = "turn.json"
+DONE_FILE = "done.json"  # the spaces of an ending turn already stored
 
 
 class OverlayWorkspace:
@@ -119,21 +120,9 @@ class OverlayWorkspace:
             "uid": uid,
             "gid": gid,
         }
-        target = self.turn_file(state.session)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            # dumps, not dump: dump streams through the pure-Python encoder,
-            # ten times slower on a 10,000-file manifest.
-            fh.write(json.dumps(record, separators=(",", ":")))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # dumps, not dump: dump streams through the pure-Python encoder, ten
+        # times slower on a 10,000-file manifest.
+        _write_atomic(self.turn_file(state.session), json.dumps(record, separators=(",", ":")))
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
         self.overlay.freeze(session)
@@ -154,9 +143,14 @@ class OverlayWorkspace:
         return await trio.to_thread.run_sync(read), {}
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
-        uid, gid = self._owners.get(turn.session, (None, None))
-        manifests = self._shas.get(turn.session, {})
-        await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
+        # A small file of its own: rewriting turn.json (the whole manifest)
+        # for every stored space would cost O(space) at every turn end.
+        done = {
+            "turn": turn.id,
+            "done": {space: r.model_dump(mode="json") for space, r in turn.done.items()},
+        }
+        target = self.turn_file(turn.session).with_name(DONE_FILE)
+        await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
 
     def access_log(self, session: str) -> dict[str, FileAccess]:
         """What the filesystem saw the session's current (or just ended) turn do."""
@@ -186,6 +180,7 @@ class OverlayWorkspace:
             self.overlay.detach_turn(session)
         self._shas.pop(session, None)
         self.turn_file(session).unlink(missing_ok=True)
+        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         await self.forget_names()
 
     async def close_session(self, session: str) -> None:
@@ -206,7 +201,13 @@ class OverlayWorkspace:
         sessions = self.overlay.state_dir / "sessions"
         found = []
         for path in sorted(sessions.glob(f"*/{TURN_FILE}")):
-            found.append(json.loads(path.read_text()))
+            record = json.loads(path.read_text())
+            done_file = path.with_name(DONE_FILE)
+            if done_file.exists():
+                done = json.loads(done_file.read_text())
+                if done.get("turn") == record["state"]["turn"]:
+                    record["state"]["done"] = {**record["state"].get("done", {}), **done["done"]}
+            found.append(record)
         return found
 
     def reattach(self, turn: Turn, record: Mapping[str, Any]) -> None:
@@ -218,6 +219,22 @@ class OverlayWorkspace:
         self.overlay.blobs.hold([sha for shas in manifests.values() for sha in shas.values()])
         self._shas[turn.session] = manifests
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 __all__ = ["OverlayWorkspace"]
