@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from pathlib import Path
 
 from memfs.core.models import digest
@@ -93,6 +93,25 @@ class BlobCache:
         os.sync()
         with self._lock:
             self._present.update(sha for _, _, sha in pending)
+
+    def held(self) -> Container[str]:
+        """The blobs known to be here: a live set, for membership tests only (no ``stat``).
+
+        The set itself, not a copy or a wrapper: a lean load tests every file
+        of a space against it, and a set's own lookup is the fastest there is.
+        """
+        return self._present
+
+    def hold_present(self, shas: Sequence[str]) -> list[bool]:
+        """Hold each blob that is here; for each sha, whether it was (and is now held)."""
+        flags = []
+        with self._lock:
+            for sha in shas:
+                here = sha in self._present
+                if here:
+                    self._refs[sha] = self._refs.get(sha, 0) + 1
+                flags.append(here)
+        return flags
 
     def hold(self, shas: Sequence[str]) -> None:
         """Hold blobs already on disk (a turn brought back after a restart)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,9 @@ from typing import Any
 import trio
 
 from memfs.core.diff import diff_touched
-from memfs.core.errors import MemfsError, NotFound
+from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
+from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, SnapshotFile
 
@@ -52,31 +53,73 @@ class OverlayWorkspace:
     def turn_file(self, session: str) -> Path:
         return self.overlay.session_dir(session) / TURN_FILE
 
+    def contents_held(self) -> Container[str]:
+        return self.overlay.blobs.held()
+
     async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
-        names = list(turn.mounts)
-        flat = [content for name in names for content in loaded[name].files.values()]
-        known = [loaded[name].shas.get(path) for name in names for path in loaded[name].files]
-        shas = await trio.to_thread.run_sync(
-            partial(self.overlay.blobs.put_many, flat, known, hold=True)
-        )
         manifests: dict[str, dict[str, str]] = {}
-        at = 0
-        for name in names:
-            paths = list(loaded[name].files)
-            manifests[name] = dict(zip(paths, shas[at : at + len(paths)], strict=True))
-            at += len(paths)
-        uid, gid = self._owners.get(turn.session, (None, None))
         try:
+            for name, mount in turn.mounts.items():
+                manifests[name] = await self._take_blobs(mount, loaded[name])
+            uid, gid = self._owners.get(turn.session, (None, None))
             await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
             self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=False)
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
-            for name, mount in turn.mounts.items():
-                self.overlay.blobs.release(
-                    list(manifests[name].values()), discard=mount.layer != "org"
-                )
+            for name, manifest in manifests.items():
+                private = turn.mounts[name].layer != "org"
+                self.overlay.blobs.release(list(manifest.values()), discard=private)
             raise
         self._shas[turn.session] = manifests
+
+    async def _take_blobs(self, mount: Mount, loaded: Loaded) -> dict[str, str]:
+        """Hold the blob of every file of one mount, storing the bytes that came along.
+
+        A lean load left out the bytes the cache held when it ran; a person's
+        blob may have been discarded since (their other turn ended), and such
+        bytes are fetched again from the mount's source. On failure nothing
+        stays held.
+        """
+        blobs = self.overlay.blobs
+        paths = loaded.paths()
+        brought = [path for path in paths if path in loaded.files]
+        held: list[str] = []
+        try:
+            taken = await trio.to_thread.run_sync(
+                partial(
+                    blobs.put_many,
+                    [loaded.files[path] for path in brought],
+                    [loaded.shas.get(path) for path in brought],
+                    hold=True,
+                )
+            )
+            held += taken
+            shas = dict(zip(brought, taken, strict=True))
+            if loaded.lean:
+                cached = [loaded.shas[path] for path in paths if path not in shas]
+                flags = await trio.to_thread.run_sync(blobs.hold_present, cached)
+                held += [sha for sha, ok in zip(cached, flags, strict=True) if ok]
+                gone = [sha for sha, ok in zip(cached, flags, strict=True) if not ok]
+                if gone:
+                    fetched = await self._fetch_again(mount, gone)
+                    held += await trio.to_thread.run_sync(
+                        partial(blobs.put_many, fetched, gone, hold=True)
+                    )
+                shas.update((path, loaded.shas[path]) for path in paths if path not in shas)
+        except BaseException:
+            blobs.release(held, discard=mount.layer != "org")
+            raise
+        return {path: shas[path] for path in paths}
+
+    async def _fetch_again(self, mount: Mount, gone: list[str]) -> list[bytes]:
+        source = mount.source
+        fetched = await source.fetch(gone) if isinstance(source, StoreSource) else {}
+        if any(sha not in fetched for sha in gone):
+            raise StoreUnavailable(
+                "files a lean load left out are neither cached nor in the store any more",
+                path=mount.name,
+            )
+        return [fetched[sha] for sha in gone]
 
     def _attach(
         self,

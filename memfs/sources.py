@@ -7,7 +7,7 @@ app-defined persistent dir and a managed space end a turn by the same rules.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Collection, Container, Mapping
 from typing import Any, Protocol
 
 from memfs.core.errors import Conflict, InvalidName
@@ -23,11 +23,14 @@ from memfs.core.models import (
 from memfs.core.names import check_path
 from memfs.core.review import ReviewMode
 from memfs.core.specs import PersistentDir
-from memfs.stores.base import ReviewingStore, Store
+from memfs.stores.base import LeanStore, ReviewingStore, Store
 
 
 class Source(Protocol):
-    async def load(self) -> Loaded: ...
+    async def load(self, have: Container[str] | None = None) -> Loaded:
+        """The space's files; with ``have``, the source may leave out the bytes of files
+        whose sha256 is in it (a lean load: see ``LeanStore``)."""
+        ...
 
     async def store(
         self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
@@ -45,13 +48,22 @@ class StoreSource:
         self.session = session
         self.review = review
 
-    async def load(self) -> Loaded:
-        loaded = await self.store_.load(self.ref, self.session)
+    async def load(self, have: Container[str] | None = None) -> Loaded:
+        if have is not None and isinstance(self.store_, LeanStore):
+            loaded = await self.store_.load_lean(self.ref, self.session, have)
+        else:
+            loaded = await self.store_.load(self.ref, self.session)
         # The space's own review setting, set by a person in the store, wins
         # over the spec's default; ask at load so the note can tell the agent.
         if self.ref.layer == "org" and isinstance(self.store_, ReviewingStore):
             self.review = await self.store_.review_mode(self.ref) or self.review
         return loaded
+
+    async def fetch(self, shas: Collection[str]) -> dict[str, bytes]:
+        """The bytes a lean load left out, by sha256 (``{}`` from a store that cannot)."""
+        if isinstance(self.store_, LeanStore):
+            return await self.store_.contents(self.ref, shas)
+        return {}
 
     async def store(
         self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
@@ -76,7 +88,9 @@ def normalize_loaded(result: Any) -> Loaded:
     if isinstance(result, Loaded):
         # Content addresses are trusted only from stores: a wrong one from an
         # app would make the daemon serve another file's cached bytes.
-        return result.model_copy(update={"shas": {}}) if result.shas else result
+        # An app's load is never lean: every file comes with its bytes.
+        revisions = {p: r for p, r in result.revisions.items() if p in result.files}
+        return result.model_copy(update={"shas": {}, "sizes": {}, "revisions": revisions})
     cursor: Any = None
     files: Any = result
     if isinstance(result, tuple):
@@ -106,7 +120,7 @@ class AppSource:
         self.spec = spec
         self.ctx = ctx
 
-    async def load(self) -> Loaded:
+    async def load(self, have: Container[str] | None = None) -> Loaded:
         return normalize_loaded(await self.spec.load(self.ctx))
 
     async def store(

@@ -418,7 +418,7 @@ class Memory:
         try:
             if isinstance(spec, OrgMemory) and spec.seed is not None:
                 await self._sync_seed(ref, Path(spec.seed))
-            loaded = await source.load()
+            loaded = await source.load(have=self.workspace.contents_held())
         except MemfsError as exc:
             if not isinstance(exc, StoreUnavailable):
                 raise  # a mistake in the app or config: fail loudly
@@ -438,7 +438,11 @@ class Memory:
             from_last_known_copy=stale,
             cursor=loaded.cursor,
             snapshot=dict(loaded.revisions),
-            sizes={path: len(content) for path, content in loaded.files.items()},
+            sizes=(
+                {path: loaded.size(path) for path in loaded.revisions}
+                if loaded.lean
+                else {path: len(content) for path, content in loaded.files.items()}
+            ),
             by=resolve_by(spec, turn.extra_body),
             source=source,
             review=source.review if isinstance(source, StoreSource) else "none",

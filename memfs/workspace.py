@@ -8,7 +8,7 @@ implements the same protocol and reports only the paths a turn touched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -30,8 +30,19 @@ class Workspace(Protocol):
         """The session's directory, holding one folder per mount."""
         ...
 
+    def contents_held(self) -> Container[str] | None:
+        """The sha256s whose bytes the workspace already holds, so loads may leave them out.
+
+        ``None``: the workspace wants every file's bytes at every turn start.
+        """
+        ...
+
     async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
-        """Lay out a new turn's mounts (``turn.mounts``) from what was loaded."""
+        """Lay out a new turn's mounts (``turn.mounts``) from what was loaded.
+
+        A lean load's missing bytes are the workspace's to find (its cache, or
+        the mount's source).
+        """
         ...
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
@@ -65,6 +76,9 @@ class CopyWorkspace:
 
     def root(self, session: str) -> Path:
         return self.workdir / session
+
+    def contents_held(self) -> Container[str] | None:
+        return None  # every turn writes every file into a fresh folder
 
     async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
         for name in turn.mounts:

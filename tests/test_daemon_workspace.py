@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import memfs
-from memfs.core.models import Limits, SpaceResult
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, SpaceResult, digest
 from memfs.stores.memory import MemoryStore
+from memfs.stores.sqlite import SqliteStore
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
@@ -41,3 +44,24 @@ async def test_a_record_left_by_an_earlier_turn_is_ignored(tmp_path: Path) -> No
     )
     [saved] = ws.saved_turns()
     assert saved["state"].get("done", {}) == {}
+
+
+async def test_a_blob_discarded_after_a_lean_load_is_fetched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    memory = Memory(store, [memfs.user_memory()], workspace=ws)
+    me = SpaceRef(layer="user", space="me", user="u1")
+    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    sha = digest(b"tea\n")
+    await (await memory.start_turn("a", BODY)).end()
+    assert sha not in overlay.blobs  # a person's blob leaves with their last turn
+    # As if the load had run just before another turn of theirs let the blob go.
+    monkeypatch.setattr(ws, "contents_held", lambda: {sha})
+    turn = await memory.start_turn("b", BODY)
+    mount = overlay.sessions["b"].turn.mounts["me"]
+    assert overlay.source(mount, "prefs.md").read_bytes() == b"tea\n"
+    await turn.end()
+    await store.aclose()

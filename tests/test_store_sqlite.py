@@ -501,7 +501,61 @@ async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
     assert await store.files(DANA) == {"a.md": b"a"}
     await store.aclose()
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+
+
+async def test_migration_to_v5_indexes_the_manifest_and_lean_loads_use_it(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    with raw(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        for step in MIGRATIONS[:4]:
+            step(conn)
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute("COMMIT")
+    store = SqliteStore(path)
+    await save(store, DANA, ChangeSet(created={"a.md": b"a", "b.md": b"bb"}))
+    lean = await store.load_lean(DANA, "s1", {digest(b"a")})
+    assert lean.files == {"b.md": b"bb"}
+    assert lean.sizes == {"a.md": 1, "b.md": 2}
+    assert lean.shas == {"a.md": digest(b"a"), "b.md": digest(b"bb")}
+    assert lean.lean and lean.paths() == ["a.md", "b.md"]
+    assert await store.contents(DANA, [digest(b"a"), "0" * 64]) == {digest(b"a"): b"a"}
+    await store.aclose()
+    with raw(path) as conn:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT revisions.sha256, revisions.size FROM live"
+                " JOIN revisions INDEXED BY revisions_manifest"
+                " ON revisions.id = live.revision_id WHERE live.space_id = 1"
+            )
+        )
+        assert "COVERING INDEX revisions_manifest" in plan
+
+
+async def test_a_lean_load_brings_a_conversations_waiting_edit_with_its_bytes(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        ref = SpaceRef(layer="org", space="rules", org="bank")
+        await save(store, ref, ChangeSet(created={"a.md": b"a\n", "b.md": b"b\n"}))
+        loaded = await store.load(ref, "s1")
+        await store.store(
+            ref,
+            ChangeSet(updated={"b.md": b"waiting\n"}, deleted=("a.md",)),
+            cursor=loaded.cursor,
+            provenance=PROV,
+            review="person",
+        )
+        have = {digest(b"a\n"), digest(b"b\n")}
+        mine = await store.load_lean(ref, "s1", have)
+        assert mine.files == {"b.md": b"waiting\n"} and mine.paths() == ["b.md"]
+        assert mine.sizes == {"b.md": 8} and mine.shas == {}
+        theirs = await store.load_lean(ref, "s2", have)
+        assert theirs.files == {} and theirs.paths() == ["a.md", "b.md"]
+    finally:
+        await store.aclose()
 
 
 REVIEWER = By(id="ada", label="Ada", role="member")

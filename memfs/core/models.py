@@ -175,6 +175,23 @@ class Loaded(Frozen):
     # path -> sha256 of its content, where the store already knows it (saves
     # hashing every file at every turn start); paths left out are hashed.
     shas: dict[str, str] = Field(default_factory=dict)
+    # A lean load (``LeanStore.load_lean``) leaves out the bytes of files the
+    # caller already holds: those paths are in ``shas`` and ``sizes``, not in
+    # ``files``. ``sizes`` covers every path of a lean load; otherwise empty.
+    sizes: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def lean(self) -> bool:
+        """Whether some files' bytes were left out (see ``LeanStore``)."""
+        return len(self.files) < len(self.revisions)
+
+    def paths(self) -> list[str]:
+        """Every path of the space, bytes included or not, in the store's order."""
+        return list(self.revisions) if self.lean else list(self.files)
+
+    def size(self, path: str) -> int:
+        content = self.files.get(path)
+        return len(content) if content is not None else self.sizes[path]
 
 
 class Stored(Frozen):

@@ -11,6 +11,7 @@ folder store keeps plain files and checks the whole space.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Container
 from typing import Literal, Protocol, runtime_checkable
 
 from memfs.core.models import (
@@ -47,6 +48,28 @@ class Store(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LeanStore(Store, Protocol):
+    """A store that can load a space without the bytes the caller already holds.
+
+    The daemon keeps every file it has served in a content-addressed cache, so
+    a turn start over a space it has seen needs only the names, sizes and
+    sha256s: the cost of a turn grows with what changed, not with the space.
+    """
+
+    async def load_lean(self, ref: SpaceRef, session: str, have: Container[str]) -> Loaded:
+        """``load``, except that a file whose sha256 is in ``have`` comes without its bytes.
+
+        Every path is in ``revisions``, ``shas`` and ``sizes``; ``files`` holds
+        the bytes of the rest.
+        """
+        ...
+
+    async def contents(self, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
+        """The bytes of revisions of ``ref`` by sha256; shas it never held are left out."""
+        ...
 
 
 @runtime_checkable
