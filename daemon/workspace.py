@@ -26,6 +26,7 @@ from memfsd.overlay import FileAccess, Overlay, SnapshotFile
 
 TURN_FILE = "turn.json"
 DONE_FILE = "done.json"  # the spaces of an ending turn already stored
+MANIFEST_FORMAT = 1  # turn.json: a JSON header line, then NUL-separated manifest fields
 
 
 class OverlayWorkspace:
@@ -157,15 +158,46 @@ class OverlayWorkspace:
         uid: int | None,
         gid: int | None,
     ) -> None:
-        record: dict[str, Any] = {
-            "state": state.model_dump(mode="json"),
-            "shas": manifests,
+        # The manifests go after the JSON header as NUL-separated fields
+        # (NUL is the one character no path holds): encoding 10,000 files this
+        # way costs a third of encoding them as JSON, at every turn start.
+        header = {
+            "state": state.model_dump(
+                mode="json", exclude={"mounts": {"__all__": {"snapshot", "sizes"}}}
+            ),
             "uid": uid,
             "gid": gid,
+            "manifest": MANIFEST_FORMAT,
         }
-        # dumps, not dump: dump streams through the pure-Python encoder, ten
-        # times slower on a 10,000-file manifest.
-        _write_atomic(self.turn_file(state.session), json.dumps(record, separators=(",", ":")))
+        fields: list[str] = []
+        for name, manifest in manifests.items():
+            mount = state.mounts[name]
+            sizes, snapshot = mount.sizes, mount.snapshot
+            fields += [
+                f"{name}\0{path}\0{sha}\0{sizes[path]}\0{snapshot.get(path) or ''}"
+                for path, sha in manifest.items()
+            ]
+        body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
+        _write_atomic(self.turn_file(state.session), body)
+
+    @staticmethod
+    def _read_state(text: str) -> dict[str, Any]:
+        """A turn written down by :meth:`_write_state`, as one JSON-shaped record."""
+        head, _, rows = text.partition("\n")
+        record: dict[str, Any] = json.loads(head)
+        mounts = record["state"]["mounts"]
+        shas: dict[str, dict[str, str]] = {name: {} for name in mounts}
+        for mount in mounts.values():
+            mount["snapshot"], mount["sizes"] = {}, {}
+        parts = rows.split("\0") if rows else []
+        for at in range(0, len(parts), 5):
+            name, path, sha, size, revision = parts[at : at + 5]
+            shas[name][path] = sha
+            mounts[name]["sizes"][path] = int(size)
+            if revision:
+                mounts[name]["snapshot"][path] = revision
+        record["shas"] = shas
+        return record
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
         self.overlay.freeze(session)
@@ -244,7 +276,7 @@ class OverlayWorkspace:
         sessions = self.overlay.state_dir / "sessions"
         found = []
         for path in sorted(sessions.glob(f"*/{TURN_FILE}")):
-            record = json.loads(path.read_text())
+            record = self._read_state(path.read_text())
             done_file = path.with_name(DONE_FILE)
             if done_file.exists():
                 done = json.loads(done_file.read_text())

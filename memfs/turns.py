@@ -439,7 +439,7 @@ class Memory:
             cursor=loaded.cursor,
             snapshot=dict(loaded.revisions),
             sizes=(
-                {path: loaded.size(path) for path in loaded.revisions}
+                dict(loaded.sizes)  # a lean load sizes every path
                 if loaded.lean
                 else {path: len(content) for path, content in loaded.files.items()}
             ),

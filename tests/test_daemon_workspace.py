@@ -65,3 +65,17 @@ async def test_a_blob_discarded_after_a_lean_load_is_fetched_again(
     assert overlay.source(mount, "prefs.md").read_bytes() == b"tea\n"
     await turn.end()
     await store.aclose()
+
+
+async def test_the_manifest_written_down_round_trips_any_path(tmp_path: Path) -> None:
+    memory, ws = workspace(tmp_path)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    odd = {"tab\there.md": b"1", "new\nline.md": b"22", "ünï/cødé.md": b"333"}
+    await memory.store.put(rules, ChangeSet(created=odd), provenance=Provenance())
+    turn = await memory.start_turn("s1", BODY)
+    [saved] = ws.saved_turns()
+    assert saved["shas"]["rules"] == {path: digest(content) for path, content in odd.items()}
+    state = saved["state"]["mounts"]["rules"]
+    assert state["sizes"] == {"tab\there.md": 1, "new\nline.md": 2, "ünï/cødé.md": 3}
+    assert state["snapshot"] == turn.mounts["rules"].snapshot
+    assert saved["state"]["mounts"]["me"]["sizes"] == {}

@@ -431,21 +431,19 @@ def _load_lean(
     if space_id is None:
         return Loaded(files={}, cursor="0", revisions={})
     files: dict[str, bytes] = {}
-    revisions: dict[str, str] = {}
-    shas: dict[str, str] = {}
-    sizes: dict[str, int] = {}
-    wanted: dict[int, str] = {}
-    for path, revision_id, sha, size in conn.execute(
+    # Plain tuples and comprehensions: this runs over every file at every turn start.
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
         "SELECT live.path, live.revision_id, revisions.sha256, revisions.size FROM live"
         " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
-    ):
-        revisions[path] = str(revision_id)
-        shas[path] = sha
-        sizes[path] = size
-        if sha not in have:
-            wanted[revision_id] = path
+    ).fetchall()
+    revisions = {row[0]: str(row[1]) for row in rows}
+    shas: dict[str, str] = {row[0]: row[2] for row in rows}
+    sizes: dict[str, int] = {row[0]: row[3] for row in rows}
+    wanted = {row[1]: row[0] for row in rows if row[2] not in have}
     ids = list(wanted)
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
