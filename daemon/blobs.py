@@ -6,10 +6,11 @@ are written under temporary names, synced, and only then renamed into place
 after a crash, and an open turn's snapshot survives one. Two sessions loading
 the same space share one copy. Which blobs are present is remembered in
 memory, so a turn start over a space already cached costs no ``stat`` per file.
-Turns hold the blobs of their snapshots; a person's blobs are discarded when
-the last turn holding them lets go, so forgetting a person leaves nothing here.
-Holding and presence change under one lock, so a blob one turn is about to use
-is never discarded by another turn ending at the same moment.
+Shared (org) memory's blobs stay, marked *shared*. Turns over a person's
+memory hold its blobs, and a blob no turn holds and no shared space has is
+discarded when the last holder lets go, so forgetting a person leaves nothing
+here. Holding, sharing and presence change under one lock, so a blob one
+turn is about to use is never discarded by another turn ending at that moment.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 
 from memfs.core.models import digest
@@ -30,6 +31,7 @@ class BlobCache:
         root.mkdir(parents=True, exist_ok=True)
         self._present: set[str] = set()
         self._refs: dict[str, int] = {}
+        self._shared: set[str] = set()
         self._lock = threading.Lock()
 
     def path(self, sha: str) -> Path:
@@ -50,13 +52,14 @@ class BlobCache:
         known: Sequence[str | None] | None = None,
         *,
         hold: bool = False,
+        share: bool = False,
     ) -> list[str]:
         """Store many blobs with two syncs in all rather than one per blob.
 
         ``known`` gives each content's sha256 where the caller already has it
         (a store keeps it with every revision); the rest are hashed here. With
         ``hold``, each returned blob is held (once per content) until
-        :meth:`release`.
+        :meth:`release`; with ``share``, each is marked shared (never discarded).
         """
         shas = [
             (known[index] if known is not None else None) or digest(content)
@@ -64,6 +67,8 @@ class BlobCache:
         ]
         missing: dict[str, bytes] = {}
         with self._lock:
+            if share:
+                self._shared.update(shas)
             for sha, content in zip(shas, contents, strict=True):
                 if hold:
                     self._refs[sha] = self._refs.get(sha, 0) + 1
@@ -102,16 +107,20 @@ class BlobCache:
         """
         return self._present
 
-    def hold_present(self, shas: Sequence[str]) -> list[bool]:
-        """Hold each blob that is here; for each sha, whether it was (and is now held)."""
-        flags = []
+    def present(self, shas: Sequence[str], *, hold: bool) -> list[bool]:
+        """For each sha, whether its blob is here; with ``hold``, hold each one that is."""
         with self._lock:
-            for sha in shas:
-                here = sha in self._present
-                if here:
-                    self._refs[sha] = self._refs.get(sha, 0) + 1
-                flags.append(here)
+            flags = [sha in self._present for sha in shas]
+            if hold:
+                for sha, here in zip(shas, flags, strict=True):
+                    if here:
+                        self._refs[sha] = self._refs.get(sha, 0) + 1
         return flags
+
+    def share(self, shas: Iterable[str]) -> None:
+        """Mark blobs as shared memory's: they stay in the cache for every later turn."""
+        with self._lock:
+            self._shared.update(shas)
 
     def hold(self, shas: Sequence[str]) -> None:
         """Hold blobs already on disk (a turn brought back after a restart)."""
@@ -120,7 +129,7 @@ class BlobCache:
                 self._refs[sha] = self._refs.get(sha, 0) + 1
 
     def release(self, shas: Sequence[str], *, discard: bool) -> None:
-        """Let go of blobs; with ``discard``, remove those no turn holds any more."""
+        """Let go of blobs; with ``discard``, remove those no turn holds and none shares."""
         with self._lock:
             for sha in shas:
                 left = self._refs.get(sha, 0) - 1
@@ -128,7 +137,7 @@ class BlobCache:
                     self._refs[sha] = left
                     continue
                 self._refs.pop(sha, None)
-                if discard:
+                if discard and sha not in self._shared:
                     self._present.discard(sha)
                     self.path(sha).unlink(missing_ok=True)
 

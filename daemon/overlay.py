@@ -117,8 +117,15 @@ class FileAccess:
     renamed_from: str | None = None
 
 
+# What a snapshot holds at one path: (blob sha256, size, revision). A plain
+# tuple: a turn start makes one per file of the space, and a NamedTuple's
+# constructor alone would cost more than the rest of the start.
+Snapshot = tuple[str, int, str | None]
+
+
 class SnapshotFile(NamedTuple):
-    # A tuple, not a dataclass: a turn start makes one per file of the space.
+    """A :data:`Snapshot` with names, for callers that build a few by hand."""
+
     sha: str
     size: int
     revision: str | None
@@ -132,7 +139,7 @@ class MountTree:
     read_only: bool
     root: Node
     turn: TurnTree
-    snapshot: dict[str, SnapshotFile]
+    snapshot: dict[str, Snapshot]
     files: int = 0
     bytes: int = 0
     touched: set[str] = field(default_factory=set)
@@ -323,7 +330,7 @@ class Overlay:
         self,
         session: str,
         turn: str,
-        mounts: Mapping[str, tuple[bool, Mapping[str, SnapshotFile]]],
+        mounts: Mapping[str, tuple[bool, Mapping[str, Snapshot]]],
         *,
         replay: bool = False,
         private: Collection[str] = (),
@@ -344,7 +351,7 @@ class Overlay:
             mount.paths = sorted(mount.snapshot)
             mount.plant = self._plant
             mount.files = len(snapshot)
-            mount.bytes = sum(file.size for file in snapshot.values())
+            mount.bytes = sum(file[1] for file in snapshot.values())
             root.tree = mount
             root.unplanted = ""
             state.mounts[name] = mount
@@ -393,8 +400,7 @@ class Overlay:
                 file = snapshot[paths[at]]
                 node = Node(
                     self._next_inode, "file", "entry", name, folder, FILE_MODE, uid, gid,
-                    now, now, now, tree=mount, blob=file.sha, revision=file.revision,
-                    size=file.size,
+                    now, now, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
                 )  # fmt: skip
                 at += 1
             self._next_inode += 1
@@ -423,8 +429,8 @@ class Overlay:
             self._release_blobs(mount)
 
     def _release_blobs(self, mount: MountTree) -> None:
-        shas = [file.sha for file in mount.snapshot.values()]
-        self.blobs.release(shas, discard=mount.private)
+        if mount.private:  # shared memory's blobs are never held, only marked shared
+            self.blobs.release([file[0] for file in mount.snapshot.values()], discard=True)
 
     def close_session(self, session: str) -> None:
         """The session's directory disappears (ENOENT from now on)."""
@@ -949,7 +955,7 @@ class Overlay:
     def base(self, mount: MountTree, path: str) -> Path | None:
         """The blob holding what ``path`` held in the turn's snapshot; ``None`` if nothing."""
         file = mount.snapshot.get(path)
-        return None if file is None else self.blobs.path(file.sha)
+        return None if file is None else self.blobs.path(file[0])
 
     # -- recovery --------------------------------------------------------------
 
@@ -1034,6 +1040,7 @@ __all__ = [
     "Node",
     "Overlay",
     "SessionTree",
+    "Snapshot",
     "SnapshotFile",
     "TurnTree",
 ]

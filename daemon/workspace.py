@@ -22,7 +22,7 @@ from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
-from memfsd.overlay import FileAccess, Overlay, SnapshotFile
+from memfsd.overlay import FileAccess, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
 DONE_FILE = "done.json"  # the spaces of an ending turn already stored
@@ -68,8 +68,8 @@ class OverlayWorkspace:
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
             for name, manifest in manifests.items():
-                private = turn.mounts[name].layer != "org"
-                self.overlay.blobs.release(list(manifest.values()), discard=private)
+                if turn.mounts[name].layer != "org":
+                    self.overlay.blobs.release(list(manifest.values()), discard=True)
             raise
         self._shas[turn.session] = manifests
 
@@ -82,6 +82,9 @@ class OverlayWorkspace:
         stays held.
         """
         blobs = self.overlay.blobs
+        # A person's blobs are held by each turn over them, and go with the
+        # last; shared memory's are marked shared and stay.
+        private = mount.layer != "org"
         paths = loaded.paths()
         brought = [path for path in paths if path in loaded.files]
         held: list[str] = []
@@ -91,24 +94,31 @@ class OverlayWorkspace:
                     blobs.put_many,
                     [loaded.files[path] for path in brought],
                     [loaded.shas.get(path) for path in brought],
-                    hold=True,
+                    hold=private,
+                    share=not private,
                 )
             )
-            held += taken
+            if private:
+                held += taken
             shas = dict(zip(brought, taken, strict=True))
             if loaded.lean:
                 cached = [loaded.shas[path] for path in paths if path not in shas]
-                flags = await trio.to_thread.run_sync(blobs.hold_present, cached)
-                held += [sha for sha, ok in zip(cached, flags, strict=True) if ok]
-                gone = [sha for sha, ok in zip(cached, flags, strict=True) if not ok]
+                flags = await trio.to_thread.run_sync(partial(blobs.present, cached, hold=private))
+                if private:
+                    held += [sha for sha, here in zip(cached, flags, strict=True) if here]
+                else:
+                    blobs.share(cached)
+                gone = [sha for sha, here in zip(cached, flags, strict=True) if not here]
                 if gone:
                     fetched = await self._fetch_again(mount, gone)
-                    held += await trio.to_thread.run_sync(
-                        partial(blobs.put_many, fetched, gone, hold=True)
+                    again = await trio.to_thread.run_sync(
+                        partial(blobs.put_many, fetched, gone, hold=private, share=not private)
                     )
+                    if private:
+                        held += again
                 shas.update((path, loaded.shas[path]) for path in paths if path not in shas)
         except BaseException:
-            blobs.release(held, discard=mount.layer != "org")
+            blobs.release(held, discard=True)
             raise
         return {path: shas[path] for path in paths}
 
@@ -134,19 +144,20 @@ class OverlayWorkspace:
         replay: bool,
     ) -> None:
         self.overlay.open_session(session, uid, gid)
+        snapshots: dict[str, tuple[bool, dict[str, Snapshot]]] = {}
+        for name, mount in mounts.items():
+            sizes, revisions = mount.sizes, mount.snapshot
+            snapshots[name] = (
+                mount.read_only,
+                {
+                    path: (sha, sizes[path], revisions.get(path))
+                    for path, sha in manifests[name].items()
+                },
+            )
         self.overlay.attach_turn(
             session,
             turn,
-            {
-                name: (
-                    mount.read_only,
-                    {
-                        path: SnapshotFile(sha, mount.sizes[path], mount.snapshot.get(path))
-                        for path, sha in manifests[name].items()
-                    },
-                )
-                for name, mount in mounts.items()
-            },
+            snapshots,
             replay=replay,
             private={name for name, mount in mounts.items() if mount.layer != "org"},
         )
@@ -291,7 +302,12 @@ class OverlayWorkspace:
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
         manifests = record["shas"]
-        self.overlay.blobs.hold([sha for shas in manifests.values() for sha in shas.values()])
+        for name, mount in turn.mounts.items():
+            shas = list(manifests.get(name, {}).values())
+            if mount.layer == "org":
+                self.overlay.blobs.share(shas)
+            else:
+                self.overlay.blobs.hold(shas)
         self._shas[turn.session] = manifests
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
 

@@ -298,6 +298,16 @@ def test_released_blobs_are_discarded_only_when_no_holder_is_left(tmp_path: Path
     assert kept in blobs
 
 
+def test_a_blob_shared_memory_has_stays_when_a_persons_turn_lets_go(tmp_path: Path) -> None:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"same words"], hold=True)  # a person's turn
+    assert blobs.present([sha], hold=False) == [True]
+    blobs.share([sha])  # an org space holds the same bytes
+    blobs.release([sha], discard=True)
+    assert sha in blobs
+    assert blobs.present([sha, "0" * 64], hold=True) == [True, False]
+
+
 async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) -> None:
     overlay, ops = make(tmp_path)
     folder = await inode_of(ops, "s1", "rules", "dir")
