@@ -477,7 +477,7 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
 
 
 async def memory(service: Daemon, sizes: Sizes, res: Results) -> None:
-    """RSS with many sessions' turns open on one space, each having listed it once."""
+    """RSS of a fresh daemon, then with many sessions' turns open on one space, each listed."""
     print(f"rss: {sizes.rss_sessions} sessions", file=sys.stderr)
     before = service.rss_mib()
     sessions = [f"m{i}" for i in range(sizes.rss_sessions)]
@@ -521,12 +521,19 @@ async def suite(
             await turn_costs(service, base, db, sizes, runs, res)
         if "concurrency" in parts:
             await concurrency(service, db, sizes, res)
-        if "memory" in parts:
-            await memory(service, sizes, res)
     finally:
         for point in mounts_under(base / "ovl"):
             await unmount(Path(point))
         await trio.to_thread.run_sync(service.stop)
+    if "memory" in parts:
+        # A fresh daemon, so its memory is what the sessions cost, not what
+        # the workloads before them left behind.
+        fresh = Daemon(base, db)
+        try:
+            await fresh.ready()
+            await memory(fresh, sizes, res)
+        finally:
+            await trio.to_thread.run_sync(fresh.stop)
     return res
 
 
