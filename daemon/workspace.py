@@ -30,6 +30,8 @@ MANIFEST_FORMAT = 1  # turn.json: a JSON header line, then NUL-separated manifes
 
 
 class OverlayWorkspace:
+    sees_access = True  # every open and change goes through the mount
+
     def __init__(
         self,
         overlay: Overlay,

@@ -580,12 +580,18 @@ class Memory:
                 for key, entry in self.workspace.access(turn.session).items()
                 if key.split("/", 1)[0] in kept  # mount names are one segment
             }
+            seen: dict[str, set[str]] | None = None
+            if self.workspace.sees_access:
+                seen = {name: set() for name in kept}
+                for key in files:
+                    name, path = key.split("/", 1)
+                    seen[name].add(path)
             trace = Trace(
                 session=turn.session,
                 turn=turn.id,
                 prompt=turn.prompt,
                 mounts={
-                    name: _trace_mount(mount, spaces[name])
+                    name: _trace_mount(mount, spaces[name], None if seen is None else seen[name])
                     for name, mount in kept.items()
                     if name in spaces
                 },
@@ -704,14 +710,24 @@ class Memory:
         )
 
 
-def _trace_mount(mount: Mount, result: SpaceResult) -> TraceMount:
-    """One mount as the turn's trace keeps it: what it carried and what became of it."""
+def _trace_mount(mount: Mount, result: SpaceResult, seen: set[str] | None) -> TraceMount:
+    """One mount as the turn's trace keeps it: what it carried and what became of it.
+
+    ``seen``: the paths the turn opened or changed, where the workspace can
+    tell; then only their revisions are kept, not the whole space's.
+    """
     stored = result.status in ("saved", "waiting")
+    snapshot = mount.snapshot
     return TraceMount(
         ref=mount.ref,
         read_only=mount.read_only,
         from_last_known_copy=mount.from_last_known_copy,
-        snapshot=dict(mount.snapshot),
+        cursor=mount.cursor,
+        snapshot=(
+            dict(snapshot)
+            if seen is None
+            else {path: snapshot[path] for path in sorted(seen) if path in snapshot}
+        ),
         status=result.status,
         saved=tuple(p for p in result.changes.paths if p not in result.not_saved) if stored else (),
         not_saved=result.not_saved,

@@ -53,6 +53,10 @@ class Workspace(Protocol):
         """One mount of an ending turn is done; a durable workspace remembers it."""
         ...
 
+    # Whether ``access`` reports every file a turn opened or changed (a mount
+    # sees them; plain folders do not).
+    sees_access: bool
+
     def access(self, session: str) -> dict[str, TraceFile]:
         """What the session's ending turn did to each file it touched, ``<mount>/<path>``.
 
@@ -68,6 +72,8 @@ class Workspace(Protocol):
 
 class CopyWorkspace:
     """Working copies as plain folders under ``workdir/<session>/``."""
+
+    sees_access = False
 
     def __init__(self, workdir: Path, *, max_file_bytes: int) -> None:
         self.workdir = workdir

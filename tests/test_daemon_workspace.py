@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,29 @@ async def test_the_manifest_written_down_round_trips_any_path(tmp_path: Path) ->
     assert state["sizes"] == {"tab\there.md": 1, "new\nline.md": 2, "ünï/cødé.md": 3}
     assert state["snapshot"] == turn.mounts["rules"].snapshot
     assert saved["state"]["mounts"]["me"]["sizes"] == {}
+
+
+async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_the_cursor(
+    tmp_path: Path,
+) -> None:
+    memory, ws = workspace(tmp_path)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    files = {f"r{i}.md": b"rule\n" for i in range(50)}
+    await memory.store.put(rules, ChangeSet(created=files), provenance=Provenance())
+    turn = await memory.start_turn("s1", BODY)
+    overlay = ws.overlay
+    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    read = overlay.lookup(mount.root.inode, "r3.md").inode
+    fh, _ = overlay.open(read, os.O_RDONLY)
+    overlay.release(fh)
+    written = overlay.lookup(mount.root.inode, "r7.md").inode
+    fh, _ = overlay.open(written, os.O_WRONLY | os.O_APPEND)
+    overlay.write(fh, 0, b"more\n")
+    overlay.release(fh)
+    snapshot = dict(turn.mounts["rules"].snapshot)
+    await turn.end()
+    [trace] = await memory.store.traces()
+    kept = trace.mounts["rules"]
+    assert kept.snapshot == {"r3.md": snapshot["r3.md"], "r7.md": snapshot["r7.md"]}
+    assert kept.cursor == turn.mounts["rules"].cursor is not None
+    assert set(trace.files) == {"rules/r3.md", "rules/r7.md"}

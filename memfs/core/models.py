@@ -291,11 +291,15 @@ class TraceMount(Frozen):
     ref: SpaceRef
     read_only: bool
     from_last_known_copy: bool
-    snapshot: dict[str, str]  # path -> the revision the turn carried
+    # path -> the revision the turn carried. Where the workspace sees file
+    # access (the daemon), only the files the turn opened or changed: the rest
+    # is the space as of ``cursor``, and a trace per turn stays O(what it did).
+    snapshot: dict[str, str]
     status: Status
     saved: tuple[str, ...] = ()
     not_saved: tuple[str, ...] = ()
     change: str | None = None  # the waiting (or listed) change, if the store holds one
+    cursor: str | None = None  # the store's cursor the turn loaded at
 
 
 class Trace(Frozen):
