@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import functools
 import logging
-import os
 import stat
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -228,8 +227,9 @@ class MemfsOperations(pyfuse3.Operations):
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        node = self.overlay.create(parent_inode, _name(name), mode, ctx.uid, ctx.gid)
-        fh, _ = self.overlay.open(node.inode, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL))
+        node, fh = self.overlay.create_open(
+            parent_inode, _name(name), mode, ctx.uid, ctx.gid, flags
+        )
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._entry(node)
 
     @fuse_errors

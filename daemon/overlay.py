@@ -170,19 +170,19 @@ class TurnTree:
     def data_path(self, data: int) -> Path:
         return self.dir / "data" / str(data)
 
-    def log(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-        self.note(record)
-        if record["o"] == "r":
-            self.held_reads.append(line)
+    def log(self, *records: dict[str, Any]) -> None:
+        """Journal records (several go in one write) and fold them into the access log."""
+        lines = []
+        for record in records:
+            lines.append((json.dumps(record, separators=(",", ":")) + "\n").encode())
+            self.note(record)
+        if all(record["o"] == "r" for record in records):
+            self.held_reads += lines
             if len(self.held_reads) >= READS_HELD:
                 self.write_held()
             return
-        if self.held_reads:
-            self.held_reads.append(line)
-            self.write_held()
-        else:
-            os.write(self.journal, line)
+        self.held_reads += lines
+        self.write_held()
 
     def write_held(self) -> None:
         if self.held_reads:
@@ -584,15 +584,40 @@ class Overlay:
         return mount, node
 
     def create(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
+        node, fd = self._create(parent_inode, name, mode, uid, gid)
+        os.close(fd)
+        return node
+
+    def create_open(
+        self, parent_inode: int, name: str, mode: int, uid: int, gid: int, flags: int
+    ) -> tuple[Node, int]:
+        """Create a file and open it (FUSE ``CREATE``): one data file, opened once."""
+        node, fd = self._create(parent_inode, name, mode, uid, gid)
+        try:
+            fh, handle = self.open(node.inode, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL))
+        except BaseException:
+            os.close(fd)
+            raise
+        if handle.writable:
+            handle.fd, handle.source = fd, node.data
+        else:
+            os.close(fd)
+        return node, fh
+
+    def _create(
+        self, parent_inode: int, name: str, mode: int, uid: int, gid: int
+    ) -> tuple[Node, int]:
         mount, node = self._new_entry(parent_inode, name, "file", mode, uid, gid)
-        node.data = self._new_data(mount.turn)
+        node.data, fd = self._new_data(mount.turn, keep_open=True)
         node.written = True
         mount.files += 1
         path = node.path()
         mount.touched.add(path)
-        mount.turn.log({"o": "f", "m": mount.name, "p": path, "d": node.data})
-        mount.turn.log({"o": "w", "m": mount.name, "p": path})
-        return node
+        mount.turn.log(
+            {"o": "f", "m": mount.name, "p": path, "d": node.data},
+            {"o": "w", "m": mount.name, "p": path},
+        )
+        return node, fd
 
     def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
         mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
@@ -780,18 +805,24 @@ class Overlay:
         assert node.data is not None
         return node.data
 
-    def _new_data(self, turn: TurnTree) -> int:
+    def _new_data(self, turn: TurnTree, *, keep_open: bool = False) -> tuple[int, int]:
+        """A new, empty data file of the turn: its id, and (with ``keep_open``) an fd on it.
+
+        The fd is read-write; without ``keep_open`` it is closed and -1 returned.
+        """
         data = turn.next_data
         turn.next_data += 1
-        fd = os.open(turn.data_path(data), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(f"{turn.dir}/data/{data}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        if keep_open:
+            return data, fd
         os.close(fd)
-        return data
+        return data, -1
 
     def _copy_up(self, mount: MountTree, node: Node, *, keep: bool) -> None:
         """Give a snapshot file its own data file before its first change."""
         if node.data is not None:
             return
-        data = self._new_data(mount.turn)
+        data, _ = self._new_data(mount.turn)
         target = mount.turn.data_path(data)
         if keep and node.blob is not None:
             shutil.copyfile(self.blobs.path(node.blob), target)
@@ -856,7 +887,7 @@ class Overlay:
             mount = node.tree
             assert mount is not None
             path = (
-                mount.turn.data_path(node.data)
+                f"{mount.turn.dir}/data/{node.data}"
                 if node.data is not None
                 else self.blobs.location(node.blob or "")
             )
