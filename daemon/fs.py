@@ -93,7 +93,8 @@ class MemfsOperations(pyfuse3.Operations):
         attr.attr_timeout = self.cache_seconds
         if node.is_dir:
             attr.st_mode = stat.S_IFDIR | node.mode
-            attr.st_nlink = 2 + sum(1 for child in node.children.values() if child.is_dir)
+            node.plant()  # a folder's link count counts its subfolders
+            attr.st_nlink = 2 + node.subdirs
             attr.st_size = BLOCK
         else:
             attr.st_mode = stat.S_IFREG | node.mode

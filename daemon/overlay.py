@@ -84,6 +84,10 @@ class Node:
     attached: bool = True
     # A snapshot folder whose entries are not nodes yet: its path in the snapshot.
     unplanted: str | None = None
+    # How many of ``kids`` are folders, kept as they come and go: a folder's
+    # link count is 2 + this, and counting at every getattr would make each
+    # create in a folder of n files cost O(n).
+    subdirs: int = 0
 
     @property
     def is_dir(self) -> bool:
@@ -92,10 +96,14 @@ class Node:
     @property
     def children(self) -> dict[str, Node]:
         """The folder's entries, made into nodes the first time anyone asks."""
+        self.plant()
+        return self.kids
+
+    def plant(self) -> None:
+        """Make this snapshot folder's entries nodes, if nobody has yet."""
         if self.unplanted is not None:
             assert self.tree is not None
             self.tree.plant(self)
-        return self.kids
 
     def path(self) -> str:
         """The node's path inside its mount."""
@@ -296,6 +304,8 @@ class Overlay:
         self._next_inode += 1
         self.nodes[node.inode] = node
         parent.children[name] = node
+        if kind == "dir":
+            parent.subdirs += 1
         parent.mtime_ns = parent.ctime_ns = now
         return node
 
@@ -406,6 +416,8 @@ class Overlay:
             self._next_inode += 1
             self.nodes[node.inode] = node
             folder.kids[name] = node
+            if slash:
+                folder.subdirs += 1
 
     def detach_turn(self, session: str) -> None:
         """Drop a turn's trees and its data; the session directory stays until closed."""
@@ -444,6 +456,8 @@ class Overlay:
         # Raw ``kids``: detaching must not plant folders nobody looked into.
         if node.parent is not None and node.parent.kids.get(node.name) is node:
             del node.parent.kids[node.name]
+            if node.is_dir:
+                node.parent.subdirs -= 1
         for child in list(node.kids.values()):
             self._detach(child)
         node.attached = False
@@ -704,6 +718,9 @@ class Overlay:
         node.name = new_name
         node.parent = new_parent
         new_parent.children[new_name] = node
+        if node.is_dir:
+            old_parent.subdirs -= 1
+            new_parent.subdirs += 1
         now = self.clock()
         old_parent.mtime_ns = old_parent.ctime_ns = new_parent.mtime_ns = now
         new_parent.ctime_ns = node.ctime_ns = now
