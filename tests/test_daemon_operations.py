@@ -374,3 +374,23 @@ async def test_a_snapshot_path_under_a_file_is_left_out_not_fatal(tmp_path: Path
     mount = await inode_of(ops, "s1", "big")
     assert sorted(n.name for n in overlay.children(mount)) == ["a", "c.md"]
     assert not overlay.node(await inode_of(ops, "s1", "big", "a")).is_dir
+
+
+async def test_a_folders_link_count_follows_subfolders_made_moved_and_removed(
+    tmp_path: Path,
+) -> None:
+    _, ops = make(tmp_path)
+    top = await inode_of(ops, "s1", "rules")
+    folder = await inode_of(ops, "s1", "rules", "dir")
+
+    async def links(inode: int) -> int:
+        return (await ops.getattr(inode, CTX)).st_nlink
+
+    assert (await links(top), await links(folder)) == (3, 2)
+    await ops.mkdir(folder, b"a", 0o40755, CTX)
+    await ops.mkdir(folder, b"b", 0o40755, CTX)
+    assert await links(folder) == 4
+    await ops.rename(folder, b"a", top, b"a", 0, CTX)
+    assert (await links(top), await links(folder)) == (4, 3)
+    await ops.rmdir(folder, b"b", CTX)
+    assert await links(folder) == 2
