@@ -390,3 +390,10 @@ def test_seed_is_an_absolute_existing_folder_of_an_org_space(tmp_path: Path) -> 
         'can_write = { role = ["underwriter"] }', f'seed = "{tmp_path / "nope"}"'
     )
     assert "memory[0].seed" in config_error(tmp_path, missing)
+
+
+def test_sync_on_close_is_off_unless_the_file_turns_it_on(tmp_path: Path) -> None:
+    assert load_config(None, env={}).sync_on_close is False
+    assert load_config(write(tmp_path, "sync_on_close = true\n"), env={}).sync_on_close is True
+    message = config_error(tmp_path, 'sync_on_close = "sometimes"\n')
+    assert "sync_on_close" in message
