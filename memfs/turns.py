@@ -508,7 +508,17 @@ class Memory:
         self, key: tuple[str, SpaceRef], exc: BaseException, space: str
     ) -> tuple[Loaded, bool]:
         await self._report(exc, space)
-        return self._last_known.get(key, Loaded()), True
+        last = self._last_known.get(key, Loaded())
+        if last.lean:
+            # A lean copy names blobs instead of holding bytes; with the store
+            # down, it is a copy only if the workspace still holds every one
+            # (a person's blobs go with their last turn).
+            held = self.workspace.contents_held()
+            if held is None or any(
+                sha not in held for path, sha in last.shas.items() if path not in last.files
+            ):
+                return Loaded(), True
+        return last, True
 
     async def _report(self, exc: BaseException, space: str) -> None:
         if self.on_error is None:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from pathlib import Path
 
 import pytest
 
 import memfs
-from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, SpaceResult, digest
+from memfs.core.errors import StoreUnavailable
+from memfs.core.models import (
+    ChangeSet,
+    Limits,
+    Loaded,
+    Provenance,
+    SpaceRef,
+    SpaceResult,
+    digest,
+)
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.turns import Memory
@@ -106,3 +116,38 @@ async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_t
     assert kept.snapshot == {"r3.md": snapshot["r3.md"], "r7.md": snapshot["r7.md"]}
     assert kept.cursor == turn.mounts["rules"].cursor is not None
     assert set(trace.files) == {"rules/r3.md", "rules/r7.md"}
+
+
+async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_dropped_blobs(
+    tmp_path: Path,
+) -> None:
+    class Flaky(SqliteStore):
+        down = False
+
+        async def load_lean(self, ref: SpaceRef, session: str, have: Container[str]) -> Loaded:
+            if self.down:
+                raise StoreUnavailable("database is down")
+            return await super().load_lean(ref, session, have)
+
+    store = Flaky(tmp_path / "memfs.db")
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    specs = [memfs.org_memory(space="rules", org="orgId", review="none"), memfs.user_memory()]
+    memory = Memory(store, specs, workspace=ws)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    me = SpaceRef(layer="user", space="me", user="u1")
+    await store.put(rules, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    await store.put(me, ChangeSet(created={"p.md": b"tea\n"}), provenance=Provenance())
+    first = await memory.start_turn("a", BODY)
+    # While "a" holds the person's blob, "b" loads lean: names and shas only.
+    await (await memory.start_turn("b", BODY)).end()
+    await first.end()  # the last turn over the person's memory: their blob goes
+
+    store.down = True
+    turn = await memory.start_turn("c", BODY)
+    assert turn.mounts["rules"].from_last_known_copy and turn.mounts["me"].from_last_known_copy
+    state = overlay.sessions["c"].turn
+    assert overlay.source(state.mounts["rules"], "r.md").read_bytes() == b"rule\n"
+    assert overlay.source(state.mounts["me"], "p.md") is None  # its bytes left with its turn
+    await turn.end()
+    await store.aclose()
