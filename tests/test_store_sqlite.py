@@ -53,6 +53,24 @@ def raw(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+async def propose(store: SqliteStore, ref: SpaceRef, changes: ChangeSet) -> Stored:
+    """Conversation s1's edit to an org space, waiting for a person."""
+    loaded = await store.load(ref, "s1")
+    stored = await store.store(ref, changes, cursor=loaded.cursor, provenance=PROV, review="person")
+    assert stored.status == "waiting", stored
+    return stored
+
+
+def schema_at(path: Path, version: int) -> None:
+    """A database file as the memfs of schema ``version`` left it: its migrations only."""
+    with raw(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        for step in MIGRATIONS[:version]:
+            step(conn)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+
+
 async def save(store: SqliteStore, ref: SpaceRef, changes: ChangeSet) -> Stored:
     loaded = await store.load(ref, "s1")
     stored = await store.store(ref, changes, cursor=loaded.cursor, provenance=PROV)
@@ -489,12 +507,7 @@ async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "memfs.db"
-    with raw(path) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        for step in MIGRATIONS[:3]:
-            step(conn)
-        conn.execute("PRAGMA user_version = 3")
-        conn.execute("COMMIT")
+    schema_at(path, 3)
     store = SqliteStore(path)
     await save(store, DANA, ChangeSet(created={"a.md": b"a"}))
     assert await store.traces() == []
@@ -506,12 +519,7 @@ async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
 
 async def test_migration_to_v5_indexes_the_manifest_and_lean_loads_use_it(tmp_path: Path) -> None:
     path = tmp_path / "memfs.db"
-    with raw(path) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        for step in MIGRATIONS[:4]:
-            step(conn)
-        conn.execute("PRAGMA user_version = 4")
-        conn.execute("COMMIT")
+    schema_at(path, 4)
     store = SqliteStore(path)
     await save(store, DANA, ChangeSet(created={"a.md": b"a", "b.md": b"bb"}))
     lean = await store.load_lean(DANA, "s1", {digest(b"a")})
@@ -540,14 +548,7 @@ async def test_a_lean_load_brings_a_conversations_waiting_edit_with_its_bytes(
     try:
         ref = SpaceRef(layer="org", space="rules", org="bank")
         await save(store, ref, ChangeSet(created={"a.md": b"a\n", "b.md": b"b\n"}))
-        loaded = await store.load(ref, "s1")
-        await store.store(
-            ref,
-            ChangeSet(updated={"b.md": b"waiting\n"}, deleted=("a.md",)),
-            cursor=loaded.cursor,
-            provenance=PROV,
-            review="person",
-        )
+        await propose(store, ref, ChangeSet(updated={"b.md": b"waiting\n"}, deleted=("a.md",)))
         have = {digest(b"a\n"), digest(b"b\n")}
         mine = await store.load_lean(ref, "s1", have)
         assert mine.files == {"b.md": b"waiting\n"} and mine.paths() == ["b.md"]
@@ -653,14 +654,7 @@ async def test_load_gives_each_live_files_sha_but_not_a_waiting_edits(tmp_path: 
     try:
         ref = SpaceRef(layer="org", space="rules", org="bank")
         await save(store, ref, ChangeSet(created={"a.md": b"a\n", "b.md": b"b\n"}))
-        loaded = await store.load(ref, "s1")
-        await store.store(
-            ref,
-            ChangeSet(updated={"b.md": b"waiting\n"}),
-            cursor=loaded.cursor,
-            provenance=PROV,
-            review="person",
-        )
+        await propose(store, ref, ChangeSet(updated={"b.md": b"waiting\n"}))
         again = await store.load(ref, "s1")
         assert again.files["b.md"] == b"waiting\n"
         assert again.shas == {"a.md": digest(b"a\n")}

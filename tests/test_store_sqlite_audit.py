@@ -7,30 +7,19 @@ particular to keeping the log in SQLite.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
-from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
+from memfs.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from tests.test_store_sqlite import raw, schema_at
 
 ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
 ADA = By(id="ada", label="Ada", role="admin")
 PROV = Provenance(session="s1", turn="t1", by=By(id="dana"))
-
-
-@contextlib.contextmanager
-def raw(path: Path) -> Iterator[sqlite3.Connection]:
-    """A plain connection to the store's file, to tamper with it directly."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 async def _save(store: SqliteStore, ref: SpaceRef, changes: ChangeSet) -> None:
@@ -77,12 +66,7 @@ async def test_forgetting_a_person_keeps_the_audit_entries_about_them(tmp_path: 
 
 async def test_migration_from_v2_adds_an_empty_audit_log_and_keeps_files(tmp_path: Path) -> None:
     path = tmp_path / "memfs.db"
-    with raw(path) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        for step in MIGRATIONS[:2]:
-            step(conn)
-        conn.execute("PRAGMA user_version = 2")
-        conn.execute("COMMIT")
+    schema_at(path, 2)
     store = SqliteStore(path)
     await _save(store, ORG, ChangeSet(created={"a.md": b"a"}))
     assert await store.audit() == []

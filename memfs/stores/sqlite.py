@@ -452,18 +452,7 @@ def _load_lean(
             f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
         ):
             files[wanted[revision_id]] = bytes(content)
-    own = _open_change(conn, space_id, session, "waiting")
-    if own is not None:
-        for path, file in own.files.items():
-            shas.pop(path, None)
-            files.pop(path, None)
-            if file.content is None:  # the conversation deleted it: gone for it only
-                revisions.pop(path, None)
-                sizes.pop(path, None)
-            else:
-                files[path] = file.content
-                sizes[path] = len(file.content)
-                revisions[path] = f"c{own.id}.{file.edited}"
+    _lay_own_change(conn, space_id, session, files, revisions, shas, sizes)
     # model_construct: these dicts come straight from the store's own tables,
     # and validating 10,000 entries three times would cost more than the query.
     return Loaded.model_construct(
@@ -473,6 +462,34 @@ def _load_lean(
         shas=shas,
         sizes=sizes,
     )
+
+
+def _lay_own_change(
+    conn: sqlite3.Connection,
+    space_id: int,
+    session: str,
+    files: dict[str, bytes],
+    revisions: dict[str, str],
+    shas: dict[str, str],
+    sizes: dict[str, int] | None,
+) -> None:
+    """Lay the conversation's own waiting change over the live files, in place."""
+    own = _open_change(conn, space_id, session, "waiting")
+    if own is None:
+        return
+    for path, file in own.files.items():
+        shas.pop(path, None)  # the bytes differ from the live revision's
+        if file.content is None:  # the conversation deleted it: gone for it only
+            files.pop(path, None)
+            revisions.pop(path, None)
+            if sizes is not None:
+                sizes.pop(path, None)
+        else:
+            files[path] = file.content
+            if sizes is not None:
+                sizes[path] = len(file.content)
+            # Not a revision id: names the change and the edit, never valid for restore.
+            revisions[path] = f"c{own.id}.{file.edited}"
 
 
 def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
@@ -498,17 +515,8 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     if space_id is None:
         return Loaded(files={}, cursor="0", revisions={})
     files, revisions, shas = _live_files(conn, space_id)
-    own = None if session is None else _open_change(conn, space_id, session, "waiting")
-    if own is not None:
-        for path, file in own.files.items():
-            shas.pop(path, None)
-            if file.content is None:  # the conversation deleted it: gone for it only
-                files.pop(path, None)
-                revisions.pop(path, None)
-            else:
-                files[path] = file.content
-                # Not a revision id: names the change and the edit, never valid for restore.
-                revisions[path] = f"c{own.id}.{file.edited}"
+    if session is not None:
+        _lay_own_change(conn, space_id, session, files, revisions, shas, None)
     return Loaded(
         files=dict(sorted(files.items())),
         cursor=str(_cursor(conn, space_id)),
