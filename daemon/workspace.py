@@ -20,6 +20,7 @@ import trio
 from memfs.core.diff import diff_touched
 from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
+from memfs.core.policy import is_shared
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, Snapshot
@@ -70,7 +71,7 @@ class OverlayWorkspace:
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
             for name, manifest in manifests.items():
-                if turn.mounts[name].layer != "org":
+                if not is_shared(turn.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
             raise
         self._shas[turn.session] = manifests
@@ -86,7 +87,7 @@ class OverlayWorkspace:
         blobs = self.overlay.blobs
         # A person's blobs are held by each turn over them, and go with the
         # last; shared memory's are marked shared and stay.
-        private = mount.layer != "org"
+        private = not is_shared(mount.layer)
         paths = loaded.paths()
         brought = [path for path in paths if path in loaded.files]
         held: list[str] = []
@@ -161,7 +162,7 @@ class OverlayWorkspace:
             turn,
             snapshots,
             replay=replay,
-            private={name for name, mount in mounts.items() if mount.layer != "org"},
+            private={name for name, mount in mounts.items() if not is_shared(mount.layer)},
         )
 
     def _write_state(
@@ -306,7 +307,7 @@ class OverlayWorkspace:
         manifests = record["shas"]
         for name, mount in turn.mounts.items():
             shas = list(manifests.get(name, {}).values())
-            if mount.layer == "org":
+            if is_shared(mount.layer):
                 self.overlay.blobs.share(shas)
             else:
                 self.overlay.blobs.hold(shas)

@@ -12,6 +12,7 @@ from memfs.core.policy import (
     EndAction,
     end_action,
     is_read_only,
+    is_shared,
     moved_on,
     parse_cursor,
     purged_since,
@@ -158,3 +159,8 @@ def test_bad_space_name_fails_when_the_spec_is_built() -> None:
         org_memory(space="Lending Rules")
     with pytest.raises(errors.InvalidName):
         user_memory(path="../escape")
+
+
+def test_only_org_memory_is_shared_a_persons_and_an_apps_are_private() -> None:
+    assert is_shared("org")
+    assert not is_shared("user") and not is_shared("dir")

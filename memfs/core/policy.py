@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memfs.core.errors import ConfigError, NoIdentity
-from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, SpaceRef
+from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, Layer, SpaceRef
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
 
 
@@ -81,6 +81,15 @@ def resolve_by(spec: Spec, extra_body: ExtraBody) -> By | None:
     if isinstance(spec, OrgMemory) and spec.by is not None:
         return By.coerce(spec.by(extra_body))
     return None
+
+
+def is_shared(layer: Layer) -> bool:
+    """Whether a layer's content is shared memory, kept for everyone.
+
+    The rest (a person's memory, an app's own dirs) is private: caches of it
+    must not outlive the turns that use it, so that forgetting leaves nothing.
+    """
+    return layer == "org"
 
 
 def is_read_only(commit: CommitMode, may_write: bool) -> bool:
