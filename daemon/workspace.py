@@ -44,7 +44,6 @@ class OverlayWorkspace:
         self.mount_root = mount_root
         self._invalidate = invalidate
         self._owners: dict[str, tuple[int | None, int | None]] = {}
-        self._shas: dict[str, dict[str, dict[str, str]]] = {}
         self._access: dict[str, dict[str, FileAccess]] = {}
 
     def root(self, session: str) -> Path:
@@ -74,7 +73,6 @@ class OverlayWorkspace:
                 if not is_shared(turn.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
             raise
-        self._shas[turn.session] = manifests
 
     async def _take_blobs(self, mount: Mount, loaded: Loaded) -> dict[str, str]:
         """Hold the blob of every file of one mount, storing the bytes that came along.
@@ -199,6 +197,8 @@ class OverlayWorkspace:
         """A turn written down by :meth:`_write_state`, as one JSON-shaped record."""
         head, _, rows = text.partition("\n")
         record: dict[str, Any] = json.loads(head)
+        if "manifest" not in record:
+            return record  # written whole as JSON, by a memfs before MANIFEST_FORMAT
         mounts = record["state"]["mounts"]
         shas: dict[str, dict[str, str]] = {name: {} for name in mounts}
         for mount in mounts.values():
@@ -267,7 +267,6 @@ class OverlayWorkspace:
         if tree is not None and tree.turn is not None:
             self._access[session] = tree.turn.access_log()
             self.overlay.detach_turn(session)
-        self._shas.pop(session, None)
         self.turn_file(session).unlink(missing_ok=True)
         self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         await self.forget_names()
@@ -311,7 +310,6 @@ class OverlayWorkspace:
                 self.overlay.blobs.share(shas)
             else:
                 self.overlay.blobs.hold(shas)
-        self._shas[turn.session] = manifests
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Container
 from pathlib import Path
@@ -151,3 +152,18 @@ async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_d
     assert overlay.source(state.mounts["me"], "p.md") is None  # its bytes left with its turn
     await turn.end()
     await store.aclose()
+
+
+async def test_a_turn_written_down_whole_as_json_by_an_older_memfs_is_still_read(
+    tmp_path: Path,
+) -> None:
+    _, ws = workspace(tmp_path)
+    old = {
+        "state": {"session": "s1", "turn": "t1", "mounts": {"rules": {"snapshot": {"a.md": "3"}}}},
+        "shas": {"rules": {"a.md": "ab" * 32}},
+        "uid": None,
+        "gid": None,
+    }
+    ws.turn_file("s1").parent.mkdir(parents=True)
+    ws.turn_file("s1").write_text(json.dumps(old))
+    assert ws.saved_turns() == [old]
