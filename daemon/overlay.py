@@ -19,6 +19,7 @@ Methods never await: each runs whole between two FUSE requests.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import logging
 import os
@@ -174,6 +175,7 @@ class TurnTree:
     # (or a sync, or when READS_HELD are waiting), so a crash can lose only reads
     # that no surviving change came after: one write saved per file read.
     held_reads: list[bytes] = field(default_factory=list)
+    batching: bool = False
 
     def data_path(self, data: int) -> Path:
         return self.dir / "data" / str(data)
@@ -184,13 +186,24 @@ class TurnTree:
         for record in records:
             lines.append((json.dumps(record, separators=(",", ":")) + "\n").encode())
             self.note(record)
+        self.held_reads += lines
+        if self.batching:
+            return
         if all(record["o"] == "r" for record in records):
-            self.held_reads += lines
             if len(self.held_reads) >= READS_HELD:
                 self.write_held()
             return
-        self.held_reads += lines
         self.write_held()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Journal every record logged inside in one write, at the end (a rename logs many)."""
+        self.batching = True
+        try:
+            yield
+        finally:
+            self.batching = False
+            self.write_held()
 
     def write_held(self) -> None:
         if self.held_reads:
@@ -700,6 +713,21 @@ class Overlay:
                 raise IsADirectory("cannot replace a folder with a file", path=new_name)
             if target.is_dir and target.children:
                 raise NotEmpty("the folder being replaced is not empty", path=new_name)
+        with mount.turn.batch():
+            self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
+        self._synced_names(mount)
+
+    def _move(
+        self,
+        mount: MountTree,
+        node: Node,
+        old_parent: Node,
+        old_name: str,
+        new_parent: Node,
+        new_name: str,
+        target: Node | None,
+    ) -> None:
+        """Carry out a checked rename: journal it and move the nodes."""
         moved = list(self._walk(node))
         old_paths = {id(n): n.path() for n in moved}
         if target is not None:
@@ -734,7 +762,6 @@ class Overlay:
             mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
             if n.written:
                 mount.turn.log({"o": "w", "m": mount.name, "p": path})
-        self._synced_names(mount)
 
     def _synced_names(self, mount: MountTree) -> None:
         if self.sync_on_close:

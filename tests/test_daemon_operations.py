@@ -394,3 +394,24 @@ async def test_a_folders_link_count_follows_subfolders_made_moved_and_removed(
     assert (await links(top), await links(folder)) == (4, 3)
     await ops.rmdir(folder, b"b", CTX)
     assert await links(folder) == 2
+
+
+async def test_a_rename_reaches_the_journal_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overlay, ops = _big(tmp_path, ["d/a.md", "d/b.md", "d/c/e.md"])
+    mount = await inode_of(ops, "s1", "big")
+    journal = overlay.sessions["s1"].turn.journal
+    writes: list[int] = []
+    real_write = os.write
+
+    def counting(fd: int, data: bytes) -> int:
+        if fd == journal:
+            writes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr("memfsd.overlay.os.write", counting)
+    await ops.rename(mount, b"d", mount, b"z", 0, CTX)
+    assert len(writes) == 1
+    lines = (overlay.sessions["s1"].turn.dir / "journal").read_text().splitlines()
+    assert sum(1 for line in lines if '"o":"n"' in line) == 3  # every moved file, in that write
