@@ -8,6 +8,7 @@ crash left open, exactly as it was, so ``memfs turn end`` can still commit it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -52,17 +53,7 @@ def ended(result: CommitResult, files: dict[str, SeenAccess]) -> TurnEnded:
         session=result.session,
         turn=result.turn,
         spaces={name: outcome(space) for name, space in result.spaces.items()},
-        files={
-            path: FileAccess(
-                read=seen.read,
-                opened=seen.opened,
-                wrote=seen.wrote,
-                created=seen.created,
-                deleted=seen.deleted,
-                renamed_from=seen.renamed_from,
-            )
-            for path, seen in files.items()
-        },
+        files={path: FileAccess(**dataclasses.asdict(seen)) for path, seen in files.items()},
     )
 
 

@@ -8,6 +8,7 @@ one looks only at the paths the turn touched: O(touched), not O(space).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -251,14 +252,7 @@ class OverlayWorkspace:
     def access(self, session: str) -> dict[str, TraceFile]:
         """The ending turn's access log, as the store keeps it in the turn's trace."""
         return {
-            key: TraceFile(
-                read=entry.read,
-                opened=entry.opened,
-                wrote=entry.wrote,
-                created=entry.created,
-                deleted=entry.deleted,
-                renamed_from=entry.renamed_from,
-            )
+            key: TraceFile(**dataclasses.asdict(entry))
             for key, entry in self.access_log(session).items()
         }
 
