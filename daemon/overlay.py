@@ -869,7 +869,8 @@ class Overlay:
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
-        for n in moved:
+        # Deepest first, so a replay empties each old folder before removing it.
+        for n in reversed(moved):
             if n.is_dir:
                 mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
             else:

@@ -516,3 +516,16 @@ async def test_statfs_of_a_full_space_reports_no_room(tmp_path: Path) -> None:
     _overlay, ops = make(tmp_path, {"a": b"x" * 8192, "b": b""}, limits=limits)
     data = await ops.statfs(CTX)
     assert (data.f_bfree, data.f_bavail, data.f_ffree) == (0, 0, 0)
+
+
+# -- replaying a folder move -----------------------------------------------------
+
+
+async def test_a_replayed_folder_rename_leaves_no_empty_folder_behind(tmp_path: Path) -> None:
+    snapshot = {"a/x.md": b"X", "a/b/y.md": b"Y"}
+    overlay, ops = make(tmp_path, snapshot)
+    space = await inode_of(ops, "s1", "rules")
+    await ops.rename(space, b"a", space, b"z", 0, CTX)
+    expected = ({"z/x.md": b"X", "z/b/y.md": b"Y"}, {"z", "z/b"})
+    assert contents(overlay) == expected
+    assert contents(replayed(tmp_path, overlay, snapshot)) == expected

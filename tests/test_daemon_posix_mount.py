@@ -123,8 +123,14 @@ async def test_the_owner_chgrps_to_a_group_it_is_in_but_not_to_another_and_never
     async with shared_base() as base, running_daemon(base, SPECS) as daemon:
         root = await start(daemon, uid=42000, gid=42000)
         me = root / "me"
-        mine = as_user(42000, f"echo x > {me}/f.md && chgrp 42001 {me}/f.md", groups="42001")
+        mine = as_user(
+            42000,
+            f"echo x > {me}/f.md && chmod 6755 {me}/f.md && chgrp 42001 {me}/f.md",
+            groups="42001",
+        )
         await sh(mine, base)
+        out = await sh(f"stat -c %a {me}/f.md", base)
+        assert out.stdout.strip() == b"755"  # setuid and setgid cleared, as by any chown
         out = await sh(as_user(42000, f"chgrp 42002 {me}/f.md", groups="42001"), base, check=False)
         assert out.returncode != 0 and b"Operation not permitted" in out.stderr
         out = await sh(as_user(42000, f"chown 42003 {me}/f.md", groups="42001"), base, check=False)
