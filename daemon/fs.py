@@ -243,6 +243,9 @@ class MemfsOperations(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> None:
         old, new = _name(name_old), _name(name_new)
+        if flags & ~(pyfuse3.RENAME_EXCHANGE | pyfuse3.RENAME_NOREPLACE):
+            # RENAME_WHITEOUT is overlayfs's, and a whiteout is a device node.
+            raise InvalidName("unknown rename flags", path=new)
         if flags & pyfuse3.RENAME_EXCHANGE:
             self.overlay.exchange(parent_inode_old, old, parent_inode_new, new)
             return

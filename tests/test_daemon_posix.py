@@ -529,3 +529,12 @@ async def test_a_replayed_folder_rename_leaves_no_empty_folder_behind(tmp_path: 
     expected = ({"z/x.md": b"X", "z/b/y.md": b"Y"}, {"z", "z/b"})
     assert contents(overlay) == expected
     assert contents(replayed(tmp_path, overlay, snapshot)) == expected
+
+
+async def test_a_rename_with_the_whiteout_flag_is_einval(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path)
+    folder = await inode_of(ops, "s1", "rules", "dir")
+    rename_whiteout = 4
+    code = await errno_of(ops.rename(folder, b"rules.md", folder, b"x.md", rename_whiteout, CTX))
+    assert code == errno.EINVAL
+    assert contents(overlay)[0] == {"dir/rules.md": b"rule 1\n"}

@@ -319,3 +319,25 @@ stat -c %s reserved && head -c 4 reserved"""
         ended = await daemon.service.end_turn("s1")
         me = ended.spaces["me"]
         assert me.status == "saved" and "reserved" in me.created
+
+
+async def test_df_shows_an_agent_only_its_own_sessions_use(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as other users")
+    limits = memfs.Limits(max_space_bytes=16 * 4096, max_files=20, max_file_bytes=16 * 4096)
+    async with shared_base() as base, running_daemon(base, SPECS, limits=limits) as daemon:
+        mine = await start(daemon, "mine", uid=42000, gid=42000)
+        theirs = await start(daemon, "theirs", uid=42001, gid=42001)
+        await sh(as_user(42001, f"head -c {16 * 4096} /dev/zero > {theirs}/me/full"), base)
+        await sh(as_user(42000, f"head -c {4 * 4096} /dev/zero > {mine}/me/quarter"), base)
+        # From outside the mount, and from the mount root: the other agent's
+        # full space is not this agent's to see (nor to be told about).
+        for where in (base, daemon.mount_root):
+            out = await sh(
+                as_user(42000, f"cd {where} && df --output=pcent {daemon.mount_root}"), base
+            )
+            assert out.stdout.split()[-1] == b"25%", where
+        out = await sh(as_user(42001, f"cd {theirs}/me && df --output=pcent ."), base)
+        assert out.stdout.split()[-1] == b"100%"
+        await daemon.service.end_turn("mine")
+        await daemon.service.end_turn("theirs")
