@@ -14,15 +14,17 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import stat
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import pyfuse3
 
-from memfs.core.errors import InvalidName, MemfsError, NotFound, Unsupported
-from memfs.core.names import decode_fs_name
+from memfs.core.errors import InvalidName, MemfsError, NameTooLong, NotFound, Unsupported
+from memfs.core.names import MAX_SEGMENT_BYTES, decode_fs_name
 from memfsd.overlay import Node, Overlay
 
 log = logging.getLogger("memfsd.fs")
@@ -61,8 +63,37 @@ def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return wrapper
 
 
+def _check_length(raw: bytes) -> None:
+    """ENAMETOOLONG comes before any other answer about a name, as on any disk."""
+    if len(raw) > MAX_SEGMENT_BYTES:
+        raise NameTooLong(
+            f"the name is {len(raw)} bytes; at most {MAX_SEGMENT_BYTES} are allowed",
+            path=raw[:64].decode("utf-8", "backslashreplace") + "...",
+        )
+
+
 def _name(raw: bytes) -> str:
+    _check_length(raw)
     return decode_fs_name(raw)
+
+
+def caller_groups(ctx: pyfuse3.RequestContext) -> frozenset[int]:
+    """The groups the calling process is in: its own and its supplementary ones.
+
+    FUSE passes only the caller's uid, gid and pid, so the supplementary
+    groups are read from ``/proc/<pid>/status``; if the process is gone by
+    then, only its own group counts.
+    """
+    groups = {ctx.gid}
+    try:
+        with open(f"/proc/{ctx.pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Groups:"):
+                    groups.update(int(group) for group in line.split()[1:])
+                    break
+    except OSError:
+        pass
+    return frozenset(groups)
 
 
 class MemfsOperations(pyfuse3.Operations):
@@ -77,9 +108,12 @@ class MemfsOperations(pyfuse3.Operations):
         *,
         cache_seconds: float = CACHE_SECONDS,
         requests: Counter[str] | None = None,
+        mount_root: Path | None = None,
     ) -> None:
         super().__init__()
         self.overlay = overlay
+        # Resolved now: resolving it later would ask this very mount.
+        self.mount_root = None if mount_root is None else os.path.realpath(mount_root)
         self.requests: Counter[str] = Counter() if requests is None else requests
         self.cache_seconds = cache_seconds
         self._dirs: dict[int, list[Node]] = {}
@@ -119,8 +153,9 @@ class MemfsOperations(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        _check_length(name)
         try:
-            decoded = _name(name)
+            decoded = decode_fs_name(name)
         except InvalidName:
             raise NotFound("no such file", path=repr(name)) from None
         return self._entry(self.overlay.lookup(parent_inode, decoded))
@@ -152,6 +187,7 @@ class MemfsOperations(pyfuse3.Operations):
             atime_ns=attr.st_atime_ns if fields.update_atime else None,
             mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
             caller_uid=ctx.uid,
+            caller_groups=caller_groups(ctx) if fields.update_gid and ctx.uid != 0 else (),
         )
         return self.attributes(node)
 
@@ -159,9 +195,10 @@ class MemfsOperations(pyfuse3.Operations):
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        decoded = _name(name)
         if not stat.S_ISREG(mode):
-            raise Unsupported("device nodes, FIFOs and sockets are not kept", path=repr(name))
-        node = self.overlay.create(parent_inode, _name(name), mode, ctx.uid, ctx.gid)
+            raise Unsupported("device nodes, FIFOs and sockets are not kept", path=decoded)
+        node = self.overlay.create(parent_inode, decoded, mode, ctx.uid, ctx.gid)
         return self._entry(node)
 
     @fuse_errors
@@ -183,7 +220,7 @@ class MemfsOperations(pyfuse3.Operations):
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise Unsupported("symlinks are not kept in memory spaces", path=repr(name))
+        raise Unsupported("symlinks are not kept in memory spaces", path=_name(name))
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -193,7 +230,7 @@ class MemfsOperations(pyfuse3.Operations):
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise Unsupported("hard links are not kept in memory spaces", path=repr(new_name))
+        raise Unsupported("hard links are not kept in memory spaces", path=_name(new_name))
 
     @fuse_errors
     async def rename(
@@ -205,13 +242,18 @@ class MemfsOperations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
+        old, new = _name(name_old), _name(name_new)
+        if flags & ~(pyfuse3.RENAME_EXCHANGE | pyfuse3.RENAME_NOREPLACE):
+            # RENAME_WHITEOUT is overlayfs's, and a whiteout is a device node.
+            raise InvalidName("unknown rename flags", path=new)
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise InvalidName("exchanging two names is not supported", path=repr(name_new))
+            self.overlay.exchange(parent_inode_old, old, parent_inode_new, new)
+            return
         self.overlay.rename(
             parent_inode_old,
-            _name(name_old),
+            old,
             parent_inode_new,
-            _name(name_new),
+            new,
             replace=not flags & pyfuse3.RENAME_NOREPLACE,
         )
 
@@ -294,15 +336,38 @@ class MemfsOperations(pyfuse3.Operations):
     @fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         limits = self.overlay.limits
+        used_bytes, used_files = self.overlay.space_use(self._caller_cwd(ctx), ctx.uid)
         data = pyfuse3.StatvfsData()
         data.f_bsize = BLOCK
         data.f_frsize = BLOCK
         data.f_blocks = limits.max_space_bytes // BLOCK
-        data.f_bfree = data.f_bavail = data.f_blocks
+        # Free is what a write may still add: a block partly used is not free.
+        free_bytes = max(0, limits.max_space_bytes - used_bytes)
+        data.f_bfree = data.f_bavail = free_bytes // BLOCK
         data.f_files = limits.max_files
-        data.f_ffree = data.f_favail = limits.max_files
-        data.f_namemax = 255
+        data.f_ffree = data.f_favail = max(0, limits.max_files - used_files)
+        data.f_namemax = MAX_SEGMENT_BYTES
         return data
+
+    def _caller_cwd(self, ctx: pyfuse3.RequestContext) -> int | None:
+        """The inode of the caller's working folder, if it is on this mount.
+
+        pyfuse3 does not pass ``statfs`` the inode it was asked about, so
+        the caller's working folder stands in for it: ``df .`` inside a space
+        reports that space. Reading the link asks nothing of this mount.
+        """
+        if self.mount_root is None:
+            return None
+        try:
+            cwd = os.readlink(f"/proc/{ctx.pid}/cwd")
+        except OSError:
+            return None
+        if cwd == self.mount_root:
+            return self.overlay.root.inode
+        if not cwd.startswith(self.mount_root + "/"):
+            return None
+        node = self.overlay.path_node(cwd[len(self.mount_root) + 1 :].split("/"))
+        return None if node is None else node.inode
 
     @fuse_errors
     async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:

@@ -128,7 +128,7 @@ async def serve(
         seed_record=settings.state_dir / "seeds.json",
     )
     service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
-    operations = MemfsOperations(overlay, requests=service.requests)
+    operations = MemfsOperations(overlay, requests=service.requests, mount_root=settings.mount_root)
     try:
         pyfuse3.init(operations, str(settings.mount_root), mount_options())
     except RuntimeError as exc:

@@ -480,6 +480,49 @@ class Overlay:
         if not node.attached and node.lookups <= 0 and node.opens <= 0:
             self.nodes.pop(node.inode, None)
 
+    # -- what statfs reports -------------------------------------------------
+
+    def space_use(self, inode: int | None, caller_uid: int) -> tuple[int, int]:
+        """Bytes and files in use, as ``statfs`` reports them against the space's limits.
+
+        Inside a mount, that mount's use. Elsewhere (a session directory, the
+        mount root, or where the caller is not known) the fullest of the
+        mounts below it that the caller may see: one owned by the caller, or
+        any for root. Each space has its own limits, and reporting the
+        tightest never tells a tool there is room where a write would get
+        ENOSPC.
+        """
+        node = self.nodes.get(inode) if inode is not None else None
+        if node is not None and node.tree is not None:
+            return node.tree.bytes, node.tree.files
+        sessions = (
+            [self._session_of(node)]
+            if node is not None and node.role == "session"
+            else list(self.sessions.values())
+        )
+        used_bytes = used_files = 0
+        for tree in sessions:
+            if tree is None or tree.turn is None or caller_uid not in (0, tree.uid):
+                continue
+            for mount in tree.turn.mounts.values():
+                used_bytes = max(used_bytes, mount.bytes)
+                used_files = max(used_files, mount.files)
+        return used_bytes, used_files
+
+    def _session_of(self, node: Node) -> SessionTree | None:
+        tree = self.sessions.get(node.name)
+        return tree if tree is not None and tree.node is node else None
+
+    def path_node(self, parts: Collection[str]) -> Node | None:
+        """The node at a path below the mount root (names as the kernel shows them), if any."""
+        node = self.root
+        for part in parts:
+            child = node.children.get(part) if node.is_dir else None
+            if child is None:
+                return None
+            node = child
+        return node
+
     # -- looking things up ---------------------------------------------------
 
     def node(self, inode: int) -> Node:
@@ -597,13 +640,13 @@ class Overlay:
             raise Exists("already exists", path=name)
         if kind == "file" and (error := too_many_files(name, mount.files, self.limits)):
             raise error
-        default = FILE_MODE if kind == "file" else DIR_MODE
+        # Mode 0 is a mode like any other (POSIX): no default replaces it.
         node = self._new_node(
             kind,
             "entry",
             name,
             parent,
-            mode=stat.S_IMODE(mode) or default,
+            mode=stat.S_IMODE(mode),
             uid=uid,
             gid=gid,
             tree=mount,
@@ -658,6 +701,8 @@ class Overlay:
         if node.is_dir:
             raise IsADirectory("use rmdir for folders", path=name)
         self._remove_file(mount, node)
+        # The folder changed, and so did the file's link count (an open descriptor sees it).
+        parent.mtime_ns = parent.ctime_ns = node.ctime_ns = self.clock()
         self._synced_names(mount)
 
     def _remove_file(self, mount: MountTree, node: Node) -> None:
@@ -678,6 +723,7 @@ class Overlay:
             raise NotEmpty("the folder is not empty", path=name)
         mount.turn.log({"o": "R", "m": mount.name, "p": node.path()})
         self._detach(node)
+        parent.mtime_ns = parent.ctime_ns = self.clock()
         self._synced_names(mount)
 
     def rename(
@@ -713,8 +759,95 @@ class Overlay:
                 raise IsADirectory("cannot replace a folder with a file", path=new_name)
             if target.is_dir and target.children:
                 raise NotEmpty("the folder being replaced is not empty", path=new_name)
+        self._check_moved_paths(node, new_parent, new_name)
         with mount.turn.batch():
             self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
+        self._synced_names(mount)
+
+    def _check_moved_paths(self, node: Node, new_parent: Node, new_name: str) -> None:
+        """Refuse a move that would put anything under ``node`` past the path limit.
+
+        Checked before anything changes: the store would refuse such a path at
+        the turn's end, so the agent hears it now, as ENAMETOOLONG.
+        """
+        if not node.is_dir:
+            return  # the new name itself was checked with the rest of the name
+        base = f"{new_parent.path()}/{new_name}" if new_parent.role == "entry" else new_name
+        longest = len(base.encode()) + self._longest_below(node)
+        if longest > MAX_PATH_BYTES:
+            raise NameTooLong(
+                f"a path under the folder would be {longest} bytes; "
+                f"at most {MAX_PATH_BYTES} are allowed",
+                path=base,
+            )
+
+    def _longest_below(self, folder: Node) -> int:
+        """Bytes of the longest ``/rest`` of a path under ``folder`` (0 if it is empty)."""
+        longest = 0
+        for child in folder.children.values():
+            size = 1 + len(child.name.encode())
+            if child.is_dir:
+                size += self._longest_below(child)
+            longest = max(longest, size)
+        return longest
+
+    def exchange(
+        self, one_parent_inode: int, one_name: str, other_parent_inode: int, other_name: str
+    ) -> None:
+        """Swap what two names hold (``renameat2`` with ``RENAME_EXCHANGE``); both must exist.
+
+        Journaled as a rename is: every old path of both goes (deepest first,
+        so a replay empties each folder before removing it), then every new
+        path arrives with what it holds, in one write.
+        """
+        one_parent = self.node(one_parent_inode)
+        other_parent = self.node(other_parent_inode)
+        mount = self._writable_dir(one_parent)
+        if self._writable_dir(other_parent) is not mount:
+            raise PermissionDenied("files move only within one space", path=other_name)
+        one = self.lookup(one_parent_inode, one_name)
+        other = self.lookup(other_parent_inode, other_name)
+        if one is other:
+            return
+        for inner, outer in ((one, other), (other, one)):
+            ancestor: Node | None = inner.parent
+            while ancestor is not None:
+                if ancestor is outer:
+                    raise InvalidName("a folder cannot swap with what it holds", path=inner.name)
+                ancestor = ancestor.parent
+        self._check_moved_paths(one, other_parent, other_name)
+        self._check_moved_paths(other, one_parent, one_name)
+        moved = [*self._walk(one), *self._walk(other)]
+        old_paths = {id(n): n.path() for n in moved}
+        with mount.turn.batch():
+            for n in reversed(moved):
+                path = old_paths[id(n)]
+                if n.is_dir:
+                    mount.turn.log({"o": "R", "m": mount.name, "p": path})
+                else:
+                    mount.touched.add(path)
+                    mount.turn.log({"o": "x", "m": mount.name, "p": path})
+            one_parent.children[one_name] = other
+            other_parent.children[other_name] = one
+            one.name, other.name = other_name, one_name
+            one.parent, other.parent = other_parent, one_parent
+            shift = int(other.is_dir) - int(one.is_dir)  # folders that moved into one's parent
+            one_parent.subdirs += shift
+            other_parent.subdirs -= shift
+            now = self.clock()
+            for changed in (one_parent, other_parent):
+                changed.mtime_ns = changed.ctime_ns = now
+            one.ctime_ns = other.ctime_ns = now
+            for n in moved:
+                path = n.path()
+                if n.is_dir:
+                    mount.turn.log({"o": "D", "m": mount.name, "p": path})
+                    continue
+                mount.touched.add(path)
+                mount.turn.log(self._holds(mount, n, path))
+                mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
+                if n.written:
+                    mount.turn.log({"o": "w", "m": mount.name, "p": path})
         self._synced_names(mount)
 
     def _move(
@@ -736,7 +869,8 @@ class Overlay:
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
-        for n in moved:
+        # Deepest first, so a replay empties each old folder before removing it.
+        for n in reversed(moved):
             if n.is_dir:
                 mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
             else:
@@ -798,14 +932,17 @@ class Overlay:
         atime_ns: int | None = None,
         mtime_ns: int | None = None,
         caller_uid: int = 0,
+        caller_groups: Collection[int] = (),
     ) -> Node:
+        """Change a node's attributes (also through a descriptor whose name is gone).
+
+        ``caller_groups`` are the groups the caller is in (its own and its
+        supplementary ones); they matter only to a caller other than root
+        changing a file's group.
+        """
         node = self.node(inode)
-        self._writable(node)
-        changes_owner = (uid is not None and uid != node.uid) or (
-            gid is not None and gid != node.gid
-        )
-        if changes_owner and caller_uid != 0:
-            raise PermissionDenied("only root may change owners", path=node.name)
+        self._changeable(node)
+        self._check_owner_change(node, uid, gid, caller_uid, caller_groups)
         if size is not None:
             if node.is_dir:
                 raise IsADirectory("cannot truncate a folder", path=node.name)
@@ -816,6 +953,13 @@ class Overlay:
             node.uid = uid
         if gid is not None:
             node.gid = gid
+        if (uid is not None or gid is not None) and not node.is_dir:
+            # As Linux does at every chown of a file: a program must not keep
+            # running as someone once it belongs to someone else. Setgid
+            # without group execute is a locking mark, not a privilege: kept.
+            node.mode &= ~stat.S_ISUID
+            if node.mode & stat.S_IXGRP:
+                node.mode &= ~stat.S_ISGID
         if atime_ns is not None:
             node.atime_ns = atime_ns
         if mtime_ns is not None:
@@ -823,7 +967,60 @@ class Overlay:
         node.ctime_ns = self.clock()
         return node
 
+    @staticmethod
+    def _check_owner_change(
+        node: Node, uid: int | None, gid: int | None, caller_uid: int, groups: Collection[int]
+    ) -> None:
+        """POSIX ``chown`` without privilege: the owner may give its file to a group it is in.
+
+        Nobody but root gives a file to another user; naming the owner and
+        group a file already has is allowed to its owner.
+        """
+        if caller_uid == 0:
+            return
+        if uid is not None and (caller_uid != node.uid or uid != node.uid):
+            raise PermissionDenied("only root may give a file to another user", path=node.name)
+        if gid is not None and (caller_uid != node.uid or (gid != node.gid and gid not in groups)):
+            raise PermissionDenied(
+                "only the owner may change a file's group, to a group it is in", path=node.name
+            )
+
+    def _changeable(self, node: Node) -> MountTree:
+        """The mount whose turn may change ``node``'s attributes or size.
+
+        A file unlinked or renamed over while a descriptor holds it is still
+        a file, as on any disk (``ftruncate``, ``fchmod``, ``fchown``,
+        ``futimens`` work), as long as its turn is the one still open.
+        """
+        if node.attached:
+            return self._writable(node)
+        mount = node.tree
+        if mount is None or mount.turn.session.turn is not mount.turn:
+            raise ReadOnly("the turn this file belonged to has ended", path=node.name)
+        if mount.read_only:
+            raise ReadOnly("this space is read-only for this turn", path=mount.name)
+        if mount.turn.frozen:
+            raise ReadOnly("this turn is ending; its folders take no more changes", path=mount.name)
+        return mount
+
+    def _truncate_unlinked(self, mount: MountTree, node: Node, size: int) -> None:
+        """Truncate a file no name holds any more: nothing to journal, no space holds it."""
+        error = file_too_large(node.name, size, self.limits)
+        if error is not None:
+            raise error
+        if node.data is None:
+            node.data, _ = self._new_data(mount.turn)
+            if size > 0 and node.blob is not None:
+                shutil.copyfile(self.blobs.path(node.blob), mount.turn.data_path(node.data))
+            node.blob = node.revision = None
+        os.truncate(mount.turn.data_path(node.data), size)
+        node.size = size
+        node.mtime_ns = node.ctime_ns = self.clock()
+
     def _truncate(self, node: Node, size: int) -> None:
+        if not node.attached:
+            self._truncate_unlinked(self._changeable(node), node, size)
+            return
         mount = self._writable(node)
         self._check_size(mount, node, size)
         self._copy_up(mount, node, keep=size > 0)

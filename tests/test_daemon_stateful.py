@@ -1,15 +1,19 @@
 """fsx-style: random operations on the mount and on a native directory, side by side.
 
 A hypothesis state machine opens, writes at offsets, truncates, renames,
-unlinks, makes and removes folders, on a real mount (the daemon runs as its
-own process, with caching on exactly as in production) and on a native
-directory. Every read and every error must match; at the end the trees must
-match and the turn's change set must be exactly the difference from the
-snapshot. Fixed seed, bounded steps.
+exchanges (``renameat2(RENAME_EXCHANGE)``), unlinks, makes and removes
+folders, and changes files through descriptors whose name was unlinked or
+renamed over, on a real mount (the daemon runs as its own process, with
+caching on exactly as in production) and on a native directory. Every read,
+every error, what ``fstat`` says through a descriptor, and whether an unlink
+or rmdir moved the folder's mtime must match; at the end the trees must match
+and the turn's change set must be exactly the difference from the snapshot.
+Fixed seed, bounded steps.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
@@ -40,6 +44,11 @@ from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import SpaceRef
 from memfs.stores.sqlite import SqliteStore
 from tests.daemon_harness import require_fuse
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+OLD_NS = 1_000_000_000  # a folder's mtime is set back to this before an unlink or rmdir
 
 FILES = ["a", "b", "d/c", "d/e/f", "e"]
 DIRS = ["d", "d/e", "g"]
@@ -91,6 +100,50 @@ def outcome(action: object) -> object:
         return ("ok", action())  # type: ignore[operator]
     except OSError as exc:
         return ("error", errno.errorcode.get(exc.errno or 0, exc.errno))
+
+
+def exchange(one: Path, other: Path) -> None:
+    """``renameat2(one, other, RENAME_EXCHANGE)``, which os has no call for."""
+    if LIBC.renameat2(AT_FDCWD, os.fsencode(one), AT_FDCWD, os.fsencode(other), RENAME_EXCHANGE):
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def removed(root: Path, path: str, remove: object) -> bool:
+    """Remove ``path``; say whether that moved its folder's mtime (set back first)."""
+    parent = (root / path).parent
+    os.utime(parent, ns=(OLD_NS, OLD_NS))
+    remove(root / path)  # type: ignore[operator]
+    return os.stat(parent).st_mtime_ns != OLD_NS
+
+
+def through_a_gone_name(
+    root: Path, path: str, over: str | None, offset: int, data: bytes, size: int, mode: int
+) -> tuple[object, ...]:
+    """Unlink ``path`` (or rename ``over`` onto it) while it is open, then use the descriptor."""
+    fd = os.open(root / path, os.O_RDWR)
+    try:
+        if over is None:
+            os.unlink(root / path)
+        else:
+            os.rename(root / over, root / path)
+        written = os.pwrite(fd, data, offset)
+        os.ftruncate(fd, size)
+        os.fchmod(fd, mode)
+        os.fchown(fd, 42000, 42001)
+        os.utime(fd, ns=(OLD_NS, OLD_NS + size))
+        info = os.fstat(fd)
+        return (
+            written,
+            info.st_size,
+            info.st_nlink,
+            stat.S_IMODE(info.st_mode),
+            (info.st_uid, info.st_gid),
+            info.st_mtime_ns,
+            os.pread(fd, 200, 0),
+        )
+    finally:
+        os.close(fd)
 
 
 def tree(root: Path) -> tuple[dict[str, bytes], set[str]]:
@@ -182,9 +235,47 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
         def rename(self, src: str, dst: str) -> None:
             self.both(lambda root: os.rename(root / src, root / dst))
 
+        def pick(self, index: int, *, folders: bool = True) -> str | None:
+            """A file (or folder) there is now, so a rule can use one that exists.
+
+            Picked by an index drawn up front: what exists depends on what
+            earlier examples stored, and draws must not.
+            """
+            files, dirs = tree(self.native)
+            present = sorted(files) + (sorted(dirs) if folders else [])
+            return present[index % len(present)] if present else None
+
+        @rule(src=st.sampled_from(PATHS), dst=st.sampled_from(PATHS))
+        def exchange(self, src: str, dst: str) -> None:
+            self.both(lambda root: exchange(root / src, root / dst))
+
+        @rule(one=st.integers(0, 15), other=st.integers(0, 15))
+        def exchange_present(self, one: int, other: int) -> None:
+            src, dst = self.pick(one), self.pick(other)
+            if src is not None and dst is not None:
+                self.both(lambda root: exchange(root / src, root / dst))
+
+        @rule(
+            which=st.integers(0, 15),
+            over=st.none() | st.integers(0, 15),
+            offset=st.integers(0, 64),
+            body=st.binary(max_size=16),
+            size=st.integers(0, 80),
+            mode=st.sampled_from([0o600, 0o640, 0o444]),
+        )
+        def write_through_a_gone_name(
+            self, which: int, over: int | None, offset: int, body: bytes, size: int, mode: int
+        ) -> None:
+            path = self.pick(which, folders=False)
+            source = None if over is None else self.pick(over, folders=False)
+            if path is not None:
+                self.both(
+                    lambda root: through_a_gone_name(root, path, source, offset, body, size, mode)
+                )
+
         @rule(path=st.sampled_from(PATHS))
         def unlink(self, path: str) -> None:
-            self.both(lambda root: os.unlink(root / path))
+            self.both(lambda root: removed(root, path, os.unlink))
 
         @rule(path=st.sampled_from(DIRS + FILES))
         def mkdir(self, path: str) -> None:
@@ -192,7 +283,7 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
 
         @rule(path=st.sampled_from(DIRS + FILES))
         def rmdir(self, path: str) -> None:
-            self.both(lambda root: os.rmdir(root / path))
+            self.both(lambda root: removed(root, path, os.rmdir))
 
         @rule(path=st.sampled_from(PATHS))
         def stat_size(self, path: str) -> None:
