@@ -58,7 +58,7 @@ async def test_forgetting_a_person_keeps_the_audit_entries_about_them(tmp_path: 
     assert await store.forget_user("dana", "bank-1", by=ADA) == []
     assert [(e.action, e.target) for e in await store.audit()] == [
         ("open", "dana"),
-        ("forget", "p.md"),
+        ("forget", "dana"),  # whose file, never its path
         ("forget-user", "dana"),
     ]
     await store.aclose()

@@ -9,7 +9,8 @@ build it, and every read and write of it. These tables hold everything::
     clock            the store's one sequence (schema 2); only its counter matters
     changes          org changes held for review, one row each (schema 2)
     review_settings  a space's own review mode, which wins over a turn's (schema 2)
-    audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3)
+    audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3),
+                     and an INSERT that does not append to the hash chain (schema 6)
     traces           what each turn saw and did, a ``Trace`` as JSON (schema 4)
 
 Revision ids and the ``edited`` number of every file put into a review
@@ -56,14 +57,24 @@ from typing import Literal, TypeVar, get_args
 
 import trio
 
+from memfs.core import audit as audit_rules
 from memfs.core import review
 from memfs.core import review as review_rules
-from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
+from memfs.core.audit import GENESIS, AuditCheck
+from memfs.core.errors import (
+    AuditTampered,
+    ConfigError,
+    InvalidName,
+    NotFound,
+    StoreUnavailable,
+)
+from memfs.core.limits import require_within
 from memfs.core.models import (
     AuditAction,
     AuditEntry,
     By,
     ChangeSet,
+    Limits,
     Loaded,
     Provenance,
     Revision,
@@ -248,12 +259,65 @@ def _add_manifest_index(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX revisions_manifest ON revisions (id, sha256, size)")
 
 
+_AUDIT_TRIGGERS = (
+    """
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    # INSERT OR REPLACE deletes the row it replaces without firing delete
+    # triggers (unless recursive_triggers is on), so an insert is refused
+    # unless it appends: a new id past every other, linked to the last hash.
+    f"""
+    CREATE TRIGGER audit_append_only BEFORE INSERT ON audit
+    WHEN NEW.id IS NULL
+        OR NEW.id <= COALESCE((SELECT MAX(id) FROM audit), 0)
+        OR NEW.hash IS NULL
+        OR NEW.prev_hash IS NOT COALESCE(
+            (SELECT hash FROM audit ORDER BY id DESC LIMIT 1), '{GENESIS}')
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+)
+
+
+def _chain_audit(conn: sqlite3.Connection) -> None:
+    """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
+
+    Entries already in the log are linked in id order. A ``forget`` entry of
+    a person's own file named its path; an org or dir forget always leaves a
+    deletion revision at that path, so an entry with none is a person's, and
+    its path is dropped (target NULL, detail "1 file") before it is sealed.
+    """
+    conn.execute("DROP TRIGGER audit_no_update")
+    conn.execute("ALTER TABLE audit ADD COLUMN prev_hash TEXT")
+    conn.execute("ALTER TABLE audit ADD COLUMN hash TEXT")
+    conn.execute(
+        "UPDATE audit SET target = NULL, detail = ? WHERE action = 'forget' AND NOT EXISTS ("
+        " SELECT 1 FROM revisions JOIN spaces ON spaces.id = revisions.space_id"
+        " WHERE spaces.layer != 'user' AND spaces.org = audit.org"
+        " AND spaces.space = audit.space AND revisions.path = audit.target)",
+        (audit_rules.count(1, "file"),),
+    )
+    prev = GENESIS
+    rows = conn.cursor()
+    rows.row_factory = sqlite3.Row  # the migration may run on a connection without it
+    for row in rows.execute("SELECT * FROM audit ORDER BY id").fetchall():
+        sealed = audit_rules.seal(_audit_entry(row), prev)
+        conn.execute(
+            "UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?",
+            (sealed.prev_hash, sealed.hash, row["id"]),
+        )
+        prev = sealed.hash
+    for statement in _AUDIT_TRIGGERS:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
     _add_audit_table,
     _add_traces_table,
     _add_manifest_index,
+    _chain_audit,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -285,6 +349,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             # PRAGMA takes no parameters; number is an int we computed.
             conn.execute(f"PRAGMA user_version = {number:d}")
         conn.execute("COMMIT")
+        # A step may have scrubbed rows (schema 6 drops paths from old entries):
+        # older copies of those pages must not stay in the write-ahead log.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -313,12 +380,35 @@ def _log(
     target: str | None = None,
     detail: str | None = None,
 ) -> None:
-    """Add one audit entry; called inside the act's own transaction, so both or neither commit."""
+    """Add one audit entry; called inside the act's own transaction, so both or neither commit.
+
+    The id is the next of the table's own sequence, given explicitly because
+    it is part of what the entry's hash covers.
+    """
+    (last,) = conn.execute(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)"
+    ).fetchone()
+    prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    entry = audit_rules.seal(
+        AuditEntry(
+            id=str(int(last) + 1),
+            # Read back from its stored text, so the hash is over what verify will read.
+            at=datetime.fromisoformat(_timestamp(datetime.now(UTC))),
+            actor=by,
+            action=action,
+            org=org,
+            space=space,
+            target=target,
+            detail=detail,
+        ),
+        GENESIS if prev is None else prev["hash"],
+    )
     conn.execute(
-        "INSERT INTO audit (at, actor_id, actor_label, actor_role, action, org, space, target,"
-        " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO audit (id, at, actor_id, actor_label, actor_role, action, org, space,"
+        " target, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            _timestamp(datetime.now(UTC)),
+            int(entry.id),
+            _timestamp(entry.at),
             None if by is None else by.id,
             None if by is None else by.label,
             None if by is None else by.role,
@@ -327,6 +417,8 @@ def _log(
             space,
             target,
             detail,
+            entry.prev_hash,
+            entry.hash,
         ),
     )
 
@@ -335,25 +427,54 @@ def _log(
 _ACTIONS: dict[str, AuditAction] = {action: action for action in get_args(AuditAction)}
 
 
+def _audit_entry(row: sqlite3.Row) -> AuditEntry:
+    keys = row.keys()
+    return AuditEntry(
+        id=str(row["id"]),
+        at=datetime.fromisoformat(row["at"]),
+        actor=_by(row["actor_id"], row["actor_label"], row["actor_role"]),
+        action=_ACTIONS[row["action"]],
+        org=row["org"],
+        space=row["space"],
+        target=row["target"],
+        detail=row["detail"],
+        prev_hash=(row["prev_hash"] if "prev_hash" in keys else None) or "",
+        hash=(row["hash"] if "hash" in keys else None) or "",
+    )
+
+
 def _audit(conn: sqlite3.Connection, org: str | None) -> list[AuditEntry]:
     query = "SELECT * FROM audit"
     params: tuple[str, ...] = ()
     if org is not None:
         query += " WHERE org = ?"
         params = (org,)
-    return [
-        AuditEntry(
-            id=str(row["id"]),
-            at=datetime.fromisoformat(row["at"]),
-            actor=_by(row["actor_id"], row["actor_label"], row["actor_role"]),
-            action=_ACTIONS[row["action"]],
-            org=row["org"],
-            space=row["space"],
-            target=row["target"],
-            detail=row["detail"],
+    return [_audit_entry(row) for row in conn.execute(query + " ORDER BY id", params)]
+
+
+def _verify_audit(conn: sqlite3.Connection) -> AuditCheck:
+    """The chain over every entry (every org), and no entry cut off its end."""
+    entries: list[AuditEntry] = []
+    for row in conn.execute("SELECT * FROM audit ORDER BY id"):
+        try:
+            entries.append(_audit_entry(row))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise AuditTampered(
+                f"this audit entry cannot be read back: {exc}", path=str(row["id"])
+            ) from exc
+    check = audit_rules.verify_chain(entries)
+    (seq,) = conn.execute(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)"
+    ).fetchone()
+    last = int(entries[-1].id) if entries else 0
+    if int(seq) != last:
+        # Ids are handed out by the sequence and never rolled past without a row.
+        raise AuditTampered(
+            f"the audit log ends at entry {last}, but entries up to {seq} were written: "
+            "the last entries were removed",
+            path=str(last + 1),
         )
-        for row in conn.execute(query + " ORDER BY id", params)
-    ]
+    return check
 
 
 def _space_id(conn: sqlite3.Connection, ref: SpaceRef) -> int | None:
@@ -490,6 +611,33 @@ def _lay_own_change(
                 sizes[path] = len(file.content)
             # Not a revision id: names the change and the edit, never valid for restore.
             revisions[path] = f"c{own.id}.{file.edited}"
+
+
+def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int]:
+    """Each live file's size, without reading its bytes."""
+    if space_id is None:
+        return {}
+    return {
+        path: int(size)
+        for path, size in conn.execute(
+            "SELECT live.path, revisions.size FROM live"
+            " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
+            " WHERE live.space_id = ?",
+            (space_id,),
+        )
+    }
+
+
+def _put(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    provenance: Provenance,
+    limits: Limits,
+) -> Stored:
+    """A person's edit: within the limits a turn has, or nothing of it is written."""
+    require_within(changes, _live_sizes(conn, _space_id(conn, ref)), limits)
+    return _store_reviewed(conn, ref, changes, None, provenance, "none")
 
 
 def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
@@ -644,7 +792,8 @@ def _restore(
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
     current = _record(conn, space_id, path, bytes(row["content"]), provenance)
     _make_live(conn, space_id, path, current)
-    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=path, detail=revision)
+    target, detail = audit_rules.about_file(ref, path, revision)
+    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
     return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
 
 
@@ -670,8 +819,10 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) ->
     gone = conn.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, path))
     if gone.rowcount == 0:
         raise nothing
-    # The path only: the content is what the person asked to be forgotten.
-    _log(conn, "forget", ref.org, by=by, space=ref.space, target=path)
+    _forget_file_in_traces(conn, ref, path)
+    # Neither path nor content: the name can say as much as what was forgotten.
+    target, detail = audit_rules.about_file(ref, path)
+    _log(conn, "forget", ref.org, by=by, space=ref.space, target=target, detail=detail)
     return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
 
 
@@ -728,6 +879,22 @@ def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
             )
 
 
+def _forget_file_in_traces(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> None:
+    """Rewrite every trace that names ``path`` of ``ref`` without it (see ``_forget_in_traces``)."""
+    # The path as it appears inside the JSON (escaped, without its quotes).
+    needle = json.dumps(path, ensure_ascii=False)[1:-1]
+    rows = conn.execute(
+        "SELECT id, data FROM traces WHERE instr(data, ?) > 0", (needle,)
+    ).fetchall()
+    for row in rows:
+        rewritten = Trace.model_validate_json(row["data"]).without_file(ref, path)
+        if rewritten is not None:
+            conn.execute(
+                "UPDATE traces SET data = ? WHERE id = ?",
+                (rewritten.model_dump_json(), row["id"]),
+            )
+
+
 def _record_trace(conn: sqlite3.Connection, trace: Trace) -> None:
     conn.execute(
         "INSERT INTO traces (session, turn, at, data) VALUES (?, ?, ?, ?)",
@@ -775,7 +942,18 @@ def _open_person(
     conn: sqlite3.Connection, user: str, org: str, by: By | None
 ) -> dict[str, dict[str, bytes]]:
     found = _user_files(conn, user, org)
-    _log(conn, "open", org, by=by, target=user)
+    files = sum(len(space) for space in found.values())
+    _log(conn, "open", org, by=by, target=user, detail=audit_rules.count(files, "file"))
+    return found
+
+
+def _open_history(
+    conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None
+) -> list[Revision]:
+    found = _history(conn, ref, path)
+    if ref.layer == "user":
+        detail = audit_rules.count(len(found), "revision")
+        _log(conn, "open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
     return found
 
 
@@ -1128,10 +1306,23 @@ def _decide(
     by: By | None,
     paths: list[str] | None,
     edits: dict[str, bytes | None] | None,
+    force: bool,
+    limits: Limits,
 ) -> WaitingChange:
     """A reviewer's move; the new state and its effect on live files commit together."""
-    space_id, change = _change_row(conn, id)
-    decided, effect, concerned = review.decide(change, action, by=by, paths=paths, edits=edits)
+    space_id, unmarked = _change_row(conn, id)
+    # The rules refuse to apply a stale file unforced, so they get the change marked.
+    [change] = _marked(conn, space_id, [unmarked])
+    decided, effect, concerned = review.decide(
+        change,
+        action,
+        by=by,
+        paths=paths,
+        edits=edits,
+        force=force,
+        live_sizes=_live_sizes(conn, space_id),
+        limits=limits,
+    )
     if effect is Effect.APPLY:
         # Who taught it stays on the revision; who let it in is approved_by.
         applied = change.provenance.model_copy(
@@ -1302,10 +1493,18 @@ class SqliteStore:
             lambda conn: _store_reviewed(conn, ref, changes, base, provenance, mode), write=True
         )
 
-    async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
+    async def put(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        provenance: Provenance,
+        limits: Limits | None = None,
+    ) -> Stored:
         # A person's own edit: never held for review.
+        within = limits or Limits()
         return await trio.to_thread.run_sync(
-            self._run_store, ref, changes, None, provenance, "none"
+            lambda: self._run(lambda conn: _put(conn, ref, changes, provenance, within), write=True)
         )
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
@@ -1314,6 +1513,13 @@ class SqliteStore:
 
     def _run_history(self, ref: SpaceRef, path: str) -> list[Revision]:
         return self._run(lambda conn: _history(conn, ref, path), write=False)
+
+    async def open_history(self, ref: SpaceRef, path: str, *, by: By | None) -> list[Revision]:
+        check_path(path)
+        # A write transaction: the revisions are read and the look recorded together.
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _open_history(conn, ref, path, by), write=True)
+        )
 
     async def files(self, ref: SpaceRef) -> dict[str, bytes]:
         return (await trio.to_thread.run_sync(self._run_load, ref)).files
@@ -1411,6 +1617,9 @@ class SqliteStore:
             lambda: self._run(lambda conn: _audit(conn, org), write=False)
         )
 
+    async def verify_audit(self) -> AuditCheck:
+        return await trio.to_thread.run_sync(lambda: self._run(_verify_audit, write=False))
+
     def _run_spaces(self) -> list[SpaceRef]:
         return self._run(_spaces, write=False)
 
@@ -1446,11 +1655,17 @@ class SqliteStore:
         by: By | None,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
+        limits: Limits | None = None,
     ) -> WaitingChange:
         for path in [*(paths or ()), *(edits or {})]:
             check_path(path)
+        within = limits or Limits()
         return await trio.to_thread.run_sync(
-            lambda: self._run(lambda conn: _decide(conn, id, action, by, paths, edits), write=True)
+            lambda: self._run(
+                lambda conn: _decide(conn, id, action, by, paths, edits, force, within),
+                write=True,
+            )
         )
 
     async def aclose(self) -> None:
