@@ -50,6 +50,7 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Collection, Container, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -327,7 +328,7 @@ def _map_exceptions(path: Path) -> Iterator[None]:
     """Report any SQLite failure as the store being unavailable, cause attached."""
     try:
         yield
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(f"the sqlite store failed: {exc}", path=str(path)) from exc
 
 
@@ -1368,7 +1369,15 @@ def _decide(
 class SqliteStore:
     """A managed store in the SQLite database file ``path``.
 
-    The file is created on first use; its folder must already exist.
+    The file is created on first use if it does not exist when the store is
+    made; its folder must already exist (``ConfigError`` otherwise). Once the
+    file exists (it did when the store was made, or this store created it),
+    it is never created again: if it, or its folder, is missing later (before
+    the first connection, or while open), or is an empty file, every call is
+    ``StoreUnavailable`` until the file is back, never a fresh empty database
+    in its place. A file replaced by another while open fails the call that
+    finds it (writes never go to a file nobody will read again); the next
+    call opens what is at the path now, if it is a memfs store (a restore).
     """
 
     def __init__(self, path: Path) -> None:
@@ -1383,6 +1392,10 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        # Whether the file must exist from now on: it did, or we made it.
+        # (An empty file, as ``touch`` leaves, is no store yet: SQLite makes one in it.)
+        self._must_exist = self.path.exists() and self.path.stat().st_size > 0
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -1392,11 +1405,38 @@ class SqliteStore:
         if self._closed:
             raise StoreUnavailable("the sqlite store is closed", path=str(self.path))
         if self._conn is not None:
-            return self._conn
+            if self._same_file():
+                return self._conn
+            # Removed or replaced under us: writes to this connection would land
+            # in a file nobody opens again. Drop it; reopen only the real path.
+            conn, self._conn = self._conn, None
+            conn.close()
+            raise StoreUnavailable(
+                "the sqlite store's database file was removed or replaced while open",
+                path=str(self.path),
+            )
+        if self._must_exist and not self.path.exists():
+            raise StoreUnavailable(
+                "the sqlite store's database file is missing; memfs does not start an empty "
+                "one in place of a store that existed",
+                path=str(self.path),
+            )
+        # mode=rw once the file must exist, so a file removed after the check
+        # above is an error too, not silently created afresh.
+        mode = "rw" if self._must_exist else "rwc"
+        uri = f"file:{urllib.parse.quote(str(self.path))}?mode={mode}"
         # isolation_level=None: the sqlite3 module must not open transactions of
         # its own; every transaction here is begun explicitly, with the mode it needs.
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         try:
+            # First, before any pragma that writes: an empty file where the store
+            # was would otherwise be made into a fresh one.
+            if self._must_exist and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                raise StoreUnavailable(
+                    "the sqlite store's database file was replaced by one that holds no "
+                    "memfs store; memfs does not start an empty one in its place",
+                    path=str(self.path),
+                )
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
             # WAL: loads read a consistent snapshot without blocking writers, and
@@ -1410,11 +1450,22 @@ class SqliteStore:
             # forgotten file cannot be read back from the database file's free space.
             conn.execute("PRAGMA secure_delete = ON")
             _migrate(conn, self.path)
+            info = os.stat(self.path)
         except BaseException:
             conn.close()
             raise
+        self._must_exist = True
+        self._identity = (info.st_dev, info.st_ino)
         self._conn = conn
         return conn
+
+    def _same_file(self) -> bool:
+        """Whether ``path`` is still the file the connection has open (one stat)."""
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == self._identity
 
     def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""
