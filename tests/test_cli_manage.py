@@ -254,3 +254,22 @@ def test_audit_verify_checks_the_chain_and_names_the_first_broken_entry(db: Path
     broken = memfs_cli(db, "audit", "--verify", role="admin")
     assert broken.exit_code == 10
     assert f"'{entries[1]['id']}'" in broken.stderr and "changed" in broken.stderr
+
+
+def test_history_forget_files_and_forget_user_of_another_org_reach_nothing(db: Path) -> None:
+    before = ok(db, "files", "lending-rules")
+    assert ok(db, "history", "lending-rules", "income.md") != []
+    assert json.loads(cli_as(db, "history", "lending-rules", "income.md", org="acme").stdout) == []
+    foreign = cli_as(db, "forget", "lending-rules", "income.md", org="acme")
+    missing = cli_as(db, "forget", "lending-rules", "never.md", org="acme")
+    assert foreign.exit_code == missing.exit_code == 3
+    assert foreign.stderr.replace("income.md", "P") == missing.stderr.replace("never.md", "P")
+    assert json.loads(cli_as(db, "files", "lending-rules", org="acme").stdout)["files"] == {}
+    gone = cli_as(db, "forget-user", "u_dana", org="acme", role="admin")
+    assert json.loads(gone.stdout)["forgotten_spaces"] == []
+    opened = cli_as(db, "files", "--user", "u_dana", org="acme", role="admin")
+    assert json.loads(opened.stdout)["spaces"] == {}
+    audit = json.loads(cli_as(db, "audit", org="acme", role="admin").stdout)
+    assert {e["org"] for e in audit} == {"acme"}
+    assert ok(db, "files", "lending-rules") == before
+    assert ok(db, "files", "--user", "u_dana", role="admin")["spaces"] == {"me": {"prefs.md": 6}}

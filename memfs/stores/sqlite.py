@@ -34,8 +34,13 @@ overlays a conversation's own waiting change on the live files, so the
 conversation sees what it saved and nobody else does.
 
 One connection per store, used from worker threads under a lock, so trio
-never blocks on the database. Every SQLite error leaves this module as
-``StoreUnavailable`` with the original as its cause.
+never blocks on the database. Every SQLite error (and an ``OSError`` about
+the file) leaves this module as ``StoreUnavailable`` with the original as its
+cause; so does a database file that existed and is missing or was replaced
+(see ``SqliteStore``), rather than a fresh empty database in its place.
+
+The audit log is a hash chain (``memfs.core.audit``): ``_log`` links each
+entry to the last, and triggers refuse what would rewrite the log.
 
 Forgetting must leave nothing readable in the file: connections run with
 ``secure_delete`` (freed space is zeroed), and a purge ends with a checkpoint
