@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from memfs.core.audit import GENESIS, entry_hash
 from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
@@ -497,7 +497,7 @@ async def check_every_sensitive_act_is_audited_with_actor_and_time(store: Store)
         ("forget", "bank-1", "me", "dana"),  # a person's file: whose, never its path
         ("forget-user", "bank-1", None, "carol"),  # recorded even when nothing was held
     ]
-    assert entries[2].detail == "1 file"
+    assert (entries[2].detail, entries[3].detail) == ("1 file", "0 spaces")
     assert entries[0].detail == first.revisions["a.md"]
     assert [e.actor for e in entries] == [ADA, ADA, dana, ADA]
     assert all(start <= e.at <= now() for e in entries)
@@ -884,9 +884,13 @@ async def check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
     await store.decide(ids[0], "approve", by=REVIEWER)
     before = (await store.files(ORG), await store.audit(), await store.get_change(ids[1]))
     assert before[2].stale_paths == ("a.md",)
-    for action, edits in (("approve", None), ("edit", {"a.md": b"merged"})):
+    moves: tuple[tuple[Literal["approve", "edit"], dict[str, bytes | None] | None], ...] = (
+        ("approve", None),
+        ("edit", {"a.md": b"merged"}),
+    )
+    for action, edits in moves:
         try:
-            await store.decide(ids[1], action, by=REVIEWER, paths=["a.md"], edits=edits)  # type: ignore[arg-type]
+            await store.decide(ids[1], action, by=REVIEWER, paths=["a.md"], edits=edits)
         except Conflict as exc:
             assert exc.paths == ("a.md",)
             assert "a.md" in str(exc)

@@ -114,7 +114,7 @@ async def test_after_forgetting_a_persons_files_and_then_the_person_no_byte_of_t
         assert all("me" not in t.mounts for t in traces[:2])
         assert [(e.action, e.space, e.target, e.detail) for e in await store.audit()] == [
             ("forget", "me", "u_dana", "1 file"),
-            ("forget-user", None, "u_dana", None),
+            ("forget-user", None, "u_dana", "1 space"),
         ]
         assert (await store.verify_audit()).entries == 2
     finally:

@@ -373,9 +373,9 @@ class Trace(Frozen):
             )
         files: dict[str, TraceFile] = {}
         for key, entry in self.files.items():
-            name, _, inner = key.partition("/")
-            if name in names:
-                if inner == path:
+            # Mount names may hold "/" themselves, so match each name as a prefix.
+            if any(key.startswith(f"{name}/") for name in names):
+                if any(key == f"{name}/{path}" for name in names):
                     continue
                 if entry.renamed_from == path:
                     entry = entry.model_copy(update={"renamed_from": None})

@@ -503,7 +503,8 @@ class MemoryStore:
         # Traces name the person's files and the revisions a turn carried of them.
         self._traces = [trace.without_user(user, org) or trace for trace in self._traces]
         # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
-        self._log("forget-user", org, by=by, target=user)
+        detail = audit_rules.count(len(purged), "space")  # how many, never what they held
+        self._log("forget-user", org, by=by, target=user, detail=detail)
         return purged
 
     async def record_trace(self, trace: Trace) -> None:

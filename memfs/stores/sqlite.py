@@ -861,7 +861,9 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
     # The audit entry does name them, on purpose: an erasure must be accountable.
-    _log(conn, "forget-user", org, by=by, target=user)
+    # How many spaces went, never what they held.
+    detail = audit_rules.count(len(purged), "space")
+    _log(conn, "forget-user", org, by=by, target=user, detail=detail)
     return purged
 
 
