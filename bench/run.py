@@ -103,7 +103,10 @@ async def seed(db: Path, org: str, files: dict[str, bytes]) -> None:
     store = SqliteStore(db)
     try:
         ref = SpaceRef(layer="org", space=SPACE, org=org)
-        await store.put(ref, ChangeSet(created=files), provenance=Provenance(origin="code"))
+        # The daemon's limits: a put obeys limits as a turn does.
+        await store.put(
+            ref, ChangeSet(created=files), provenance=Provenance(origin="code"), limits=LIMITS
+        )
     finally:
         await store.aclose()
 

@@ -4,29 +4,47 @@
 method first asks :func:`memfs.core.roles.require`; the store records the
 sensitive acts (approve, reject, edit, restore, forget, forget-user, open,
 review settings) in its audit log with this actor.
+
+An actor acts in one org, and this class is where that holds for every door
+(the CLI and Python callers alike): spaces, files and people are looked up in
+that org only, and a change of another org is the same ``NotFound``, with the
+same message, as a change that does not exist
+(:func:`memfs.core.roles.require_same_org`). Reading a person's memory
+(their files or a file's history) goes through the store's audited
+``open_person``/``open_history``. Reviewer edits obey ``limits``, as turns do.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from memfs.core.errors import ConfigError
-from memfs.core.models import DEFAULT_ORG, AuditEntry, By, Revision, SpaceRef, Stored
+from memfs.core.audit import AuditCheck
+from memfs.core.errors import ConfigError, NotFound
+from memfs.core.models import DEFAULT_ORG, AuditEntry, By, Limits, Revision, SpaceRef, Stored
 from memfs.core.review import ReviewMode, WaitingChange
-from memfs.core.roles import Role, people_view, require
+from memfs.core.roles import Role, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
 
 
 class Acting:
     """One person's hands on a store, in one org."""
 
-    def __init__(self, store: Store, actor: str, role: Role, *, org: str = DEFAULT_ORG) -> None:
+    def __init__(
+        self,
+        store: Store,
+        actor: str,
+        role: Role,
+        *,
+        org: str = DEFAULT_ORG,
+        limits: Limits | None = None,
+    ) -> None:
         if not isinstance(store, ManagedStore):
             raise ConfigError("this store keeps no history or review; use sqlite or memory")
         self.store = store
         self.by = By(id=actor, role=role)
         self.role: Role = role
         self.org = org
+        self.limits = limits or Limits()
 
     def _reviewing(self) -> ReviewingStore:
         if not isinstance(self.store, ReviewingStore):
@@ -40,9 +58,19 @@ class Acting:
         require(self.role, "read")
         return await self._reviewing().list_changes(org=self.org)
 
+    async def _own_change(self, id: str) -> WaitingChange:
+        """The change ``id`` if it is of this org; missing and foreign read the same."""
+        missing = NotFound("no change is held for review under this id", path=id)
+        try:
+            change = await self._reviewing().get_change(id)
+        except NotFound:
+            raise missing from None
+        require_same_org(self.org, change.ref.org, missing)
+        return change
+
     async def change(self, id: str) -> WaitingChange:
         require(self.role, "read")
-        return await self._reviewing().get_change(id)
+        return await self._own_change(id)
 
     async def decide(
         self,
@@ -51,18 +79,28 @@ class Acting:
         *,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
     ) -> WaitingChange:
+        """A reviewer's move; applying a stale file needs ``force`` (else ``Conflict``)."""
         require(self.role, "review")
-        return await self._reviewing().decide(id, action, by=self.by, paths=paths, edits=edits)
+        # A change never moves to another org, so checking it first is enough.
+        await self._own_change(id)
+        return await self._reviewing().decide(
+            id, action, by=self.by, paths=paths, edits=edits, force=force, limits=self.limits
+        )
 
-    async def approve(self, id: str, *, paths: list[str] | None = None) -> WaitingChange:
-        return await self.decide(id, "approve", paths=paths)
+    async def approve(
+        self, id: str, *, paths: list[str] | None = None, force: bool = False
+    ) -> WaitingChange:
+        return await self.decide(id, "approve", paths=paths, force=force)
 
     async def reject(self, id: str, *, paths: list[str] | None = None) -> WaitingChange:
         return await self.decide(id, "reject", paths=paths)
 
-    async def edit(self, id: str, edits: dict[str, bytes | None]) -> WaitingChange:
-        return await self.decide(id, "edit", paths=list(edits), edits=edits)
+    async def edit(
+        self, id: str, edits: dict[str, bytes | None], *, force: bool = False
+    ) -> WaitingChange:
+        return await self.decide(id, "edit", paths=list(edits), edits=edits, force=force)
 
     async def set_review(self, space: str, mode: ReviewMode) -> None:
         require(self.role, "set-review")
@@ -75,6 +113,8 @@ class Acting:
         else:
             require(self.role, "open")
             ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
+            # Reading a person's revisions (their prompts among them) is a look inside.
+            return await self.store.open_history(ref, path, by=self.by)
         return await self.store.history(ref, path)
 
     async def restore(self, space: str, path: str, revision: str) -> Stored:
@@ -112,10 +152,17 @@ class Acting:
         require(self.role, "open")
         return await self.store.audit(org=self.org)
 
+    async def verify_audit(self) -> AuditCheck:
+        """Check the store's whole audit chain (every org: the chain is one); admins only."""
+        require(self.role, "verify-audit")
+        return await self.store.verify_audit()
 
-def act_as(store: Store, actor: str, role: Role, *, org: str = DEFAULT_ORG) -> Acting:
+
+def act_as(
+    store: Store, actor: str, role: Role, *, org: str = DEFAULT_ORG, limits: Limits | None = None
+) -> Acting:
     """A person's hands on ``store``: every method checks the role first."""
-    return Acting(store, actor, role, org=org)
+    return Acting(store, actor, role, org=org, limits=limits)
 
 
 __all__ = ["Acting", "act_as"]

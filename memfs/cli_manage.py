@@ -13,14 +13,14 @@ import base64
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import click
 import trio
 
 from memfs.acting import Acting, act_as
 from memfs.client import DEFAULT_STATE_DIR
-from memfs.core.models import DEFAULT_ORG
+from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
 from memfs.core.roles import Role
 from memfs.stores.base import Store
@@ -61,6 +61,38 @@ def actor_options(command: F) -> F:
     ):
         command = option(command)
     return command
+
+
+def limits_option(command: F) -> F:
+    """``--config``: the daemon's config file, whose ``[limits]`` a reviewer's edit obeys."""
+    return click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="MEMFS_CONFIG",
+        default=None,
+        help="The daemon's memfs.toml (also $MEMFS_CONFIG), for its [limits]; "
+        "without one, the default limits.",
+    )(command)
+
+
+def config_limits(config_file: Path | None) -> Limits:
+    """The limits turns have under ``config_file`` (the defaults without one)."""
+    if config_file is None:
+        return Limits()
+    from memfsd.config import load_config  # the daemon's own reading of its file
+
+    limits = load_config(config_file).limits
+    assert isinstance(limits, Limits)  # memfsd is typed outside this package's mypy run
+    return limits
+
+
+def force_option(command: F) -> F:
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Apply files marked stale too, overwriting the edit made since (else it fails).",
+    )(command)
 
 
 def _text(content: bytes | None) -> dict[str, Any]:
@@ -110,10 +142,16 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     """Add the commands to ``main``; ``echo`` prints JSON, ``guard`` reports memfs errors."""
 
     def acting(
-        store_url: str | None, org: str, actor: str, role: Role, act: Callable[[Acting], Any]
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+        act: Callable[[Acting], Any],
+        *,
+        limits: Limits | None = None,
     ) -> Any:
         """Run ``act`` as this actor: each act checks the role before it reaches the store."""
-        return run(store_url, lambda store: act(act_as(store, actor, role, org=org)))
+        return run(store_url, lambda store: act(act_as(store, actor, role, org=org, limits=limits)))
 
     @main.group()
     def review() -> None:
@@ -138,51 +176,91 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
             change = acting(store_url, org, actor, role, lambda a: a.change(change_id))
         echo(change_json(change, contents=True))
 
-    def decide_command(action: Literal["approve", "reject"]) -> None:
-        @review.command(action, help=f"{action.capitalize()} a change, or some of its files.")
-        @click.argument("change_id")
-        @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
-        @actor_options
-        def command(
-            change_id: str,
-            paths: tuple[str, ...],
-            store_url: str | None,
-            org: str,
-            actor: str,
-            role: Role,
-        ) -> None:
-            with guard():
-                change = acting(
-                    store_url,
-                    org,
-                    actor,
-                    role,
-                    lambda a: a.decide(change_id, action, paths=list(paths) or None),
-                )
-            echo(change_json(change))
-
-    decide_command("approve")
-    decide_command("reject")
-
-    @review.command("edit")
+    @review.command("approve")
     @click.argument("change_id")
-    @click.argument("path")
-    @click.argument("source", type=click.File("rb"))
+    @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
+    @force_option
+    @limits_option
     @actor_options
-    def review_edit(
+    def review_approve(
         change_id: str,
-        path: str,
-        source: Any,
+        paths: tuple[str, ...],
+        force: bool,
+        config_file: Path | None,
         store_url: str | None,
         org: str,
         actor: str,
         role: Role,
     ) -> None:
-        """Edit one file of a change (new content from SOURCE, - for stdin), then approve."""
-        content: bytes = source.read()
+        """Approve a change, or some of its files (a stale file needs --force)."""
+        with guard():
+            limits = config_limits(config_file)
+            change = acting(
+                store_url,
+                org,
+                actor,
+                role,
+                lambda a: a.approve(change_id, paths=list(paths) or None, force=force),
+                limits=limits,
+            )
+        echo(change_json(change))
+
+    @review.command("reject")
+    @click.argument("change_id")
+    @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
+    @actor_options
+    def review_reject(
+        change_id: str,
+        paths: tuple[str, ...],
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Reject a change, or some of its files."""
         with guard():
             change = acting(
-                store_url, org, actor, role, lambda a: a.edit(change_id, {path: content})
+                store_url,
+                org,
+                actor,
+                role,
+                lambda a: a.reject(change_id, paths=list(paths) or None),
+            )
+        echo(change_json(change))
+
+    @review.command("edit")
+    @click.argument("change_id")
+    @click.argument("path")
+    @click.argument("source", type=click.File("rb"))
+    @force_option
+    @limits_option
+    @actor_options
+    def review_edit(
+        change_id: str,
+        path: str,
+        source: Any,
+        force: bool,
+        config_file: Path | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Edit one file of a change (new content from SOURCE, - for stdin), then approve.
+
+        The edit obeys the limits turns have (--config); a stale file needs --force.
+        """
+        with guard():
+            limits = config_limits(config_file)
+            # One byte past the file limit is enough to refuse; the rest is never read.
+            content: bytes = source.read(limits.max_file_bytes + 1)
+            change = acting(
+                store_url,
+                org,
+                actor,
+                role,
+                lambda a: a.edit(change_id, {path: content}, force=force),
+                limits=limits,
             )
         echo(change_json(change))
 
@@ -267,10 +345,20 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         echo({"org": org, "forgotten_spaces": [ref.space for ref in spaces]})
 
     @main.command()
+    @click.option(
+        "--verify",
+        is_flag=True,
+        help="Check the whole log's hash chain (every org) instead of listing; exit 10 and "
+        "name the first broken entry if it does not hold.",
+    )
     @actor_options
-    def audit(store_url: str | None, org: str, actor: str, role: Role) -> None:
+    def audit(verify: bool, store_url: str | None, org: str, actor: str, role: Role) -> None:
         """The audit log of the org (admins)."""
         with guard():
+            if verify:
+                checked = acting(store_url, org, actor, role, lambda a: a.verify_audit())
+                echo({"ok": True, "entries": checked.entries, "head": checked.head})
+                return
             entries = acting(store_url, org, actor, role, lambda a: a.audit())
         echo([e.model_dump(mode="json") for e in entries])
 

@@ -9,14 +9,18 @@ pass to ``memfs.Memory`` and sync helpers to look inside it.
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from memfs.core.errors import IllegalTransition, NotFound
+from memfs.core.audit import GENESIS, entry_hash
+from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
 from memfs.core.models import (
     DEFAULT_ORG,
+    MIB,
     By,
     ChangeSet,
+    Limits,
     Provenance,
     SpaceRef,
     Stored,
@@ -463,6 +467,8 @@ async def check_forget_user_removes_the_person_from_stored_traces(store: Store) 
     assert kept[0].mounts == {n: m for n, m in shared.mounts.items() if n != "me"}
     assert kept[0].files == {k: f for k, f in shared.files.items() if not k.startswith("me/")}
     assert (kept[1].mounts, kept[1].files) == ({}, {})
+    # A turn that mounted the person's own memory was theirs: what they typed goes too.
+    assert (kept[0].prompt, kept[1].prompt) == (None, None)
     # The same person in another org is someone else's record to keep.
     assert kept[2] == elsewhere
 
@@ -488,16 +494,18 @@ async def check_every_sensitive_act_is_audited_with_actor_and_time(store: Store)
     assert [(e.action, e.org, e.space, e.target) for e in entries] == [
         ("restore", "bank-1", "lending-rules", "a.md"),
         ("forget", "bank-1", "lending-rules", "a.md"),
-        ("forget", "bank-1", "me", "secret.md"),
+        ("forget", "bank-1", "me", "dana"),  # a person's file: whose, never its path
         ("forget-user", "bank-1", None, "carol"),  # recorded even when nothing was held
     ]
+    assert (entries[2].detail, entries[3].detail) == ("1 file", "0 spaces")
     assert entries[0].detail == first.revisions["a.md"]
     assert [e.actor for e in entries] == [ADA, ADA, dana, ADA]
     assert all(start <= e.at <= now() for e in entries)
     assert [e.at for e in entries] == sorted(e.at for e in entries)
     assert len({e.id for e in entries}) == len(entries)
-    # A forgotten file of a person's memory is named, never its content.
+    # A forgotten file of a person's memory leaves neither its content nor its name.
     assert all(b"zebra" not in e.model_dump_json().encode() for e in entries)
+    assert all(b"secret.md" not in e.model_dump_json().encode() for e in entries)
 
 
 async def check_a_failed_act_leaves_no_audit_entry(store: Store) -> None:
@@ -515,10 +523,97 @@ async def check_opening_a_persons_memory_is_audited(store: Store) -> None:
     assert opened == {"me": {"prefs.md": b"tea"}}
     assert await store.open_person("nobody", "bank-1", by=ADA) == {}
     entries = await store.audit()
-    assert [(e.action, e.org, e.target, e.actor) for e in entries] == [
-        ("open", "bank-1", "dana", ADA),
-        ("open", "bank-1", "nobody", ADA),  # looking, even at nothing, is recorded
+    assert [(e.action, e.org, e.target, e.actor, e.detail) for e in entries] == [
+        ("open", "bank-1", "dana", ADA, "1 file"),
+        ("open", "bank-1", "nobody", ADA, "0 files"),  # looking, even at nothing, is recorded
     ]
+
+
+async def check_reading_a_persons_history_for_someone_is_an_audited_open(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"diary-entry.md": b"v1"}))
+    await _save(store, DANA, ChangeSet(updated={"diary-entry.md": b"v2"}))
+    await _save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    revisions = await store.open_history(DANA, "diary-entry.md", by=ADA)
+    assert revisions == await store.history(DANA, "diary-entry.md")
+    assert [r.provenance.prompt for r in revisions] == ["remember this", "remember this"]
+    assert await store.open_history(ORG, "a.md", by=ADA) == await store.history(ORG, "a.md")
+    [entry] = await store.audit()  # shared memory's history is not a look inside anyone
+    assert (entry.action, entry.space, entry.target, entry.actor) == ("open", "me", "dana", ADA)
+    assert entry.detail == "2 revisions"
+    assert "diary-entry" not in entry.model_dump_json()
+
+
+async def check_forgetting_a_persons_file_removes_it_from_stored_traces(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"me-file.md": b"x", "kept.md": b"k"}))
+    trace = _trace("s1", "t1", {"rules": ORG, "me": DANA})
+    trace = trace.model_copy(
+        update={"files": {**trace.files, "me/kept.md": TraceFile(renamed_from="me-file.md")}}
+    )
+    await store.record_trace(trace)
+    await store.forget_file(DANA, "me-file.md", by=ADA)
+    [kept] = await store.traces()
+    assert "me-file.md" not in kept.model_dump_json()
+    assert kept.mounts["rules"] == trace.mounts["rules"]
+    assert set(kept.files) == {"rules/rules-file.md", "me/kept.md"}
+    assert kept.prompt == trace.prompt  # the person is still here; one file is gone
+
+
+async def check_the_audit_log_is_a_hash_chain_that_verifies(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    empty = await store.verify_audit()
+    assert (empty.entries, empty.head) == (0, GENESIS)
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one"}))
+    await store.restore(ORG, "a.md", first.revisions["a.md"], by=ADA)
+    await store.open_person("dana", "bank-1", by=ADA)
+    await store.open_person("dana", "bank-2", by=ADA)
+    entries = await store.audit()
+    assert entries[0].prev_hash == GENESIS
+    for before, entry in itertools.pairwise(entries):
+        assert entry.prev_hash == before.hash
+    assert all(entry.hash == entry_hash(entry) for entry in entries)
+    # One chain over every org: an org's own entries link across the others'.
+    bank1 = await store.audit(org="bank-1")
+    assert [e.id for e in bank1] == [entries[0].id, entries[1].id]
+    checked = await store.verify_audit()
+    assert (checked.entries, checked.head) == (3, entries[-1].hash)
+
+
+async def check_put_obeys_the_limits_and_writes_nothing_past_them(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    limits = Limits(max_file_bytes=10, max_files=2, max_space_bytes=15)
+    edit = Provenance(origin="edited")
+    await store.put(ORG, ChangeSet(created={"a.md": b"x" * 10}), provenance=edit, limits=limits)
+    refusals: list[tuple[ChangeSet, type[TooLarge]]] = [
+        (ChangeSet(created={"big.md": b"x" * 11}), TooLarge),
+        (ChangeSet(updated={"a.md": b"x" * 11}), TooLarge),
+        (ChangeSet(created={"b.md": b"y" * 5, "c.md": b"z"}), SpaceFull),  # three files
+        (ChangeSet(created={"b.md": b"y" * 6}), SpaceFull),  # 16 bytes
+    ]
+    for changes, error in refusals:
+        try:
+            await store.put(ORG, changes, provenance=edit, limits=limits)
+        except error:
+            pass
+        else:
+            raise AssertionError(f"a put of {changes.summary()} past {limits} was kept")
+        assert await store.files(ORG) == {"a.md": b"x" * 10}
+    # At every limit at once: two files, 15 bytes, none over 10.
+    await store.put(ORG, ChangeSet(created={"b.md": b"y" * 5}), provenance=edit, limits=limits)
+    assert await store.files(ORG) == {"a.md": b"x" * 10, "b.md": b"y" * 5}
+    # Without limits given, the defaults hold: a person's put is never unbounded.
+    try:
+        await store.put(
+            DANA,
+            ChangeSet(created={"huge.md": b"h" * (Limits().max_file_bytes + 1)}),
+            provenance=edit,
+        )
+    except TooLarge:
+        pass
+    else:
+        raise AssertionError("a put past the default file limit was kept")
+    assert await store.files(DANA) == {}
 
 
 async def check_the_audit_log_filters_by_org_and_outlives_forgetting(store: Store) -> None:
@@ -768,7 +863,103 @@ async def check_review_decisions_and_settings_are_audited(store: Store) -> None:
     ]
 
 
+async def check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"a.md": b"v1"}))
+    one = await store.load(ORG, "s1")
+    two = await store.load(ORG, "s2")
+    ids = []
+    for session, loaded in (("s1", one), ("s2", two)):
+        stored = await store.store(
+            ORG,
+            ChangeSet(updated={"a.md": session.encode()}, created={f"{session}.md": b"n"}),
+            cursor=loaded.cursor,
+            provenance=_prov(session),
+            review="person",
+        )
+        assert stored.change is not None
+        ids.append(stored.change)
+    await store.decide(ids[0], "approve", by=REVIEWER)
+    before = (await store.files(ORG), await store.audit(), await store.get_change(ids[1]))
+    assert before[2].stale_paths == ("a.md",)
+    moves: tuple[tuple[Literal["approve", "edit"], dict[str, bytes | None] | None], ...] = (
+        ("approve", None),
+        ("edit", {"a.md": b"merged"}),
+    )
+    for action, edits in moves:
+        try:
+            await store.decide(ids[1], action, by=REVIEWER, paths=["a.md"], edits=edits)
+        except Conflict as exc:
+            assert exc.paths == ("a.md",)
+            assert "a.md" in str(exc)
+        else:
+            raise AssertionError(f"{action} of a stale file went through without force")
+        assert (await store.files(ORG), await store.audit(), await store.get_change(ids[1])) == (
+            before
+        )
+    # A file that is not stale needs no force; rejecting never does.
+    await store.decide(ids[1], "approve", by=REVIEWER, paths=["s2.md"])
+    assert (await store.files(ORG))["s2.md"] == b"n"
+    forced = await store.decide(ids[1], "approve", by=REVIEWER, force=True)
+    assert forced.state == "approved"
+    assert (await store.files(ORG))["a.md"] == b"s2"
+
+
+async def check_a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    limits = Limits(max_file_bytes=10, max_files=2, max_space_bytes=15)
+    stored = await _wait(store, ChangeSet(created={"a.md": b"a"}))
+    assert stored.change is not None
+    before = (await store.audit(), await store.get_change(stored.change))
+    for edits, error in (
+        ({"a.md": b"x" * 11}, TooLarge),
+        ({"a.md": b"x" * 10}, None),  # at the file limit: fine
+    ):
+        try:
+            decided = await store.decide(
+                stored.change, "edit", by=REVIEWER, edits=dict(edits), limits=limits
+            )
+        except TooLarge as exc:
+            assert error is not None and isinstance(exc, error), exc
+            assert await store.files(ORG) == {}
+            assert (await store.audit(), await store.get_change(stored.change)) == before
+        else:
+            assert error is None, f"an edit of {len(edits['a.md'])} bytes past {limits} was kept"
+            assert decided.state == "approved"
+    assert await store.files(ORG) == {"a.md": b"x" * 10}
+    # Approving a change whose files would fill the space past its limit is refused too.
+    late = await _wait(store, ChangeSet(created={"b.md": b"y" * 6}), session="s2")
+    assert late.change is not None
+    try:
+        await store.decide(late.change, "approve", by=REVIEWER, limits=limits)
+    except SpaceFull:
+        pass
+    else:
+        raise AssertionError("an approval that fills the space past its limit was kept")
+    assert await store.files(ORG) == {"a.md": b"x" * 10}
+    # Without limits given, the defaults hold: a 5 MiB edit is never stored.
+    huge = await _wait(store, ChangeSet(created={"h.md": b"h"}), session="s3")
+    assert huge.change is not None
+    try:
+        await store.decide(huge.change, "edit", by=REVIEWER, edits={"h.md": b"h" * 5 * MIB})
+    except TooLarge:
+        pass
+    else:
+        raise AssertionError("a 5 MiB reviewer's edit was stored")
+    assert "h.md" not in await store.files(ORG)
+
+
 REVIEW_CHECKS: dict[str, Check] = {
+    "approving_a_stale_file_needs_force_and_otherwise_changes_nothing": (
+        check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
+    ),
+    "a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them": (
+        check_a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them
+    ),
     "person_review_holds_the_change_for_its_own_conversation": (
         check_person_review_holds_the_change_for_its_own_conversation
     ),
@@ -837,6 +1028,18 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "a_failed_act_leaves_no_audit_entry": check_a_failed_act_leaves_no_audit_entry,
     "opening_a_persons_memory_is_audited": check_opening_a_persons_memory_is_audited,
+    "reading_a_persons_history_for_someone_is_an_audited_open": (
+        check_reading_a_persons_history_for_someone_is_an_audited_open
+    ),
+    "forgetting_a_persons_file_removes_it_from_stored_traces": (
+        check_forgetting_a_persons_file_removes_it_from_stored_traces
+    ),
+    "the_audit_log_is_a_hash_chain_that_verifies": (
+        check_the_audit_log_is_a_hash_chain_that_verifies
+    ),
+    "put_obeys_the_limits_and_writes_nothing_past_them": (
+        check_put_obeys_the_limits_and_writes_nothing_past_them
+    ),
     "the_audit_log_filters_by_org_and_outlives_forgetting": (
         check_the_audit_log_filters_by_org_and_outlives_forgetting
     ),
@@ -977,10 +1180,15 @@ class TestMemory:
         ]
 
     def approve(
-        self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"
+        self,
+        id: str,
+        *,
+        paths: list[str] | None = None,
+        by: Mapping[str, Any] | str = "reviewer",
+        force: bool = False,
     ) -> None:
-        """A person approves a change (or some of its files)."""
-        self.store.decide_nowait(id, "approve", by=By.coerce(by), paths=paths)
+        """A person approves a change (or some of its files); a stale file needs ``force``."""
+        self.store.decide_nowait(id, "approve", by=By.coerce(by), paths=paths, force=force)
 
     def reject(
         self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"

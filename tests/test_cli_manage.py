@@ -14,6 +14,7 @@ import memfs
 from memfs.cli import main
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.sqlite import SqliteStore
+from tests.test_store_sqlite import raw
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
@@ -138,3 +139,137 @@ def test_setting_review_is_audited(db: Path) -> None:
     ok(db, "review", "set", "lending-rules", "after", role="admin", actor="root-admin")
     [entry] = [e for e in ok(db, "audit", role="admin", actor="x") if e["action"] == "set-review"]
     assert entry["detail"] == "after"
+
+
+def cli_as(db: Path, *args: str, org: str = "bank_17", role: str = "member", **kw: Any) -> Any:
+    return CliRunner().invoke(
+        main,
+        [*args, "--store", f"sqlite://{db}", "--org", org, "--as", "mallory", "--role", role],
+        catch_exceptions=False,
+        **kw,
+    )
+
+
+def test_another_orgs_change_is_not_found_in_review_with_the_missing_message(db: Path) -> None:
+    [change] = ok(db, "review", "list")
+    for args, role in (
+        (("review", "show", change["id"]), "viewer"),
+        (("review", "approve", change["id"]), "member"),
+        (("review", "approve", change["id"], "--force"), "admin"),
+        (("review", "reject", change["id"]), "member"),
+        (("review", "edit", change["id"], "income.md", "-"), "member"),
+    ):
+        foreign = cli_as(db, *args, org="acme", role=role, input=b"mallory's rule\n")
+        missing_args = tuple("424242" if a == change["id"] else a for a in args)
+        missing = cli_as(db, *missing_args, org="acme", role=role, input=b"x")
+        assert foreign.exit_code == missing.exit_code == 3, foreign.output
+        assert foreign.stderr.replace(change["id"], "ID") == missing.stderr.replace("424242", "ID")
+        assert "three years" not in foreign.output and "bank_17" not in foreign.output
+    assert ok(db, "review", "list") == [change]
+    assert ok(db, "files", "lending-rules")["files"] == {"income.md": 10}
+    assert ok(db, "audit", role="admin") == []
+
+
+def test_approving_a_stale_file_needs_force_on_the_command_line(db: Path) -> None:
+    async def second_conversation() -> None:
+        store = SqliteStore(db)
+        try:
+            loaded = await store.load(RULES, "s2")
+            await store.store(
+                RULES,
+                ChangeSet(updated={"income.md": b"four years\n"}),
+                cursor=loaded.cursor,
+                provenance=Provenance(session="s2", turn="t1"),
+                review="person",
+            )
+        finally:
+            await store.aclose()
+
+    trio.run(second_conversation)
+    first, second = ok(db, "review", "list")
+    ok(db, "review", "approve", first["id"])  # the live file moves on under the second
+    assert ok(db, "review", "show", second["id"])["stale"] == ["income.md"]
+    refused = memfs_cli(db, "review", "approve", second["id"])
+    assert refused.exit_code == 5
+    assert "income.md" in refused.stderr and "force" in refused.stderr
+    assert ok(db, "review", "show", second["id"])["state"] == "waiting"
+    assert ok(db, "files", "lending-rules")["files"]["income.md"] == len("three years\n")
+    forced = ok(db, "review", "approve", second["id"], "--force")
+    assert forced["state"] == "approved"
+    assert ok(db, "files", "lending-rules")["files"]["income.md"] == len("four years\n")
+
+
+def test_a_reviewers_edit_past_the_file_limit_is_refused_with_exit_6(
+    db: Path, tmp_path: Path
+) -> None:
+    [change] = ok(db, "review", "list")
+    huge = cli_as(db, "review", "edit", change["id"], "income.md", "-", input=b"x" * (5 << 20))
+    assert huge.exit_code == 6, huge.output
+    assert "limit" in huge.stderr
+    config = tmp_path / "memfs.toml"
+    config.write_text("[limits]\nmax_file_bytes = 8\n")
+    small = cli_as(
+        db,
+        "review",
+        "edit",
+        change["id"],
+        "income.md",
+        "-",
+        "--config",
+        str(config),
+        input=b"nine byte",
+    )
+    assert small.exit_code == 6, small.output
+    assert ok(db, "review", "show", change["id"])["state"] == "waiting"
+    assert ok(db, "files", "lending-rules")["files"] == {"income.md": 10}
+    edited = cli_as(db, "review", "edit", change["id"], "income.md", "-", input=b"nine byte")
+    assert edited.exit_code == 0, edited.output
+
+
+def test_an_admin_reading_a_persons_history_is_an_audited_open(db: Path) -> None:
+    revisions = ok(db, "history", "me", "prefs.md", "--user", "u_dana", role="admin")
+    assert revisions[0]["provenance"]["prompt"] == "three years now"
+    [entry] = ok(db, "audit", role="admin")
+    assert (entry["action"], entry["space"], entry["target"], entry["detail"]) == (
+        "open",
+        "me",
+        "u_dana",
+        "1 revision",
+    )
+    assert entry["actor"]["id"] == "ada"
+    assert "prefs" not in json.dumps(entry)
+
+
+def test_audit_verify_checks_the_chain_and_names_the_first_broken_entry(db: Path) -> None:
+    ok(db, "files", "--user", "u_dana", role="admin")
+    ok(db, "review", "set", "lending-rules", "after", role="admin")
+    ok(db, "files", "--user", "u_dana", role="admin")
+    checked = ok(db, "audit", "--verify", role="admin")
+    entries = ok(db, "audit", role="admin")
+    assert checked == {"ok": True, "entries": 3, "head": entries[-1]["hash"]}
+    assert memfs_cli(db, "audit", "--verify", role="member").exit_code == 4
+    with raw(db) as conn:
+        conn.execute("DROP TRIGGER audit_no_update")
+        conn.execute("UPDATE audit SET detail = 'none' WHERE id = ?", (int(entries[1]["id"]),))
+    broken = memfs_cli(db, "audit", "--verify", role="admin")
+    assert broken.exit_code == 10
+    assert f"'{entries[1]['id']}'" in broken.stderr and "changed" in broken.stderr
+
+
+def test_history_forget_files_and_forget_user_of_another_org_reach_nothing(db: Path) -> None:
+    before = ok(db, "files", "lending-rules")
+    assert ok(db, "history", "lending-rules", "income.md") != []
+    assert json.loads(cli_as(db, "history", "lending-rules", "income.md", org="acme").stdout) == []
+    foreign = cli_as(db, "forget", "lending-rules", "income.md", org="acme")
+    missing = cli_as(db, "forget", "lending-rules", "never.md", org="acme")
+    assert foreign.exit_code == missing.exit_code == 3
+    assert foreign.stderr.replace("income.md", "P") == missing.stderr.replace("never.md", "P")
+    assert json.loads(cli_as(db, "files", "lending-rules", org="acme").stdout)["files"] == {}
+    gone = cli_as(db, "forget-user", "u_dana", org="acme", role="admin")
+    assert json.loads(gone.stdout)["forgotten_spaces"] == []
+    opened = cli_as(db, "files", "--user", "u_dana", org="acme", role="admin")
+    assert json.loads(opened.stdout)["spaces"] == {}
+    audit = json.loads(cli_as(db, "audit", org="acme", role="admin").stdout)
+    assert {e["org"] for e in audit} == {"acme"}
+    assert ok(db, "files", "lending-rules") == before
+    assert ok(db, "files", "--user", "u_dana", role="admin")["spaces"] == {"me": {"prefs.md": 6}}

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memfs.core.errors import IllegalTransition, NotFound
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
+from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
+from memfs.core.models import By, ChangeSet, Limits, Provenance, SpaceRef
 from memfs.core.review import (
     TRANSITIONS,
     Effect,
@@ -206,3 +206,47 @@ def test_a_live_file_written_again_by_its_conversation_is_not_stale() -> None:
     assert again.files["rules.md"].base == "r1"  # a reject still puts back what it replaced
     assert again.files["rules.md"].loaded == 12
     assert not mark_stale(again, {"rules.md": 12}, []).stale_paths
+
+
+def test_applying_a_stale_file_is_a_conflict_naming_it_unless_forced() -> None:
+    change = mark_stale(waiting(), {"rules.md": 11}, [])  # the live file moved on at 11
+    assert change.stale_paths == ("rules.md",)
+    for action in ("approve", "edit"):
+        edits = {"rules.md": b"merged"} if action == "edit" else None
+        with pytest.raises(Conflict, match=r"rules\.md") as caught:
+            decide(change, action, by=ADA, paths=["rules.md"], edits=edits)  # type: ignore[arg-type]
+        assert caught.value.paths == ("rules.md",)
+    # Files that are not stale, a reject, or force: no conflict.
+    decide(change, "approve", by=ADA, paths=["new.md"])
+    decide(change, "reject", by=ADA)
+    after, effect, files = decide(change, "approve", by=ADA, force=True)
+    assert (after.state, effect, files["rules.md"]) == ("approved", Effect.APPLY, b"v2")
+    # A live change (review after) approved changes nothing, so staleness does not matter.
+    live = mark_stale(waiting("after"), {"rules.md": 13}, [])
+    assert live.stale_paths == ("rules.md",)
+    assert decide(live, "approve", by=ADA)[1] is Effect.NONE
+
+
+def test_applied_files_obey_the_limits_against_the_live_sizes() -> None:
+    change = waiting()
+    live = {"rules.md": 2, "old.md": 3}
+    tight = Limits(max_file_bytes=5, max_files=2, max_space_bytes=10)
+    decide(change, "approve", by=ADA, live_sizes=live, limits=tight)  # new.md 3 + rules.md 2
+    with pytest.raises(TooLarge):
+        decide(
+            change,
+            "edit",
+            by=ADA,
+            paths=["new.md"],
+            edits={"new.md": b"123456"},
+            live_sizes=live,
+            limits=tight,
+        )
+    with pytest.raises(SpaceFull):
+        decide(
+            change, "approve", by=ADA, paths=["new.md"], live_sizes=live, limits=Limits(max_files=2)
+        )
+    with pytest.raises(SpaceFull):
+        decide(change, "approve", by=ADA, live_sizes=live, limits=Limits(max_space_bytes=4))
+    # Without live sizes (a pure caller), no limits are checked.
+    decide(change, "edit", by=ADA, paths=["new.md"], edits={"new.md": b"123456"}, limits=tight)

@@ -5,6 +5,9 @@ The store contract itself runs in ``test_store_conformance.py``.
 
 from __future__ import annotations
 
+import pytest
+
+from memfs.core.errors import AuditTampered
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
 from memfs.stores.memory import MemoryStore
 
@@ -46,3 +49,20 @@ async def test_purging_a_persons_file_scrubs_it_from_the_event_log() -> None:
     assert (purged.ref, purged.status) == (DANA, "purged")
     assert purged.changes == ChangeSet(deleted=("health.md",))
     assert purged.provenance.by == By(id="dana")
+
+
+async def test_verify_names_the_first_entry_changed_or_removed_in_the_memory_store() -> None:
+    store = MemoryStore()
+    admin = By(id="ada", role="admin")
+    for user in ("dana", "carol", "erin"):
+        await store.open_person(user, "bank-1", by=admin)
+    assert (await store.verify_audit()).entries == 3
+    entries = list(store._audit)
+    store._audit[1] = entries[1].model_copy(update={"target": "someone-else"})
+    with pytest.raises(AuditTampered, match="changed") as changed:
+        await store.verify_audit()
+    assert changed.value.path == entries[1].id
+    store._audit[:] = [entries[0], entries[2]]
+    with pytest.raises(AuditTampered, match="chain is broken") as removed:
+        await store.verify_audit()
+    assert removed.value.path == entries[2].id

@@ -190,6 +190,17 @@ class DaemonUnavailable(MemfsError):
     exit_code = 9
 
 
+class AuditTampered(MemfsError):
+    """The audit log's hash chain does not hold: an entry was changed, removed or added.
+
+    ``path`` names the first entry where the chain breaks.
+    """
+
+    errno = _errno.EIO
+    http_status = 500
+    exit_code = 10
+
+
 def sole_memfs_error(exc: BaseException) -> MemfsError | None:
     """The memfs error ``exc`` is, or carries alone through exception groups (trio nurseries).
 
@@ -207,6 +218,7 @@ class IllegalTransition(Conflict):
 
 __all__ = [
     "AlreadyCommitted",
+    "AuditTampered",
     "BadRequest",
     "ConfigError",
     "Conflict",

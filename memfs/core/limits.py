@@ -72,4 +72,16 @@ def apply_limits(
     return changes.without(refused), refused
 
 
-__all__ = ["apply_limits", "file_too_large", "space_too_full", "too_many_files"]
+def require_within(changes: ChangeSet, base_sizes: Mapping[str, int], limits: Limits) -> None:
+    """Raise the first refusal of :func:`apply_limits`, for an edit that is all or nothing.
+
+    A reviewer's edit or a person's ``put`` is one act by one person: past a
+    limit, nothing of it is kept and the person is told (``TooLarge`` or
+    ``SpaceFull``), where a turn keeps the rest and reports the refused files.
+    """
+    _, refused = apply_limits(changes, base_sizes, limits)
+    if refused:
+        raise refused[min(refused)]
+
+
+__all__ = ["apply_limits", "file_too_large", "require_within", "space_too_full", "too_many_files"]

@@ -223,7 +223,13 @@ class AuditEntry(Frozen):
     user id (``forget-user`` and ``open``). ``detail`` adds what the act
     needs to be understood (the paths a review decided, the revision
     restored, the review mode set) and never file content, so the log can
-    outlive what a person asked to be forgotten.
+    outlive what a person asked to be forgotten. An entry about a person's
+    own memory names the act, the actor, the space and the person, and counts
+    what it touched (``detail`` like ``"1 file"``): never a path.
+
+    ``prev_hash`` is the ``hash`` of the entry before it in the store's log
+    and ``hash`` this entry's own, so the log is a hash chain (the encoding
+    and the check are :mod:`memfs.core.audit`).
     """
 
     id: str
@@ -234,6 +240,8 @@ class AuditEntry(Frozen):
     space: str | None = None
     target: str | None = None
     detail: str | None = None
+    prev_hash: str = ""
+    hash: str = ""
 
 
 class TurnContext(Frozen):
@@ -321,6 +329,11 @@ class Trace(Frozen):
 
         Their mounts go, and every file entry under those mounts, so neither
         the names of their files nor the revisions the turn carried remain.
+        The prompt goes too: a turn that mounted a person's own memory was
+        that person's turn (a turn's user layer is its owner's), so what was
+        typed is theirs. What remains is the turn's session and turn ids, its
+        time, and its other mounts (the org's, dirs) with what the turn did to
+        them, which is the org's record, not the person's memory.
         """
         gone = {
             name
@@ -331,6 +344,7 @@ class Trace(Frozen):
             return None
         return self.model_copy(
             update={
+                "prompt": None,
                 "mounts": {n: m for n, m in self.mounts.items() if n not in gone},
                 "files": {
                     key: entry
@@ -339,6 +353,36 @@ class Trace(Frozen):
                 },
             }
         )
+
+    def without_file(self, ref: SpaceRef, path: str) -> Trace | None:
+        """This trace with no mention of ``path`` of ``ref``; None if it had none.
+
+        For forgetting one file of a person's memory: its snapshot entry, its
+        file entry, its place in ``saved``/``not_saved`` and any rename from it go.
+        """
+        names = {name for name, mount in self.mounts.items() if mount.ref == ref}
+        mounts = dict(self.mounts)
+        for name in names:
+            mount = mounts[name]
+            mounts[name] = mount.model_copy(
+                update={
+                    "snapshot": {p: r for p, r in mount.snapshot.items() if p != path},
+                    "saved": tuple(p for p in mount.saved if p != path),
+                    "not_saved": tuple(p for p in mount.not_saved if p != path),
+                }
+            )
+        files: dict[str, TraceFile] = {}
+        for key, entry in self.files.items():
+            # Mount names may hold "/" themselves, so match each name as a prefix.
+            if any(key.startswith(f"{name}/") for name in names):
+                if any(key == f"{name}/{path}" for name in names):
+                    continue
+                if entry.renamed_from == path:
+                    entry = entry.model_copy(update={"renamed_from": None})
+            files[key] = entry
+        if mounts == self.mounts and files == self.files:
+            return None
+        return self.model_copy(update={"mounts": mounts, "files": files})
 
 
 __all__ = [

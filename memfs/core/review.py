@@ -29,12 +29,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from memfs.core.errors import IllegalTransition, NotFound
+from memfs.core.errors import Conflict, IllegalTransition, NotFound
+from memfs.core.limits import require_within
 from memfs.core.models import (
     By,
     ChangeSet,
     Frozen,
     Layer,
+    Limits,
     Origin,
     Provenance,
     SpaceRef,
@@ -264,6 +266,9 @@ def decide(
     at: datetime | None = None,
     paths: Iterable[str] | None = None,
     edits: Mapping[str, bytes | None] | None = None,
+    force: bool = False,
+    live_sizes: Mapping[str, int] | None = None,
+    limits: Limits | None = None,
 ) -> tuple[WaitingChange, Effect, dict[str, bytes | None]]:
     """A reviewer's move on some files (all by default) of a change.
 
@@ -273,6 +278,16 @@ def decide(
     waiting; rejecting part drops those files. Editing replaces the content
     of the chosen files before they are applied. Rejecting a change that is
     already live (review ``after``) reverts its files to their bases.
+
+    A move that applies files (``Effect.APPLY``) is refused, and nothing
+    changes, when:
+
+    - a chosen file is stale (``change`` as :func:`mark_stale` marked it) and
+      ``force`` is not set: applying it would overwrite an edit the turn
+      never saw, so it is a ``Conflict`` naming the stale files;
+    - with ``live_sizes`` (each live file's size in the space), the applied
+      files would pass ``limits`` (the defaults if None), as a turn's would:
+      ``TooLarge`` or ``SpaceFull`` (:func:`memfs.core.limits.require_within`).
     """
     chosen = tuple(sorted(change.files if paths is None else set(paths)))
     unknown = [path for path in chosen if path not in change.files]
@@ -289,6 +304,25 @@ def decide(
     concerned = {
         path: edits[path] if path in edits else change.files[path].content for path in chosen
     }
+    if effect is Effect.APPLY:
+        stale = tuple(path for path in chosen if change.files[path].stale)
+        if stale and not force:
+            raise Conflict(
+                f"{', '.join(stale)} changed since this change was made; approving would "
+                "overwrite that edit (force it to approve anyway)",
+                path=change.id,
+                paths=stale,
+            )
+        if live_sizes is not None:
+            applied = change.model_copy(
+                update={
+                    "files": {
+                        path: change.files[path].model_copy(update={"content": content})
+                        for path, content in concerned.items()
+                    }
+                }
+            )
+            require_within(applied.change_set(live_sizes), live_sizes, limits or Limits())
     if effect is Effect.REVERT:
         concerned = {path: None for path in chosen}  # the store puts back each file's base
     remaining = {path: file for path, file in change.files.items() if path not in chosen}

@@ -1,7 +1,9 @@
 """Who may do what to managed memory, and how much of a person's memory each role sees.
 
 Pure rules, no I/O: the CLI (and later the web UI) asks :func:`require`
-before an act and shows people's memory through :func:`people_view`. The
+before an act and shows people's memory through :func:`people_view`. An
+actor acts in one org; :func:`require_same_org` makes anything of another
+org look missing. The
 store does not check roles; it records the actor of every sensitive act in
 its audit log, so a caller that skips the check is still accountable.
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from memfs.core.errors import InvalidName, PermissionDenied
+from memfs.core.errors import InvalidName, NotFound, PermissionDenied
 from memfs.core.models import SpaceRef
 
 Role = Literal["viewer", "member", "admin"]
-Act = Literal["read", "review", "restore", "forget", "set-review", "forget-user", "open"]
+Act = Literal[
+    "read", "review", "restore", "forget", "set-review", "forget-user", "open", "verify-audit"
+]
 
 ROLES: tuple[Role, ...] = get_args(Role)
 ACTS: tuple[Act, ...] = get_args(Act)
@@ -37,6 +41,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "set-review": frozenset({"admin"}),
     "forget-user": frozenset({"admin"}),
     "open": frozenset({"admin"}),
+    "verify-audit": frozenset({"admin"}),
 }
 
 
@@ -60,6 +65,18 @@ def require(role: str, act: str) -> None:
         raise PermissionDenied(f"{who} may not {act}; it needs {needed}", path=act)
 
 
+def require_same_org(org: str, owner: str, missing: NotFound) -> None:
+    """Raise ``missing`` unless what is acted on (of org ``owner``) is of the actor's ``org``.
+
+    Everything a person acts on belongs to one org, and an actor acts in one.
+    Something of another org is reported exactly as something that does not
+    exist (the caller passes the one error it gives for both), so nobody can
+    learn from the answer that another org holds it.
+    """
+    if owner != org:
+        raise missing
+
+
 def people_view(role: str, spaces: Mapping[SpaceRef, int]) -> list[dict[str, Any]]:
     """What ``role`` sees of people's memory: one entry per user-layer space, never files.
 
@@ -81,4 +98,14 @@ def people_view(role: str, spaces: Mapping[SpaceRef, int]) -> list[dict[str, Any
     return [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]
 
 
-__all__ = ["ACTS", "ALLOWED", "ROLES", "Act", "Role", "allowed", "people_view", "require"]
+__all__ = [
+    "ACTS",
+    "ALLOWED",
+    "ROLES",
+    "Act",
+    "Role",
+    "allowed",
+    "people_view",
+    "require",
+    "require_same_org",
+]

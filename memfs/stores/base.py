@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 from typing import Literal, Protocol, runtime_checkable
 
+from memfs.core.audit import AuditCheck
 from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    Limits,
     Loaded,
     Provenance,
     Revision,
@@ -80,12 +82,32 @@ class ManagedStore(Store, Protocol):
         """Every revision of ``path``, oldest first, deletions included."""
         ...
 
+    async def open_history(self, ref: SpaceRef, path: str, *, by: By | None) -> list[Revision]:
+        """``history`` on someone's behalf: of a person's own memory, the look is audited.
+
+        The one way to read a person's revisions for someone else: a user-layer
+        ``ref`` leaves an ``open`` entry (space, person, how many revisions,
+        never the path) in the same transaction as the read.
+        """
+        ...
+
     async def files(self, ref: SpaceRef) -> dict[str, bytes]:
         """The live files of a space, as turns load them."""
         ...
 
-    async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
-        """A person's edit outside any turn: applied at once, no snapshot to check."""
+    async def put(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        provenance: Provenance,
+        limits: Limits | None = None,
+    ) -> Stored:
+        """A person's edit outside any turn: applied at once, no snapshot to check.
+
+        Past ``limits`` (the defaults if None) nothing is written: ``TooLarge``
+        or ``SpaceFull`` (:func:`memfs.core.limits.require_within`).
+        """
         ...
 
     async def spaces(self) -> list[SpaceRef]:
@@ -171,6 +193,15 @@ class ManagedStore(Store, Protocol):
         """
         ...
 
+    async def verify_audit(self) -> AuditCheck:
+        """Check the audit log's hash chain over every entry (every org).
+
+        ``AuditTampered`` names the first entry where the chain breaks (see
+        :mod:`memfs.core.audit`); otherwise how many entries it holds and the
+        hash of the last, to keep elsewhere as an anchor.
+        """
+        ...
+
 
 @runtime_checkable
 class ReviewingStore(ManagedStore, Protocol):
@@ -203,8 +234,15 @@ class ReviewingStore(ManagedStore, Protocol):
         by: By | None,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
+        limits: Limits | None = None,
     ) -> WaitingChange:
-        """Approve, edit-then-approve or reject some files (all by default) of a change."""
+        """Approve, edit-then-approve or reject some files (all by default) of a change.
+
+        The rules are :func:`memfs.core.review.decide`'s: applying a stale file
+        needs ``force`` (else ``Conflict`` naming the stale files), and applied
+        files obey ``limits`` (the defaults if None); a refused move changes nothing.
+        """
         ...
 
 

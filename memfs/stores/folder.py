@@ -23,6 +23,11 @@ matches conflicts on every path it touches, even when only other files of the
 space changed since the snapshot — including a file a person dropped in by
 hand. Nothing of a conflicting change set is written.
 
+The root is made by the first store if it does not exist when the store is
+made. A root that existed (then, or since) and is gone is ``StoreUnavailable``
+on every load and store, never an empty store that would make every turn's
+store a conflict; a space folder that is missing is just an empty space.
+
 Each store runs under an exclusive ``flock`` on the space's lock file, so
 several processes (and threads) sharing one root never interleave a check
 with another's apply. Every file is written to a temp file in its folder,
@@ -216,6 +221,23 @@ class FolderStore:
         # flock is per open file, but where it is emulated with fcntl locks (some
         # network filesystems) it is per process; this keeps our own threads apart.
         self._thread_lock = threading.Lock()
+        # A root that exists (or that this store made) must go on existing: if it
+        # is removed, the store is unavailable, not a fresh empty one that would
+        # make every turn's store conflict with what it loaded.
+        self._root_made = self.root.is_dir()
+
+    def _require_root(self, ref: SpaceRef) -> bool:
+        """Whether the root exists; ``StoreUnavailable`` if it did and is gone."""
+        if self.root.is_dir():
+            self._root_made = True
+            return True
+        if self._root_made:
+            raise StoreUnavailable(
+                "the folder store's root is missing; memfs does not start an empty store in "
+                f"place of one that existed: {self.root}",
+                path=str(ref),
+            )
+        return False
 
     def __repr__(self) -> str:
         return f"FolderStore({str(self.root)!r})"
@@ -240,8 +262,12 @@ class FolderStore:
         return await trio.to_thread.run_sync(self._load_sync, ref)
 
     def _load_sync(self, ref: SpaceRef) -> Loaded:
-        with _unavailable("read the space", ref), self._shared_lock(ref):
-            files = _read_space(self.folder(ref))
+        with _unavailable("read the space", ref):
+            if not self._require_root(ref):
+                files: dict[str, bytes] = {}  # nothing was ever stored here
+            else:
+                with self._shared_lock(ref):
+                    files = _read_space(self.folder(ref))
         revisions = {path: digest(content) for path, content in files.items()}
         return Loaded(files=files, cursor=_cursor(revisions), revisions=revisions)
 
@@ -263,6 +289,8 @@ class FolderStore:
     @contextlib.contextmanager
     def _exclusive_lock(self, ref: SpaceRef) -> Iterator[None]:
         lock = self._lock_path(ref)
+        # Again just before the lock folders are made, which would make a lost root anew.
+        self._require_root(ref)
         _ensure_dir(lock.parent, set())  # lock files need no durability
         with self._thread_lock:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
@@ -287,7 +315,9 @@ class FolderStore:
 
     def _store_sync(self, ref: SpaceRef, changes: ChangeSet, cursor: str | None) -> Stored:
         with _unavailable("save the space", ref):
-            _ensure_dir(self.root, set())
+            if not self._require_root(ref):
+                _ensure_dir(self.root, set())  # the first store makes the root
+                self._root_made = True
             with self._exclusive_lock(ref):
                 space = self.folder(ref)
                 manifest = {p: digest(c) for p, c in _read_space(space).items()}

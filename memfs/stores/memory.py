@@ -10,13 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memfs.core import audit as audit_rules
 from memfs.core import review as rules
+from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import InvalidName, NotFound
+from memfs.core.limits import require_within
 from memfs.core.models import (
     AuditAction,
     AuditEntry,
     By,
     ChangeSet,
+    Limits,
     Loaded,
     Provenance,
     Revision,
@@ -79,18 +83,21 @@ class MemoryStore:
         detail: str | None = None,
     ) -> None:
         """Record one sensitive act. Called after the act succeeded, with no await between."""
-        self._audit.append(
-            AuditEntry(
-                id=f"a{len(self._audit) + 1}",
-                at=now(),
-                actor=by,
-                action=action,
-                org=org,
-                space=space,
-                target=target,
-                detail=detail,
-            )
+        entry = AuditEntry(
+            id=f"a{len(self._audit) + 1}",
+            at=now(),
+            actor=by,
+            action=action,
+            org=org,
+            space=space,
+            target=target,
+            detail=detail,
         )
+        prev = self._audit[-1].hash if self._audit else GENESIS
+        self._audit.append(audit_rules.seal(entry, prev))
+
+    async def verify_audit(self) -> AuditCheck:
+        return audit_rules.verify_chain(self._audit)
 
     async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
         return self.audit_nowait(org=org)
@@ -254,8 +261,12 @@ class MemoryStore:
         by: By | None,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
+        limits: Limits | None = None,
     ) -> WaitingChange:
-        return self.decide_nowait(id, action, by=by, paths=paths, edits=edits)
+        return self.decide_nowait(
+            id, action, by=by, paths=paths, edits=edits, force=force, limits=limits
+        )
 
     def decide_nowait(
         self,
@@ -265,9 +276,20 @@ class MemoryStore:
         by: By | None,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
+        limits: Limits | None = None,
     ) -> WaitingChange:
-        change = self.get_change_nowait(id)
-        after, effect, files = rules.decide(change, action, by=by, paths=paths, edits=edits)
+        change = self.get_change_nowait(id)  # stale files marked, as the rules need
+        after, effect, files = rules.decide(
+            change,
+            action,
+            by=by,
+            paths=paths,
+            edits=edits,
+            force=force,
+            live_sizes=self._live_sizes(change.ref),
+            limits=limits,
+        )
         space = self._space(change.ref)
         if effect is Effect.APPLY:
             origin = rules.applied_origin(change, action)
@@ -295,8 +317,19 @@ class MemoryStore:
         )
         return self._marked(after)
 
-    async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
-        return self.put_nowait(ref, changes, provenance=provenance)
+    async def put(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        provenance: Provenance,
+        limits: Limits | None = None,
+    ) -> Stored:
+        return self.put_nowait(ref, changes, provenance=provenance, limits=limits)
+
+    def _live_sizes(self, ref: SpaceRef) -> dict[str, int]:
+        space = self._spaces.get(ref, _Space())
+        return {path: len(content) for path, (_, content) in space.live.items()}
 
     def _apply(
         self, ref: SpaceRef, space: _Space, changes: ChangeSet, provenance: Provenance
@@ -352,6 +385,13 @@ class MemoryStore:
         check_path(path)
         return list(self._spaces.get(ref, _Space()).history.get(path, []))
 
+    async def open_history(self, ref: SpaceRef, path: str, *, by: By | None) -> list[Revision]:
+        found = await self.history(ref, path)
+        if ref.layer == "user":
+            detail = audit_rules.count(len(found), "revision")
+            self._log("open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
+        return found
+
     async def files(self, ref: SpaceRef) -> dict[str, bytes]:
         return self.files_nowait(ref)
 
@@ -359,7 +399,15 @@ class MemoryStore:
         space = self._spaces.get(ref, _Space())
         return {path: content for path, (_, content) in space.live.items()}
 
-    def put_nowait(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
+    def put_nowait(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        provenance: Provenance,
+        limits: Limits | None = None,
+    ) -> Stored:
+        require_within(changes, self._live_sizes(ref), limits or Limits())
         return self._apply(ref, self._space(ref), changes, provenance)
 
     async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
@@ -377,7 +425,8 @@ class MemoryStore:
             else ChangeSet(created={path: content})
         )
         stored = self._apply(ref, space, changes, Provenance(origin="edited", by=by))
-        self._log("restore", ref.org, by=by, space=ref.space, target=path, detail=revision)
+        target, detail = audit_rules.about_file(ref, path, revision)
+        self._log("restore", ref.org, by=by, space=ref.space, target=target, detail=detail)
         return stored
 
     async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
@@ -420,8 +469,10 @@ class MemoryStore:
             )
         )
         self.events = scrubbed
-        # The path only: the content is what the person asked to be forgotten.
-        self._log("forget", ref.org, by=by, space=ref.space, target=path)
+        self._traces = [trace.without_file(ref, path) or trace for trace in self._traces]
+        # Neither path nor content: the name can say as much as what was forgotten.
+        target, detail = audit_rules.about_file(ref, path)
+        self._log("forget", ref.org, by=by, space=ref.space, target=target, detail=detail)
         return Stored(status="saved", cursor=str(space.seq))
 
     def _own_spaces(self, user: str, org: str) -> list[SpaceRef]:
@@ -452,7 +503,8 @@ class MemoryStore:
         # Traces name the person's files and the revisions a turn carried of them.
         self._traces = [trace.without_user(user, org) or trace for trace in self._traces]
         # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
-        self._log("forget-user", org, by=by, target=user)
+        detail = audit_rules.count(len(purged), "space")  # how many, never what they held
+        self._log("forget-user", org, by=by, target=user, detail=detail)
         return purged
 
     async def record_trace(self, trace: Trace) -> None:
@@ -473,7 +525,8 @@ class MemoryStore:
         self, user: str, org: str, *, by: By | None
     ) -> dict[str, dict[str, bytes]]:
         found = await self.user_files(user, org)
-        self._log("open", org, by=by, target=user)
+        files = sum(len(space) for space in found.values())
+        self._log("open", org, by=by, target=user, detail=audit_rules.count(files, "file"))
         return found
 
     async def people(self, org: str) -> dict[SpaceRef, int]:

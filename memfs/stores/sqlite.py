@@ -9,7 +9,8 @@ build it, and every read and write of it. These tables hold everything::
     clock            the store's one sequence (schema 2); only its counter matters
     changes          org changes held for review, one row each (schema 2)
     review_settings  a space's own review mode, which wins over a turn's (schema 2)
-    audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3)
+    audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3),
+                     and an INSERT that does not append to the hash chain (schema 6)
     traces           what each turn saw and did, a ``Trace`` as JSON (schema 4)
 
 Revision ids and the ``edited`` number of every file put into a review
@@ -33,8 +34,13 @@ overlays a conversation's own waiting change on the live files, so the
 conversation sees what it saved and nobody else does.
 
 One connection per store, used from worker threads under a lock, so trio
-never blocks on the database. Every SQLite error leaves this module as
-``StoreUnavailable`` with the original as its cause.
+never blocks on the database. Every SQLite error (and an ``OSError`` about
+the file) leaves this module as ``StoreUnavailable`` with the original as its
+cause; so does a database file that existed and is missing or was replaced
+(see ``SqliteStore``), rather than a fresh empty database in its place.
+
+The audit log is a hash chain (``memfs.core.audit``): ``_log`` links each
+entry to the last, and triggers refuse what would rewrite the log.
 
 Forgetting must leave nothing readable in the file: connections run with
 ``secure_delete`` (freed space is zeroed), and a purge ends with a checkpoint
@@ -49,6 +55,7 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Collection, Container, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,14 +63,24 @@ from typing import Literal, TypeVar, get_args
 
 import trio
 
+from memfs.core import audit as audit_rules
 from memfs.core import review
 from memfs.core import review as review_rules
-from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
+from memfs.core.audit import GENESIS, AuditCheck
+from memfs.core.errors import (
+    AuditTampered,
+    ConfigError,
+    InvalidName,
+    NotFound,
+    StoreUnavailable,
+)
+from memfs.core.limits import require_within
 from memfs.core.models import (
     AuditAction,
     AuditEntry,
     By,
     ChangeSet,
+    Limits,
     Loaded,
     Provenance,
     Revision,
@@ -248,12 +265,65 @@ def _add_manifest_index(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX revisions_manifest ON revisions (id, sha256, size)")
 
 
+_AUDIT_TRIGGERS = (
+    """
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    # INSERT OR REPLACE deletes the row it replaces without firing delete
+    # triggers (unless recursive_triggers is on), so an insert is refused
+    # unless it appends: a new id past every other, linked to the last hash.
+    f"""
+    CREATE TRIGGER audit_append_only BEFORE INSERT ON audit
+    WHEN NEW.id IS NULL
+        OR NEW.id <= COALESCE((SELECT MAX(id) FROM audit), 0)
+        OR NEW.hash IS NULL
+        OR NEW.prev_hash IS NOT COALESCE(
+            (SELECT hash FROM audit ORDER BY id DESC LIMIT 1), '{GENESIS}')
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+)
+
+
+def _chain_audit(conn: sqlite3.Connection) -> None:
+    """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
+
+    Entries already in the log are linked in id order. A ``forget`` entry of
+    a person's own file named its path; an org or dir forget always leaves a
+    deletion revision at that path, so an entry with none is a person's, and
+    its path is dropped (target NULL, detail "1 file") before it is sealed.
+    """
+    conn.execute("DROP TRIGGER audit_no_update")
+    conn.execute("ALTER TABLE audit ADD COLUMN prev_hash TEXT")
+    conn.execute("ALTER TABLE audit ADD COLUMN hash TEXT")
+    conn.execute(
+        "UPDATE audit SET target = NULL, detail = ? WHERE action = 'forget' AND NOT EXISTS ("
+        " SELECT 1 FROM revisions JOIN spaces ON spaces.id = revisions.space_id"
+        " WHERE spaces.layer != 'user' AND spaces.org = audit.org"
+        " AND spaces.space = audit.space AND revisions.path = audit.target)",
+        (audit_rules.count(1, "file"),),
+    )
+    prev = GENESIS
+    rows = conn.cursor()
+    rows.row_factory = sqlite3.Row  # the migration may run on a connection without it
+    for row in rows.execute("SELECT * FROM audit ORDER BY id").fetchall():
+        sealed = audit_rules.seal(_audit_entry(row), prev)
+        conn.execute(
+            "UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?",
+            (sealed.prev_hash, sealed.hash, row["id"]),
+        )
+        prev = sealed.hash
+    for statement in _AUDIT_TRIGGERS:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
     _add_audit_table,
     _add_traces_table,
     _add_manifest_index,
+    _chain_audit,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -263,7 +333,7 @@ def _map_exceptions(path: Path) -> Iterator[None]:
     """Report any SQLite failure as the store being unavailable, cause attached."""
     try:
         yield
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(f"the sqlite store failed: {exc}", path=str(path)) from exc
 
 
@@ -285,6 +355,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             # PRAGMA takes no parameters; number is an int we computed.
             conn.execute(f"PRAGMA user_version = {number:d}")
         conn.execute("COMMIT")
+        # A step may have scrubbed rows (schema 6 drops paths from old entries):
+        # older copies of those pages must not stay in the write-ahead log.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -313,12 +386,35 @@ def _log(
     target: str | None = None,
     detail: str | None = None,
 ) -> None:
-    """Add one audit entry; called inside the act's own transaction, so both or neither commit."""
+    """Add one audit entry; called inside the act's own transaction, so both or neither commit.
+
+    The id is the next of the table's own sequence, given explicitly because
+    it is part of what the entry's hash covers.
+    """
+    (last,) = conn.execute(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)"
+    ).fetchone()
+    prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    entry = audit_rules.seal(
+        AuditEntry(
+            id=str(int(last) + 1),
+            # Read back from its stored text, so the hash is over what verify will read.
+            at=datetime.fromisoformat(_timestamp(datetime.now(UTC))),
+            actor=by,
+            action=action,
+            org=org,
+            space=space,
+            target=target,
+            detail=detail,
+        ),
+        GENESIS if prev is None else prev["hash"],
+    )
     conn.execute(
-        "INSERT INTO audit (at, actor_id, actor_label, actor_role, action, org, space, target,"
-        " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO audit (id, at, actor_id, actor_label, actor_role, action, org, space,"
+        " target, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            _timestamp(datetime.now(UTC)),
+            int(entry.id),
+            _timestamp(entry.at),
             None if by is None else by.id,
             None if by is None else by.label,
             None if by is None else by.role,
@@ -327,6 +423,8 @@ def _log(
             space,
             target,
             detail,
+            entry.prev_hash,
+            entry.hash,
         ),
     )
 
@@ -335,25 +433,54 @@ def _log(
 _ACTIONS: dict[str, AuditAction] = {action: action for action in get_args(AuditAction)}
 
 
+def _audit_entry(row: sqlite3.Row) -> AuditEntry:
+    keys = row.keys()
+    return AuditEntry(
+        id=str(row["id"]),
+        at=datetime.fromisoformat(row["at"]),
+        actor=_by(row["actor_id"], row["actor_label"], row["actor_role"]),
+        action=_ACTIONS[row["action"]],
+        org=row["org"],
+        space=row["space"],
+        target=row["target"],
+        detail=row["detail"],
+        prev_hash=(row["prev_hash"] if "prev_hash" in keys else None) or "",
+        hash=(row["hash"] if "hash" in keys else None) or "",
+    )
+
+
 def _audit(conn: sqlite3.Connection, org: str | None) -> list[AuditEntry]:
     query = "SELECT * FROM audit"
     params: tuple[str, ...] = ()
     if org is not None:
         query += " WHERE org = ?"
         params = (org,)
-    return [
-        AuditEntry(
-            id=str(row["id"]),
-            at=datetime.fromisoformat(row["at"]),
-            actor=_by(row["actor_id"], row["actor_label"], row["actor_role"]),
-            action=_ACTIONS[row["action"]],
-            org=row["org"],
-            space=row["space"],
-            target=row["target"],
-            detail=row["detail"],
+    return [_audit_entry(row) for row in conn.execute(query + " ORDER BY id", params)]
+
+
+def _verify_audit(conn: sqlite3.Connection) -> AuditCheck:
+    """The chain over every entry (every org), and no entry cut off its end."""
+    entries: list[AuditEntry] = []
+    for row in conn.execute("SELECT * FROM audit ORDER BY id"):
+        try:
+            entries.append(_audit_entry(row))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise AuditTampered(
+                f"this audit entry cannot be read back: {exc}", path=str(row["id"])
+            ) from exc
+    check = audit_rules.verify_chain(entries)
+    (seq,) = conn.execute(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)"
+    ).fetchone()
+    last = int(entries[-1].id) if entries else 0
+    if int(seq) != last:
+        # Ids are handed out by the sequence and never rolled past without a row.
+        raise AuditTampered(
+            f"the audit log ends at entry {last}, but entries up to {seq} were written: "
+            "the last entries were removed",
+            path=str(last + 1),
         )
-        for row in conn.execute(query + " ORDER BY id", params)
-    ]
+    return check
 
 
 def _space_id(conn: sqlite3.Connection, ref: SpaceRef) -> int | None:
@@ -490,6 +617,33 @@ def _lay_own_change(
                 sizes[path] = len(file.content)
             # Not a revision id: names the change and the edit, never valid for restore.
             revisions[path] = f"c{own.id}.{file.edited}"
+
+
+def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int]:
+    """Each live file's size, without reading its bytes."""
+    if space_id is None:
+        return {}
+    return {
+        path: int(size)
+        for path, size in conn.execute(
+            "SELECT live.path, revisions.size FROM live"
+            " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
+            " WHERE live.space_id = ?",
+            (space_id,),
+        )
+    }
+
+
+def _put(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    provenance: Provenance,
+    limits: Limits,
+) -> Stored:
+    """A person's edit: within the limits a turn has, or nothing of it is written."""
+    require_within(changes, _live_sizes(conn, _space_id(conn, ref)), limits)
+    return _store_reviewed(conn, ref, changes, None, provenance, "none")
 
 
 def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
@@ -644,7 +798,8 @@ def _restore(
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
     current = _record(conn, space_id, path, bytes(row["content"]), provenance)
     _make_live(conn, space_id, path, current)
-    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=path, detail=revision)
+    target, detail = audit_rules.about_file(ref, path, revision)
+    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
     return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
 
 
@@ -670,8 +825,10 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) ->
     gone = conn.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, path))
     if gone.rowcount == 0:
         raise nothing
-    # The path only: the content is what the person asked to be forgotten.
-    _log(conn, "forget", ref.org, by=by, space=ref.space, target=path)
+    _forget_file_in_traces(conn, ref, path)
+    # Neither path nor content: the name can say as much as what was forgotten.
+    target, detail = audit_rules.about_file(ref, path)
+    _log(conn, "forget", ref.org, by=by, space=ref.space, target=target, detail=detail)
     return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
 
 
@@ -704,7 +861,9 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
     # The audit entry does name them, on purpose: an erasure must be accountable.
-    _log(conn, "forget-user", org, by=by, target=user)
+    # How many spaces went, never what they held.
+    detail = audit_rules.count(len(purged), "space")
+    _log(conn, "forget-user", org, by=by, target=user, detail=detail)
     return purged
 
 
@@ -721,6 +880,22 @@ def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
     ).fetchall()
     for row in rows:
         rewritten = Trace.model_validate_json(row["data"]).without_user(user, org)
+        if rewritten is not None:
+            conn.execute(
+                "UPDATE traces SET data = ? WHERE id = ?",
+                (rewritten.model_dump_json(), row["id"]),
+            )
+
+
+def _forget_file_in_traces(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> None:
+    """Rewrite every trace that names ``path`` of ``ref`` without it (see ``_forget_in_traces``)."""
+    # The path as it appears inside the JSON (escaped, without its quotes).
+    needle = json.dumps(path, ensure_ascii=False)[1:-1]
+    rows = conn.execute(
+        "SELECT id, data FROM traces WHERE instr(data, ?) > 0", (needle,)
+    ).fetchall()
+    for row in rows:
+        rewritten = Trace.model_validate_json(row["data"]).without_file(ref, path)
         if rewritten is not None:
             conn.execute(
                 "UPDATE traces SET data = ? WHERE id = ?",
@@ -775,7 +950,18 @@ def _open_person(
     conn: sqlite3.Connection, user: str, org: str, by: By | None
 ) -> dict[str, dict[str, bytes]]:
     found = _user_files(conn, user, org)
-    _log(conn, "open", org, by=by, target=user)
+    files = sum(len(space) for space in found.values())
+    _log(conn, "open", org, by=by, target=user, detail=audit_rules.count(files, "file"))
+    return found
+
+
+def _open_history(
+    conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None
+) -> list[Revision]:
+    found = _history(conn, ref, path)
+    if ref.layer == "user":
+        detail = audit_rules.count(len(found), "revision")
+        _log(conn, "open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
     return found
 
 
@@ -1128,10 +1314,23 @@ def _decide(
     by: By | None,
     paths: list[str] | None,
     edits: dict[str, bytes | None] | None,
+    force: bool,
+    limits: Limits,
 ) -> WaitingChange:
     """A reviewer's move; the new state and its effect on live files commit together."""
-    space_id, change = _change_row(conn, id)
-    decided, effect, concerned = review.decide(change, action, by=by, paths=paths, edits=edits)
+    space_id, unmarked = _change_row(conn, id)
+    # The rules refuse to apply a stale file unforced, so they get the change marked.
+    [change] = _marked(conn, space_id, [unmarked])
+    decided, effect, concerned = review.decide(
+        change,
+        action,
+        by=by,
+        paths=paths,
+        edits=edits,
+        force=force,
+        live_sizes=_live_sizes(conn, space_id),
+        limits=limits,
+    )
     if effect is Effect.APPLY:
         # Who taught it stays on the revision; who let it in is approved_by.
         applied = change.provenance.model_copy(
@@ -1177,7 +1376,15 @@ def _decide(
 class SqliteStore:
     """A managed store in the SQLite database file ``path``.
 
-    The file is created on first use; its folder must already exist.
+    The file is created on first use if it does not exist when the store is
+    made; its folder must already exist (``ConfigError`` otherwise). Once the
+    file exists (it did when the store was made, or this store created it),
+    it is never created again: if it, or its folder, is missing later (before
+    the first connection, or while open), or is an empty file, every call is
+    ``StoreUnavailable`` until the file is back, never a fresh empty database
+    in its place. A file replaced by another while open fails the call that
+    finds it (writes never go to a file nobody will read again); the next
+    call opens what is at the path now, if it is a memfs store (a restore).
     """
 
     def __init__(self, path: Path) -> None:
@@ -1192,6 +1399,10 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        # Whether the file must exist from now on: it did, or we made it.
+        # (An empty file, as ``touch`` leaves, is no store yet: SQLite makes one in it.)
+        self._must_exist = self.path.exists() and self.path.stat().st_size > 0
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -1201,11 +1412,38 @@ class SqliteStore:
         if self._closed:
             raise StoreUnavailable("the sqlite store is closed", path=str(self.path))
         if self._conn is not None:
-            return self._conn
+            if self._same_file():
+                return self._conn
+            # Removed or replaced under us: writes to this connection would land
+            # in a file nobody opens again. Drop it; reopen only the real path.
+            conn, self._conn = self._conn, None
+            conn.close()
+            raise StoreUnavailable(
+                "the sqlite store's database file was removed or replaced while open",
+                path=str(self.path),
+            )
+        if self._must_exist and not self.path.exists():
+            raise StoreUnavailable(
+                "the sqlite store's database file is missing; memfs does not start an empty "
+                "one in place of a store that existed",
+                path=str(self.path),
+            )
+        # mode=rw once the file must exist, so a file removed after the check
+        # above is an error too, not silently created afresh.
+        mode = "rw" if self._must_exist else "rwc"
+        uri = f"file:{urllib.parse.quote(str(self.path))}?mode={mode}"
         # isolation_level=None: the sqlite3 module must not open transactions of
         # its own; every transaction here is begun explicitly, with the mode it needs.
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         try:
+            # First, before any pragma that writes: an empty file where the store
+            # was would otherwise be made into a fresh one.
+            if self._must_exist and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                raise StoreUnavailable(
+                    "the sqlite store's database file was replaced by one that holds no "
+                    "memfs store; memfs does not start an empty one in its place",
+                    path=str(self.path),
+                )
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
             # WAL: loads read a consistent snapshot without blocking writers, and
@@ -1219,11 +1457,22 @@ class SqliteStore:
             # forgotten file cannot be read back from the database file's free space.
             conn.execute("PRAGMA secure_delete = ON")
             _migrate(conn, self.path)
+            info = os.stat(self.path)
         except BaseException:
             conn.close()
             raise
+        self._must_exist = True
+        self._identity = (info.st_dev, info.st_ino)
         self._conn = conn
         return conn
+
+    def _same_file(self) -> bool:
+        """Whether ``path`` is still the file the connection has open (one stat)."""
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == self._identity
 
     def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""
@@ -1302,10 +1551,18 @@ class SqliteStore:
             lambda conn: _store_reviewed(conn, ref, changes, base, provenance, mode), write=True
         )
 
-    async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
+    async def put(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        provenance: Provenance,
+        limits: Limits | None = None,
+    ) -> Stored:
         # A person's own edit: never held for review.
+        within = limits or Limits()
         return await trio.to_thread.run_sync(
-            self._run_store, ref, changes, None, provenance, "none"
+            lambda: self._run(lambda conn: _put(conn, ref, changes, provenance, within), write=True)
         )
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
@@ -1314,6 +1571,13 @@ class SqliteStore:
 
     def _run_history(self, ref: SpaceRef, path: str) -> list[Revision]:
         return self._run(lambda conn: _history(conn, ref, path), write=False)
+
+    async def open_history(self, ref: SpaceRef, path: str, *, by: By | None) -> list[Revision]:
+        check_path(path)
+        # A write transaction: the revisions are read and the look recorded together.
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _open_history(conn, ref, path, by), write=True)
+        )
 
     async def files(self, ref: SpaceRef) -> dict[str, bytes]:
         return (await trio.to_thread.run_sync(self._run_load, ref)).files
@@ -1411,6 +1675,9 @@ class SqliteStore:
             lambda: self._run(lambda conn: _audit(conn, org), write=False)
         )
 
+    async def verify_audit(self) -> AuditCheck:
+        return await trio.to_thread.run_sync(lambda: self._run(_verify_audit, write=False))
+
     def _run_spaces(self) -> list[SpaceRef]:
         return self._run(_spaces, write=False)
 
@@ -1446,11 +1713,17 @@ class SqliteStore:
         by: By | None,
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
+        force: bool = False,
+        limits: Limits | None = None,
     ) -> WaitingChange:
         for path in [*(paths or ()), *(edits or {})]:
             check_path(path)
+        within = limits or Limits()
         return await trio.to_thread.run_sync(
-            lambda: self._run(lambda conn: _decide(conn, id, action, by, paths, edits), write=True)
+            lambda: self._run(
+                lambda conn: _decide(conn, id, action, by, paths, edits, force, within),
+                write=True,
+            )
         )
 
     async def aclose(self) -> None:

@@ -1,0 +1,126 @@
+"""The audit log's rules: what an entry about a person may say, and the hash chain over entries.
+
+Every managed store keeps its audit log as one chain: each entry carries the
+hash of the entry before it (``prev_hash``) and its own (``hash``), so
+changing, removing, reordering or inserting an entry anywhere but at the end
+breaks the chain at that entry, and :func:`verify_chain` names it.
+
+The format, owned here::
+
+    hash  = sha256(b"memfs-audit-v1\\n" + canonical).hexdigest()
+    canonical = JSON of {"id", "at", "actor", "action", "org", "space",
+                         "target", "detail", "prev_hash"}
+                keys sorted, separators "," and ":", UTF-8 (not ASCII-escaped);
+                "at" is ISO 8601 in UTC (datetime.isoformat), "actor" is
+                {"id", "label", "role"} or null; "prev_hash" of the first
+                entry is GENESIS (64 zeros).
+
+What the chain proves and what it cannot: anyone who can write the store can
+also recompute every hash after an entry they changed, or cut entries off
+the end. The chain makes a partial rewrite evident; a whole rewrite shows
+only against a head hash kept elsewhere (``memfs audit --verify`` prints the
+head, for an operator to record off the host). Stores add what they can see
+of a cut tail (the SQLite store compares the last id with its sequence).
+
+Entries about a person's own memory (the user layer) name the act, the
+actor, the space and the person, and count what the act touched: never a
+path, which may say as much as the content (:func:`count`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import UTC
+
+from memfs.core.errors import AuditTampered
+from memfs.core.models import AuditEntry, Frozen, SpaceRef
+
+GENESIS = "0" * 64
+_HEADER = b"memfs-audit-v1\n"
+
+
+class AuditCheck(Frozen):
+    """A chain that holds: its number of entries and the last one's hash (``GENESIS`` if none)."""
+
+    entries: int
+    head: str
+
+
+def canonical(entry: AuditEntry) -> bytes:
+    """The bytes an entry's hash is taken over (everything but ``hash`` itself)."""
+    actor = None if entry.actor is None else entry.actor.model_dump(mode="json")
+    fields = {
+        "id": entry.id,
+        "at": entry.at.astimezone(UTC).isoformat(),
+        "actor": actor,
+        "action": entry.action,
+        "org": entry.org,
+        "space": entry.space,
+        "target": entry.target,
+        "detail": entry.detail,
+        "prev_hash": entry.prev_hash,
+    }
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def entry_hash(entry: AuditEntry) -> str:
+    return hashlib.sha256(_HEADER + canonical(entry)).hexdigest()
+
+
+def seal(entry: AuditEntry, prev_hash: str) -> AuditEntry:
+    """``entry`` linked after the entry whose hash is ``prev_hash``, with its own hash set."""
+    linked = entry.model_copy(update={"prev_hash": prev_hash, "hash": ""})
+    return linked.model_copy(update={"hash": entry_hash(linked)})
+
+
+def verify_chain(entries: Iterable[AuditEntry]) -> AuditCheck:
+    """Check the whole log, oldest first; ``AuditTampered`` names the first entry that breaks it."""
+    prev = GENESIS
+    count = 0
+    for entry in entries:
+        if entry.prev_hash != prev:
+            raise AuditTampered(
+                "the audit log's chain is broken before this entry: the entry before it was "
+                "changed, removed or added",
+                path=entry.id,
+            )
+        if entry_hash(entry) != entry.hash:
+            raise AuditTampered(
+                "this audit entry was changed after it was written: its hash does not match",
+                path=entry.id,
+            )
+        prev = entry.hash
+        count += 1
+    return AuditCheck(entries=count, head=prev)
+
+
+def count(n: int, noun: str) -> str:
+    """An entry's detail about a person: ``"1 file"``, ``"3 revisions"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def about_file(
+    ref: SpaceRef, path: str, detail: str | None = None
+) -> tuple[str | None, str | None]:
+    """The ``target`` and ``detail`` of an entry about one file of ``ref``.
+
+    The path and ``detail`` for shared memory; for a person's own memory the
+    person and a count, never the path.
+    """
+    if ref.layer == "user":
+        return ref.user, count(1, "file")
+    return path, detail
+
+
+__all__ = [
+    "GENESIS",
+    "AuditCheck",
+    "about_file",
+    "canonical",
+    "count",
+    "entry_hash",
+    "seal",
+    "verify_chain",
+]
