@@ -35,6 +35,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     CommitMode,
+    FileMeta,
     Frozen,
     Layer,
     Limits,
@@ -84,6 +85,8 @@ class Mount:
     by: By | None
     source: Source = field(repr=False)
     review: ReviewMode = "none"  # for org spaces: how this turn's change is reviewed
+    meta: dict[str, FileMeta] = field(default_factory=dict)  # path -> mode and times loaded
+    folders: tuple[str, ...] = ()  # the folders the space stores, as loaded
 
 
 class MountState(Frozen):
@@ -99,6 +102,8 @@ class MountState(Frozen):
     sizes: dict[str, int]
     by: By | None
     review: ReviewMode = "none"
+    meta: dict[str, FileMeta] = Field(default_factory=dict)
+    folders: tuple[str, ...] = ()
 
 
 class TurnState(Frozen):
@@ -214,6 +219,8 @@ class Turn:
                     sizes=m.sizes,
                     by=m.by,
                     review=m.review,
+                    meta=m.meta,
+                    folders=m.folders,
                 )
                 for name, m in self.mounts.items()
             },
@@ -381,6 +388,8 @@ class Memory:
                 by=m.by,
                 source=source,
                 review=m.review,
+                meta=dict(m.meta),
+                folders=tuple(m.folders),
             )
         turn.done = dict(state.done)
         self._open[state.session] = turn
@@ -446,6 +455,8 @@ class Memory:
             by=resolve_by(spec, turn.extra_body),
             source=source,
             review=source.review if isinstance(source, StoreSource) else "none",
+            meta=dict(loaded.meta),
+            folders=tuple(loaded.folders),
         )
         return mount, loaded
 
