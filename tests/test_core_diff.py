@@ -142,7 +142,7 @@ def test_a_change_set_refuses_a_made_folder_that_is_also_a_written_file() -> Non
 
 def test_file_meta_keeps_permission_bits_only() -> None:
     with pytest.raises(ValidationError):
-        FileMeta(mode=0o4755)
+        ChangeSet(created={"a": b"x"}, meta={"a": FileMeta(mode=0o4755)})
 
 
 def test_without_and_only_carry_meta_and_folders() -> None:

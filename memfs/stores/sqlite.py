@@ -488,7 +488,7 @@ def _load_lean(
     revisions = {row[0]: str(row[1]) for row in rows}
     shas: dict[str, str] = {row[0]: row[2] for row in rows}
     sizes: dict[str, int] = {row[0]: row[3] for row in rows}
-    meta = {row[0]: _meta(row[4], row[5], row[6]) for row in rows}
+    meta = {row[0]: FileMeta(0o644 if row[4] is None else row[4], row[5], row[6]) for row in rows}
     folders = _folders(conn, space_id)
     wanted = {row[1]: row[0] for row in rows if row[2] not in have}
     ids = list(wanted)
@@ -515,22 +515,9 @@ def _load_lean(
     )
 
 
-# Most files share a few modes and have no ctime of their own; one FileMeta
-# per distinct triple keeps a 10,000-file load from building 10,000 models.
-_META_CACHE: dict[tuple[int | None, int | None, int | None], FileMeta] = {}
-
-
 def _meta(mode: int | None, mtime_ns: int | None, ctime_ns: int | None) -> FileMeta:
-    key = (mode, mtime_ns, ctime_ns)
-    found = _META_CACHE.get(key)
-    if found is None:
-        if len(_META_CACHE) > 65_536:
-            _META_CACHE.clear()
-        # Trusted: these values were validated as FileMeta before they were written.
-        found = _META_CACHE[key] = FileMeta.model_construct(
-            mode=0o644 if mode is None else mode, mtime_ns=mtime_ns, ctime_ns=ctime_ns
-        )
-    return found
+    # Revisions from before the file-metadata step have no mode: 0644.
+    return FileMeta(0o644 if mode is None else mode, mtime_ns, ctime_ns)
 
 
 def _live_metas(conn: sqlite3.Connection, space_id: int) -> dict[str, FileMeta]:
