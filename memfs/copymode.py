@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.core.errors import MemfsError, TooLarge, Unsupported
-from memfs.core.models import MODE_BITS, FileMeta
+from memfs.core.models import FILE_MODE, MODE_BITS, FileMeta
 from memfs.core.names import check_path, decode_fs_name
 
 READ_ONLY_FILE = 0o444
@@ -56,10 +56,9 @@ def materialize(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
         file = meta.get(path)
-        if read_only:
-            target.chmod(READ_ONLY_FILE if file is None else file.mode & ~0o222)
-        elif file is not None:
-            target.chmod(file.mode)
+        # Always set: what the umask left would otherwise read back as a mode change.
+        mode = FILE_MODE if file is None else file.mode
+        target.chmod(mode & ~0o222 if read_only else mode)
         if file is not None and file.mtime_ns is not None:
             os.utime(target, ns=(file.mtime_ns, file.mtime_ns))
     if read_only:

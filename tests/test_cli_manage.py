@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import memfs
 from memfs.cli import main
-from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.models import ChangeSet, FileMeta, Provenance, SpaceRef
 from memfs.stores.sqlite import SqliteStore
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
@@ -138,3 +138,34 @@ def test_setting_review_is_audited(db: Path) -> None:
     ok(db, "review", "set", "lending-rules", "after", role="admin", actor="root-admin")
     [entry] = [e for e in ok(db, "audit", role="admin", actor="x") if e["action"] == "set-review"]
     assert entry["detail"] == "after"
+
+
+def test_review_show_names_a_files_new_mode_and_the_folders_and_history_shows_modes(
+    db: Path,
+) -> None:
+    async def propose() -> None:
+        store = SqliteStore(db)
+        try:
+            loaded = await store.load(RULES, "s9")
+            await store.store(
+                RULES,
+                ChangeSet(
+                    updated={"income.md": b"two years\n"},
+                    meta={"income.md": FileMeta(mode=0o755)},
+                    folders_created=("drafts",),
+                ),
+                cursor=loaded.cursor,
+                provenance=Provenance(session="s9"),
+                review="person",
+            )
+        finally:
+            await store.aclose()
+
+    trio.run(propose)
+    change = next(c for c in ok(db, "review", "list") if c["session"] == "s9")
+    assert change["folders"] == {"drafts": True}
+    shown = ok(db, "review", "show", change["id"])
+    assert shown["files"]["income.md"]["file_mode"] == "755"
+    ok(db, "review", "approve", change["id"])
+    history = ok(db, "history", "lending-rules", "income.md")
+    assert [r["mode"] for r in history] == [0o644, 0o755]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import memfs
+from memfs import copymode
 from memfs.core.models import SpaceRef
 from memfs.stores.memory import MemoryStore
 from memfs.testing import test_memory
@@ -181,6 +182,30 @@ async def test_chmod_x_and_mtime_come_back_next_turn(tmp_path: Path) -> None:
     assert stat.S_IMODE(info.st_mode) == 0o755
     assert info.st_mtime_ns == 1_600_000_000_123_456_789
     assert (await again.end()).spaces["me"].changes.is_empty()
+
+
+async def test_a_turn_that_changes_nothing_is_no_change_whatever_the_umask(tmp_path: Path) -> None:
+    mem = test_memory()
+    seed(
+        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.md": b"x"}
+    )
+    old = os.umask(0o002)
+    try:
+        turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
+        assert stat.S_IMODE((turn.root / "me" / "a.md").stat().st_mode) == 0o644
+        assert (await turn.end()).spaces["me"].changes.is_empty()
+    finally:
+        os.umask(old)
+
+
+def test_a_file_loaded_without_a_mode_is_written_0644_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        copymode.materialize(tmp_path / "w", {"a.md": b"x"}, read_only=False)
+    finally:
+        os.umask(old)
+    scan = copymode.scan(tmp_path / "w", max_file_bytes=10)
+    assert scan.meta["a.md"].mode == 0o644
 
 
 async def test_a_mode_only_change_is_an_update_and_a_touch_is_no_change(tmp_path: Path) -> None:
