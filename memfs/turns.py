@@ -681,7 +681,9 @@ class Memory:
         refused: dict[str, MemfsError],
         provenance: Provenance,
     ) -> SpaceResult:
-        accepted, over = apply_limits(changes, mount.sizes, self.limits)
+        accepted, over = apply_limits(
+            changes, mount.sizes, self.limits, base_folders=len(mount.folders)
+        )
         refused = {**refused, **over}
         errors = {path: str(exc) for path, exc in refused.items()}
         if accepted.is_empty():

@@ -635,3 +635,18 @@ def test_an_apps_loaded_files_never_bring_content_addresses_along() -> None:
     lying = Loaded(files={"a.md": b"a"}, shas={"a.md": "0" * 64})
     assert normalize_loaded(lying).shas == {}
     assert normalize_loaded(lying).files == {"a.md": b"a"}
+
+
+async def test_folders_past_max_folders_are_not_saved_and_the_rest_commits(tmp_path: Path) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path, limits=memfs.Limits(max_folders=2))
+    turn = await memory.start_turn("s1", DANA)
+    for name in ("a", "b", "c"):
+        (turn.root / "me" / name).mkdir()
+    (turn.root / "me" / "f.md").write_bytes(b"f")
+    result = (await turn.end()).spaces["me"]
+    assert result.not_saved == ("c",)
+    assert "2 folders" in result.errors["c"]
+    again = await memory.start_turn("s1", DANA)
+    assert sorted(p.name for p in (again.root / "me").iterdir()) == ["a", "b", "f.md"]
+    await again.end()

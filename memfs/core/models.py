@@ -19,6 +19,8 @@ of them (an app's store, an older memfs) still fits:
   outlives the files that implied it. Folders never conflict: making a folder
   the store holds, or removing one it does not, changes nothing.
 - ``Loaded.meta`` and ``Loaded.folders`` are the same at load.
+
+Folders keep no mode or times of their own: a folder is planted 0755 each turn.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class Limits(Frozen):
 
     max_file_bytes: int = Field(default=1 * MIB, gt=0)
     max_files: int = Field(default=10_000, gt=0)
+    # Folders a space stores (empty ones, or ones a turn made): each is a row
+    # of the store, so they are bounded like files.
+    max_folders: int = Field(default=10_000, gt=0)
     max_space_bytes: int = Field(default=64 * MIB, gt=0)
     note_file_list_bytes: int = Field(default=8_000, gt=0)
 
