@@ -62,9 +62,9 @@ def apply_limits(
     refused: dict[str, MemfsError] = {}
     folders = base_folders - len(changes.folders_deleted)
     for path in sorted(changes.folders_created):
-        error = too_many_folders(path, folders, limits)
-        if error is not None:
-            refused[path] = error
+        full = too_many_folders(path, folders, limits)
+        if full is not None:
+            refused[path] = full
         else:
             folders += 1
     files = len(base_sizes)
