@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import itertools
 import json
 import logging
@@ -39,6 +38,7 @@ import os
 import shutil
 import stat
 import time
+import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +176,7 @@ class MountTree:
     meta: Mapping[str, FileMeta] = field(default_factory=dict)  # the snapshot's, by path
     folders: tuple[str, ...] = ()  # the snapshot's stored folders
     touched_dirs: set[str] = field(default_factory=set)  # folders made, removed or moved
+    inode_seeds: tuple[int, int] = (0, 1)  # of (session, mount), for ``Overlay._entry_inode``
 
     def holds_files_at_snapshot(self, folder: str) -> bool:
         """Whether some file of the snapshot lies below ``folder``."""
@@ -357,9 +358,15 @@ class Overlay:
         return node
 
     def _entry_inode(self, mount: MountTree, path: str) -> int:
-        """The inode number of ``path`` in ``mount``: the same every turn, unless it is taken."""
-        key = f"{mount.turn.session.session}\0{mount.name}\0{path}".encode()
-        digest = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+        """The inode number of ``path`` in ``mount``: the same every turn, unless it is taken.
+
+        Two checksums seeded with (session, mount), not a cryptographic hash:
+        one per planted file at every turn start, and a collision costs only
+        a number from the counter. The CRC is the low half, the part git keeps.
+        """
+        raw = path.encode()
+        crc, adler = mount.inode_seeds
+        digest = zlib.adler32(raw, adler) << 32 | zlib.crc32(raw, crc)
         inode = _STABLE_INODES | (digest & (_STABLE_INODES - 1))
         return self._next_inode if inode in self.nodes else inode
 
@@ -418,6 +425,8 @@ class Overlay:
                 "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
             )
             mount = MountTree(name, read_only, root, state, dict(snapshot), private=name in private)
+            key = f"{session}\0{name}\0".encode()
+            mount.inode_seeds = (zlib.crc32(key), zlib.adler32(key))
             mount.meta = (meta or {}).get(name, {})
             mount.folders = tuple((folders or {}).get(name, ()))
             mount.paths = sorted([*mount.snapshot, *(f"{path}/" for path in mount.folders)])

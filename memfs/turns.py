@@ -208,7 +208,9 @@ class Turn:
             extra_body=dict(self.extra_body),
             note=self.note,
             mounts={
-                name: MountState(
+                # model_construct: every value comes from a validated load, and
+                # validating a 10,000-file snapshot again costs at every turn start.
+                name: MountState.model_construct(
                     name=name,
                     ref=m.ref,
                     read_only=m.read_only,
