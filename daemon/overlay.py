@@ -14,23 +14,37 @@ buffering in this process) before a request returns, so after a ``kill -9``
 the turn is rebuilt from its manifest plus the journal; ``fsync`` (and, with
 ``sync_on_close``, every close, rename and unlink) also syncs them to disk.
 Methods never await: each runs whole between two FUSE requests.
+
+What a turn keeps across turns is what a filesystem keeps: files are planted
+with the mode, mtime and ctime the snapshot stored (``MountTree.meta``), the
+snapshot's stored folders are planted too, empty or not, and a change of
+mode or times is an ``a`` record in the journal, so a crash keeps a ``chmod``.
+Entries get inode numbers derived from (session, mount, path), so the same
+file has the same inode turn after turn: git's index caches inode, ctime and
+mtime, and any of them moving would make a read-only ``git status`` rewrite
+``.git/index``. A number still held by the kernel for an earlier node falls
+back to the counter (a file renamed within a turn keeps its number, so it
+gets its new path's only in the next turn).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import json
 import logging
 import os
 import shutil
 import stat
 import time
+import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from memfs.core.diff import FolderEnd
 from memfs.core.errors import (
     Exists,
     InvalidName,
@@ -43,7 +57,7 @@ from memfs.core.errors import (
     ReadOnly,
 )
 from memfs.core.limits import file_too_large, space_too_full, too_many_files
-from memfs.core.models import Limits
+from memfs.core.models import MODE_BITS, FileMeta, Limits
 from memfs.core.names import MAX_PATH_BYTES, check_segment
 from memfsd.blobs import BlobCache
 
@@ -57,6 +71,8 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 SESSION_MODE = 0o700
 READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
+# Inodes derived from a path live in [2**62, 2**63), far above the counter's.
+_STABLE_INODES = 1 << 62
 
 
 @dataclass(eq=False, slots=True)
@@ -153,9 +169,21 @@ class MountTree:
     bytes: int = 0
     touched: set[str] = field(default_factory=set)
     private: bool = False  # a person's (or an app's) space: its blobs go with its last turn
-    # The snapshot's paths, sorted, so a folder's entries are one contiguous run.
+    # The snapshot's paths, sorted, so a folder's entries are one contiguous run;
+    # a stored folder is its path and a "/", so it is planted even when empty.
     paths: list[str] = field(default_factory=list)
     plant: Callable[[Node], None] = lambda node: None
+    meta: Mapping[str, FileMeta] = field(default_factory=dict)  # the snapshot's, by path
+    folders: tuple[str, ...] = ()  # the snapshot's stored folders
+    touched_dirs: set[str] = field(default_factory=set)  # folders made, removed or moved
+    inode_seeds: tuple[int, int] = (0, 1)  # of (session, mount), for ``Overlay._entry_inode``
+
+    def holds_files_at_snapshot(self, folder: str) -> bool:
+        """Whether some file of the snapshot lies below ``folder``."""
+        prefix = folder + "/"
+        at = bisect.bisect_left(self.paths, prefix)
+        end = bisect.bisect_left(self.paths, folder + "0", at)
+        return any(path in self.snapshot for path in itertools.islice(self.paths, at, end))
 
 
 @dataclass(eq=False)
@@ -217,6 +245,10 @@ class TurnTree:
     def note(self, record: Mapping[str, Any]) -> None:
         """Fold one journal record into the access log (live, and on replay)."""
         op, mount, path = record["o"], record["m"], record["p"]
+        if op == "a":
+            return  # a change of mode or times: not an access the trace keeps
+        if op in ("D", "R"):
+            self.mounts[mount].touched_dirs.add(path)
         entry = self.access.setdefault((mount, path), FileAccess())
         present = self.present.setdefault(mount, set())
         if op in ("f", "b"):
@@ -311,16 +343,32 @@ class Overlay:
         tree: MountTree | None = None,
     ) -> Node:
         now = self.clock()
-        node = Node(
-            self._next_inode, kind, role, name, parent, mode, uid, gid, now, now, now, tree=tree
-        )
-        self._next_inode += 1
+        inode = self._next_inode
+        if role == "entry" and tree is not None:
+            path = f"{parent.path()}/{name}" if parent.role == "entry" else name
+            inode = self._entry_inode(tree, path)
+        node = Node(inode, kind, role, name, parent, mode, uid, gid, now, now, now, tree=tree)
+        if inode == self._next_inode:
+            self._next_inode += 1
         self.nodes[node.inode] = node
         parent.children[name] = node
         if kind == "dir":
             parent.subdirs += 1
         parent.mtime_ns = parent.ctime_ns = now
         return node
+
+    def _entry_inode(self, mount: MountTree, path: str) -> int:
+        """The inode number of ``path`` in ``mount``: the same every turn, unless it is taken.
+
+        Two checksums seeded with (session, mount), not a cryptographic hash:
+        one per planted file at every turn start, and a collision costs only
+        a number from the counter. The CRC is the low half, the part git keeps.
+        """
+        raw = path.encode()
+        crc, adler = mount.inode_seeds
+        digest = zlib.adler32(raw, adler) << 32 | zlib.crc32(raw, crc)
+        inode = _STABLE_INODES | (digest & (_STABLE_INODES - 1))
+        return self._next_inode if inode in self.nodes else inode
 
     def session_dir(self, session: str) -> Path:
         return self.state_dir / "sessions" / session
@@ -357,8 +405,14 @@ class Overlay:
         *,
         replay: bool = False,
         private: Collection[str] = (),
+        meta: Mapping[str, Mapping[str, FileMeta]] | None = None,
+        folders: Mapping[str, Collection[str]] | None = None,
     ) -> TurnTree:
-        """Build a turn's mount trees from their snapshots (and, on recovery, its journal)."""
+        """Build a turn's mount trees from their snapshots (and, on recovery, its journal).
+
+        ``meta`` and ``folders`` are each mount's file metadata and stored
+        folders, by mount name; a mount left out has none.
+        """
         tree = self.sessions[session]
         if tree.turn is not None:
             raise Exists("the session already has a turn attached", path=session)
@@ -371,7 +425,11 @@ class Overlay:
                 "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
             )
             mount = MountTree(name, read_only, root, state, dict(snapshot), private=name in private)
-            mount.paths = sorted(mount.snapshot)
+            key = f"{session}\0{name}\0".encode()
+            mount.inode_seeds = (zlib.crc32(key), zlib.adler32(key))
+            mount.meta = (meta or {}).get(name, {})
+            mount.folders = tuple((folders or {}).get(name, ()))
+            mount.paths = sorted([*mount.snapshot, *(f"{path}/" for path in mount.folders)])
             mount.plant = self._plant
             mount.files = len(snapshot)
             mount.bytes = sum(file[1] for file in snapshot.values())
@@ -401,11 +459,14 @@ class Overlay:
             # "0" follows "/": every path under the prefix sorts before prefix[:-1] + "0".
             at = bisect.bisect_left(paths, prefix)
             end = bisect.bisect_left(paths, prefix[:-1] + "0", at)
+            if at < end and paths[at] == prefix:
+                at += 1  # the folder's own entry, as a stored folder
         else:
             at, end = 0, len(paths)
         now = self.clock()
         uid, gid = folder.uid, folder.gid
         cut = len(prefix)
+        meta = mount.meta
         while at < end:
             rest = paths[at][cut:]
             name, slash, _ = rest.partition("/")
@@ -413,20 +474,29 @@ class Overlay:
                 log.warning("%s: %s is both a file and a folder in the snapshot", mount.name, name)
                 at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
                 continue
+            inode = self._entry_inode(mount, prefix + name)
             if slash:
                 node = Node(
-                    self._next_inode, "dir", "entry", name, folder, DIR_MODE, uid, gid,
+                    inode, "dir", "entry", name, folder, DIR_MODE, uid, gid,
                     now, now, now, tree=mount, unplanted=prefix + name,
                 )  # fmt: skip
                 at = bisect.bisect_left(paths, prefix + name + "0", at, end)
             else:
                 file = snapshot[paths[at]]
+                kept = meta.get(paths[at])
+                if kept is None:
+                    mode, mtime, ctime = FILE_MODE, now, now
+                else:
+                    mode = kept.mode
+                    mtime = now if kept.mtime_ns is None else kept.mtime_ns
+                    ctime = mtime if kept.ctime_ns is None else kept.ctime_ns
                 node = Node(
-                    self._next_inode, "file", "entry", name, folder, FILE_MODE, uid, gid,
-                    now, now, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
+                    inode, "file", "entry", name, folder, mode, uid, gid,
+                    mtime, ctime, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
                 )  # fmt: skip
                 at += 1
-            self._next_inode += 1
+            if inode == self._next_inode:
+                self._next_inode += 1
             self.nodes[node.inode] = node
             folder.kids[name] = node
             if slash:
@@ -686,6 +756,7 @@ class Overlay:
         mount.turn.log(
             {"o": "f", "m": mount.name, "p": path, "d": node.data},
             {"o": "w", "m": mount.name, "p": path},
+            self._attributes(mount, node, path),
         )
         return node, fd
 
@@ -965,6 +1036,19 @@ class Overlay:
         if mtime_ns is not None:
             node.mtime_ns = mtime_ns
         node.ctime_ns = self.clock()
+        mount = node.tree
+        if (
+            (mode is not None or mtime_ns is not None)
+            and mount is not None
+            and node.role == "entry"
+            and node.attached
+        ):
+            # Journaled, so a crash keeps a chmod; a file's metadata is part of what it holds.
+            # A file no name holds any more is in no path's record.
+            path = node.path()
+            if not node.is_dir:
+                mount.touched.add(path)
+            mount.turn.log(self._attributes(mount, node, path))
         return node
 
     @staticmethod
@@ -1016,6 +1100,18 @@ class Overlay:
         os.truncate(mount.turn.data_path(node.data), size)
         node.size = size
         node.mtime_ns = node.ctime_ns = self.clock()
+
+    @staticmethod
+    def _attributes(mount: MountTree, node: Node, path: str) -> dict[str, Any]:
+        """The journal record of a node's mode and times."""
+        return {
+            "o": "a",
+            "m": mount.name,
+            "p": path,
+            "mode": node.mode,
+            "mt": node.mtime_ns,
+            "ct": node.ctime_ns,
+        }
 
     def _truncate(self, node: Node, size: int) -> None:
         if not node.attached:
@@ -1229,6 +1325,60 @@ class Overlay:
         file = mount.snapshot.get(path)
         return None if file is None else self.blobs.path(file[0])
 
+    def node_at(self, mount: MountTree, path: str) -> Node | None:
+        """The node at ``path`` in ``mount`` now, or None."""
+        node: Node | None = mount.root
+        for part in path.split("/"):
+            if node is None or not node.is_dir:
+                return None
+            node = node.children.get(part)
+        return node
+
+    def meta_at_end(self, mount: MountTree) -> dict[str, FileMeta]:
+        """The mode and times of every touched file that is there now."""
+        found: dict[str, FileMeta] = {}
+        for path in mount.touched:
+            node = self.node_at(mount, path)
+            if node is not None and not node.is_dir:
+                found[path] = FileMeta(
+                    mode=node.mode & MODE_BITS, mtime_ns=node.mtime_ns, ctime_ns=node.ctime_ns
+                )
+        return found
+
+    def folders_at_end(self, mount: MountTree) -> dict[str, FolderEnd]:
+        """What each folder the turn could have changed is now (see ``core.diff.diff_folders``).
+
+        Those are the folders it made, removed or moved, and every folder
+        above a file or folder it touched: O(touched), never the whole space.
+        """
+        considered: set[str] = set(mount.touched_dirs)
+        for path in (*mount.touched, *mount.touched_dirs):
+            cut = path.rfind("/")
+            while cut > 0:
+                considered.add(path[:cut])
+                cut = path.rfind("/", 0, cut)
+        considered.discard("")
+        return {path: self._folder_end(mount, path) for path in considered}
+
+    def _folder_end(self, mount: MountTree, path: str) -> FolderEnd:
+        node = self.node_at(mount, path)
+        if node is None or not node.is_dir:
+            return None
+        # Breadth first, files before subfolders: one file anywhere answers.
+        queue = [node]
+        while queue:
+            folder = queue.pop(0)
+            if folder.unplanted is not None:
+                # Untouched since the snapshot: the snapshot answers, nothing is planted.
+                if mount.holds_files_at_snapshot(folder.unplanted):
+                    return True
+                continue
+            kids = folder.kids.values()
+            if any(not kid.is_dir for kid in kids):
+                return True
+            queue.extend(kid for kid in kids if kid.is_dir)
+        return False
+
     # -- recovery --------------------------------------------------------------
 
     def _replay(self, state: TurnTree) -> None:
@@ -1272,7 +1422,9 @@ class Overlay:
                 node.size = int(record["z"])
             mount.bytes += node.size
         elif op == "w":
-            self._find(mount, path, lambda n: setattr(n, "written", True))
+            self._find(mount, path, self._rewritten(mount))
+        elif op == "a":
+            self._find(mount, path, self._set_attributes(mount, record))
         elif op == "x":
             self._find(mount, path, self._drop_file(mount))
         elif op == "D":
@@ -1284,6 +1436,29 @@ class Overlay:
             self._find(
                 mount, path, lambda n: self._detach(n) if n.is_dir and not n.children else None
             )
+
+    def _rewritten(self, mount: MountTree) -> Callable[[Node], None]:
+        def mark(node: Node) -> None:
+            node.written = True
+            # The data file's own times are the last write's: the nearest to what
+            # the node said before the crash (a later ``a`` record may set them).
+            if node.data is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    info = mount.turn.data_path(node.data).stat()
+                    node.mtime_ns, node.ctime_ns = info.st_mtime_ns, info.st_ctime_ns
+
+        return mark
+
+    def _set_attributes(
+        self, mount: MountTree, record: Mapping[str, Any]
+    ) -> Callable[[Node], None]:
+        def set_them(node: Node) -> None:
+            node.mode = int(record["mode"])
+            node.mtime_ns, node.ctime_ns = int(record["mt"]), int(record["ct"])
+            if not node.is_dir:
+                mount.touched.add(record["p"])
+
+        return set_them
 
     def _drop_file(self, mount: MountTree) -> Callable[[Node], None]:
         def drop(node: Node) -> None:

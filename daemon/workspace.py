@@ -4,6 +4,14 @@ Implements :class:`memfs.workspace.Workspace` over :class:`memfsd.overlay.Overla
 Opening a turn puts its snapshot into the blob cache and writes ``turn.json``
 (everything needed to rebuild the turn) before the agent sees a file. Ending
 one looks only at the paths the turn touched: O(touched), not O(space).
+
+``turn.json`` is a JSON header line (the turn's state without its manifests,
+the owner, and ``"manifest": MANIFEST_FORMAT``), then the manifests as
+NUL-separated fields, a fixed number per file. Format 2 (this one) has eight:
+mount, path, sha256, size, revision (empty: none), mode (octal digits), mtime
+and ctime (nanoseconds; empty: unknown). Format 1 had the first five and is
+still read, its files taking mode 0644 and unknown times. The stored folders
+travel in the header, in each mount's state.
 """
 
 from __future__ import annotations
@@ -18,17 +26,18 @@ from typing import Any
 
 import trio
 
-from memfs.core.diff import diff_touched
-from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
-from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
+from memfs.core.diff import diff_folders, diff_touched
+from memfs.core.errors import ConfigError, MemfsError, NotFound, StoreUnavailable
+from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.policy import is_shared
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
-from memfsd.overlay import FileAccess, Overlay, Snapshot
+from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
 DONE_FILE = "done.json"  # the spaces of an ending turn already stored
-MANIFEST_FORMAT = 1  # turn.json: a JSON header line, then NUL-separated manifest fields
+MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
+_FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
 
 
 class OverlayWorkspace:
@@ -162,6 +171,8 @@ class OverlayWorkspace:
             snapshots,
             replay=replay,
             private={name for name, mount in mounts.items() if not is_shared(mount.layer)},
+            meta={name: mount.meta for name, mount in mounts.items()},
+            folders={name: mount.folders for name, mount in mounts.items()},
         )
 
     def _write_state(
@@ -176,7 +187,7 @@ class OverlayWorkspace:
         # way costs a third of encoding them as JSON, at every turn start.
         header = {
             "state": state.model_dump(
-                mode="json", exclude={"mounts": {"__all__": {"snapshot", "sizes"}}}
+                mode="json", exclude={"mounts": {"__all__": {"snapshot", "sizes", "meta"}}}
             ),
             "uid": uid,
             "gid": gid,
@@ -185,11 +196,13 @@ class OverlayWorkspace:
         fields: list[str] = []
         for name, manifest in manifests.items():
             mount = state.mounts[name]
-            sizes, snapshot = mount.sizes, mount.snapshot
-            fields += [
-                f"{name}\0{path}\0{sha}\0{sizes[path]}\0{snapshot.get(path) or ''}"
-                for path, sha in manifest.items()
-            ]
+            sizes, snapshot, meta = mount.sizes, mount.snapshot, mount.meta
+            for path, sha in manifest.items():
+                file = meta.get(path, DEFAULT_META)
+                fields.append(
+                    f"{name}\0{path}\0{sha}\0{sizes[path]}\0{snapshot.get(path) or ''}"
+                    f"\0{file.mode:o}\0{_ns(file.mtime_ns)}\0{_ns(file.ctime_ns)}"
+                )
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
         _write_atomic(self.turn_file(state.session), body)
 
@@ -201,16 +214,29 @@ class OverlayWorkspace:
         if "manifest" not in record:
             return record  # written whole as JSON, by a memfs before MANIFEST_FORMAT
         mounts = record["state"]["mounts"]
+        width = _FIELDS.get(record["manifest"])
+        if width is None:
+            raise ConfigError(
+                f"turn.json has manifest format {record['manifest']}, newer than this memfs "
+                f"understands ({MANIFEST_FORMAT}); upgrade memfs"
+            )
         shas: dict[str, dict[str, str]] = {name: {} for name in mounts}
         for mount in mounts.values():
-            mount["snapshot"], mount["sizes"] = {}, {}
+            mount["snapshot"], mount["sizes"], mount["meta"] = {}, {}, {}
         parts = rows.split("\0") if rows else []
-        for at in range(0, len(parts), 5):
+        for at in range(0, len(parts), width):
             name, path, sha, size, revision = parts[at : at + 5]
             shas[name][path] = sha
             mounts[name]["sizes"][path] = int(size)
             if revision:
                 mounts[name]["snapshot"][path] = revision
+            if width == 8:
+                mode, mtime, ctime = parts[at + 5 : at + 8]
+                mounts[name]["meta"][path] = {
+                    "mode": int(mode, 8),
+                    "mtime_ns": int(mtime) if mtime else None,
+                    "ctime_ns": int(ctime) if ctime else None,
+                }
         record["shas"] = shas
         return record
 
@@ -224,11 +250,17 @@ class OverlayWorkspace:
         # bytes in a thread.
         sources = {path: self.overlay.source(tree, path) for path in tree.touched}
         bases = {path: self.overlay.base(tree, path) for path in tree.touched}
+        meta = self.overlay.meta_at_end(tree)
+        folders = diff_folders(
+            self.overlay.folders_at_end(tree),
+            stored=set(tree.folders),
+            implied_before=_Implied(tree),
+        )
 
         def read() -> ChangeSet:
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
-            return diff_touched(base, touched)
+            return diff_touched(base, touched, base_meta=tree.meta, meta=meta, folders=folders)
 
         return await trio.to_thread.run_sync(read), {}
 
@@ -305,6 +337,20 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+
+
+class _Implied:
+    """The folders a mount's snapshot files imply, asked one at a time (``in``)."""
+
+    def __init__(self, mount: MountTree) -> None:
+        self.mount = mount
+
+    def __contains__(self, folder: object) -> bool:
+        return isinstance(folder, str) and self.mount.holds_files_at_snapshot(folder)
+
+
+def _ns(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def _write_atomic(target: Path, text: str) -> None:

@@ -118,10 +118,18 @@ def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, A
         "stale": list(change.stale_paths),
         "files": sorted(change.files),
         "reviews": [r.model_dump(mode="json") for r in change.reviews],
+        # Folders the change makes (true) or removes (false): a reviewer decides them too.
+        "folders": dict(sorted(change.folders.items())),
     }
     if contents:
         out["files"] = {
-            path: {"base": file.base, "stale": file.stale, **_text(file.content)}
+            path: {
+                "base": file.base,
+                "stale": file.stale,
+                # The permission bits the change gives the file, in octal; None: as it was.
+                "file_mode": None if file.meta is None else f"{file.meta.mode:o}",
+                **_text(file.content),
+            }
             for path, file in sorted(change.files.items())
         }
     return out

@@ -5,6 +5,10 @@ turn end. It costs O(space size) both ways, which is why the daemon (a FUSE
 overlay) exists; copy mode needs nothing but a local disk and is what tests
 and simple deployments use. All functions here block: call them through
 ``trio.to_thread.run_sync``.
+
+Each file is written out with its mode and mtime (a read-only mount's lose
+their write bits), every stored folder is made, empty or not, and the scan
+reads each file's mode and times back with its bytes, and every folder.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.core.errors import MemfsError, TooLarge, Unsupported
+from memfs.core.models import FILE_MODE, MODE_BITS, FileMeta
 from memfs.core.names import check_path, decode_fs_name
 
 READ_ONLY_FILE = 0o444
@@ -28,17 +34,33 @@ class Scan:
 
     files: dict[str, bytes] = field(default_factory=dict)
     refused: dict[str, MemfsError] = field(default_factory=dict)
+    meta: dict[str, FileMeta] = field(default_factory=dict)  # of each file in ``files``
+    folders: list[str] = field(default_factory=list)  # every folder, empty ones too
 
 
-def materialize(folder: Path, files: dict[str, bytes], *, read_only: bool) -> None:
+def materialize(
+    folder: Path,
+    files: dict[str, bytes],
+    *,
+    read_only: bool,
+    meta: Mapping[str, FileMeta] | None = None,
+    folders: Iterable[str] = (),
+) -> None:
     """Write a snapshot out as a folder; read-only mounts get no write bits."""
     folder.mkdir(parents=True, exist_ok=False)
+    meta = meta or {}
+    for path in folders:
+        (folder / path).mkdir(parents=True, exist_ok=True)
     for path, content in files.items():
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
-        if read_only:
-            target.chmod(READ_ONLY_FILE)
+        file = meta.get(path)
+        # Always set: what the umask left would otherwise read back as a mode change.
+        mode = FILE_MODE if file is None else file.mode
+        target.chmod(mode & ~0o222 if read_only else mode)
+        if file is not None and file.mtime_ns is not None:
+            os.utime(target, ns=(file.mtime_ns, file.mtime_ns))
     if read_only:
         # Children first: once a directory loses its write bit nothing more goes in.
         for dirpath, _dirnames, _files in os.walk(folder, topdown=False):
@@ -69,6 +91,7 @@ def scan(folder: Path, *, max_file_bytes: int) -> Scan:
                     path = _relative(rel)
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(rel)
+                        result.folders.append(check_path(path))
                         continue
                     check_path(path)
                     info = entry.stat(follow_symlinks=False)
@@ -85,6 +108,11 @@ def scan(folder: Path, *, max_file_bytes: int) -> Scan:
                         )
                     with open(entry.path, "rb") as fh:
                         result.files[path] = fh.read()
+                    result.meta[path] = FileMeta(
+                        mode=stat.S_IMODE(info.st_mode) & MODE_BITS,
+                        mtime_ns=info.st_mtime_ns,
+                        ctime_ns=info.st_ctime_ns,
+                    )
                 except MemfsError as exc:
                     result.refused[shown] = exc
     return result

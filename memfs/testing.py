@@ -20,6 +20,7 @@ from memfs.core.models import (
     MIB,
     By,
     ChangeSet,
+    FileMeta,
     Limits,
     Provenance,
     SpaceRef,
@@ -953,6 +954,138 @@ async def check_a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them(
     assert "h.md" not in await store.files(ORG)
 
 
+# -- what a filesystem keeps: modes, times, folders -----------------------
+
+SCRIPT = b"#!/bin/sh\necho hi\n"
+MTIME = 1_700_000_000_123_456_789  # nanoseconds: the sub-second part must survive too
+
+
+async def check_modes_and_mtimes_load_back(store: Store) -> None:
+    changes = ChangeSet(
+        created={"run.sh": SCRIPT, "notes.md": b"n"},
+        meta={"run.sh": FileMeta(mode=0o755, mtime_ns=MTIME)},
+    )
+    await _save(store, ORG, changes)
+    loaded = await store.load(ORG, "s2")
+    assert loaded.meta_of("run.sh").mode == 0o755
+    assert loaded.meta_of("run.sh").mtime_ns == MTIME
+    assert loaded.meta_of("notes.md").mode == 0o644
+
+
+async def check_a_mode_only_change_is_an_update(store: Store) -> None:
+    await _save(store, ORG, ChangeSet(created={"run.sh": SCRIPT}))
+    stored = await _save(
+        store, ORG, ChangeSet(updated={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o700)})
+    )
+    assert "run.sh" in stored.revisions
+    loaded = await store.load(ORG, "s1")
+    assert loaded.files["run.sh"] == SCRIPT
+    assert loaded.meta_of("run.sh").mode == 0o700
+
+
+async def check_an_update_that_names_no_mode_keeps_the_mode(store: Store) -> None:
+    await _save(
+        store, ORG, ChangeSet(created={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o755)})
+    )
+    await _save(store, ORG, ChangeSet(updated={"run.sh": SCRIPT + b"# more\n"}))
+    assert (await store.load(ORG, "s1")).meta_of("run.sh").mode == 0o755
+
+
+async def check_empty_folders_are_kept_until_removed(store: Store) -> None:
+    await _save(
+        store,
+        ORG,
+        ChangeSet(created={"a/keep.md": b"k"}, folders_created=("empty", "a/b/c", "a/b")),
+    )
+    loaded = await store.load(ORG, "s2")
+    assert {"empty", "a/b", "a/b/c"} <= set(loaded.folders)
+    await _save(store, ORG, ChangeSet(folders_deleted=("a/b/c",)))
+    after = await store.load(ORG, "s2")
+    assert {"empty", "a/b"} <= set(after.folders)
+    assert "a/b/c" not in after.folders
+    assert after.files == {"a/keep.md": b"k"}
+
+
+async def check_a_folder_outlives_its_last_file_when_stored(store: Store) -> None:
+    await _save(store, ORG, ChangeSet(created={"d/only.md": b"x"}))
+    await _save(store, ORG, ChangeSet(deleted=("d/only.md",), folders_created=("d",)))
+    loaded = await store.load(ORG, "s1")
+    assert loaded.files == {}
+    assert "d" in loaded.folders
+
+
+async def check_history_shows_each_revisions_mode(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, ORG, ChangeSet(created={"run.sh": SCRIPT}))
+    await _save(
+        store,
+        ORG,
+        ChangeSet(
+            updated={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o755, mtime_ns=MTIME)}
+        ),
+    )
+    await _save(store, ORG, ChangeSet(deleted=("run.sh",)))
+    history = await store.history(ORG, "run.sh")
+    assert [r.mode for r in history] == [0o644, 0o755, None]
+    assert history[1].mtime_ns == MTIME
+
+
+async def check_ctimes_load_back(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    meta = FileMeta(mode=0o600, mtime_ns=MTIME, ctime_ns=MTIME + 5)
+    await _save(store, ORG, ChangeSet(created={"k.md": b"k"}, meta={"k.md": meta}))
+    assert (await store.load(ORG, "s2")).meta_of("k.md") == meta
+
+
+async def check_restore_brings_back_the_revisions_mode(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    first = await _save(
+        store, ORG, ChangeSet(created={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o755)})
+    )
+    await _save(
+        store, ORG, ChangeSet(updated={"run.sh": b"x"}, meta={"run.sh": FileMeta(mode=0o644)})
+    )
+    await store.restore(ORG, "run.sh", first.revisions["run.sh"], by=ADA)
+    loaded = await store.load(ORG, "s1")
+    assert (loaded.files["run.sh"], loaded.meta_of("run.sh").mode) == (SCRIPT, 0o755)
+
+
+async def check_a_waiting_change_carries_modes_and_folders_until_approved(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"run.sh": SCRIPT}))
+    stored = await _wait(
+        store,
+        ChangeSet(
+            updated={"run.sh": SCRIPT},
+            meta={"run.sh": FileMeta(mode=0o755, mtime_ns=MTIME)},
+            folders_created=(".git/refs/tags",),
+        ),
+    )
+    own = await store.load(ORG, "s1")
+    assert own.meta_of("run.sh").mode == 0o755
+    assert ".git/refs/tags" in own.folders
+    other = await store.load(ORG, "s2")
+    assert other.meta_of("run.sh").mode == 0o644
+    assert ".git/refs/tags" not in other.folders
+    assert stored.change is not None
+    await store.decide(stored.change, "approve", by=REVIEWER)
+    live = await store.load(ORG, "s2")
+    assert live.meta_of("run.sh").mode == 0o755
+    assert live.meta_of("run.sh").mtime_ns == MTIME
+    assert ".git/refs/tags" in live.folders
+    assert await store.list_changes() == []
+
+
+async def check_a_folder_only_change_waits_and_a_reviewer_can_reject_it(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    stored = await _wait(store, ChangeSet(folders_created=("drafts",)))
+    assert stored.change is not None
+    [change] = await store.list_changes()
+    assert change.folders == {"drafts": True}
+    await store.decide(stored.change, "reject", by=REVIEWER)
+    assert "drafts" not in (await store.load(ORG, "s1")).folders
+
+
 REVIEW_CHECKS: dict[str, Check] = {
     "approving_a_stale_file_needs_force_and_otherwise_changes_nothing": (
         check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
@@ -985,6 +1118,12 @@ REVIEW_CHECKS: dict[str, Check] = {
     "the_spaces_own_review_setting_wins": check_the_spaces_own_review_setting_wins,
     "a_persons_own_memory_always_saves_at_once": check_a_persons_own_memory_always_saves_at_once,
     "review_decisions_and_settings_are_audited": check_review_decisions_and_settings_are_audited,
+    "a_waiting_change_carries_modes_and_folders_until_approved": (
+        check_a_waiting_change_carries_modes_and_folders_until_approved
+    ),
+    "a_folder_only_change_waits_and_a_reviewer_can_reject_it": (
+        check_a_folder_only_change_waits_and_a_reviewer_can_reject_it
+    ),
 }
 
 
@@ -1000,6 +1139,15 @@ COMMON_CHECKS: dict[str, Check] = {
     "concurrent_creates_of_one_path_conflict": check_concurrent_creates_of_one_path_conflict,
     "update_of_a_file_deleted_since_conflicts": check_update_of_a_file_deleted_since_conflicts,
     "spaces_are_isolated_by_layer_org_and_user": check_spaces_are_isolated_by_layer_org_and_user,
+    "modes_and_mtimes_load_back": check_modes_and_mtimes_load_back,
+    "a_mode_only_change_is_an_update": check_a_mode_only_change_is_an_update,
+    "an_update_that_names_no_mode_keeps_the_mode": (
+        check_an_update_that_names_no_mode_keeps_the_mode
+    ),
+    "empty_folders_are_kept_until_removed": check_empty_folders_are_kept_until_removed,
+    "a_folder_outlives_its_last_file_when_stored": (
+        check_a_folder_outlives_its_last_file_when_stored
+    ),
 }
 MANAGED_CHECKS: dict[str, Check] = {
     "changes_to_other_files_do_not_block": check_changes_to_other_files_do_not_block,
@@ -1050,6 +1198,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     "forget_user_removes_the_person_from_stored_traces": (
         check_forget_user_removes_the_person_from_stored_traces
     ),
+    "history_shows_each_revisions_mode": check_history_shows_each_revisions_mode,
+    "ctimes_load_back": check_ctimes_load_back,
+    "restore_brings_back_the_revisions_mode": check_restore_brings_back_the_revisions_mode,
 }
 
 

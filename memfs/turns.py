@@ -35,6 +35,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     CommitMode,
+    FileMeta,
     Frozen,
     Layer,
     Limits,
@@ -84,6 +85,8 @@ class Mount:
     by: By | None
     source: Source = field(repr=False)
     review: ReviewMode = "none"  # for org spaces: how this turn's change is reviewed
+    meta: dict[str, FileMeta] = field(default_factory=dict)  # path -> mode and times loaded
+    folders: tuple[str, ...] = ()  # the folders the space stores, as loaded
 
 
 class MountState(Frozen):
@@ -99,6 +102,8 @@ class MountState(Frozen):
     sizes: dict[str, int]
     by: By | None
     review: ReviewMode = "none"
+    meta: dict[str, FileMeta] = Field(default_factory=dict)
+    folders: tuple[str, ...] = ()
 
 
 class TurnState(Frozen):
@@ -203,7 +208,9 @@ class Turn:
             extra_body=dict(self.extra_body),
             note=self.note,
             mounts={
-                name: MountState(
+                # model_construct: every value comes from a validated load, and
+                # validating a 10,000-file snapshot again costs at every turn start.
+                name: MountState.model_construct(
                     name=name,
                     ref=m.ref,
                     read_only=m.read_only,
@@ -214,6 +221,8 @@ class Turn:
                     sizes=m.sizes,
                     by=m.by,
                     review=m.review,
+                    meta=m.meta,
+                    folders=m.folders,
                 )
                 for name, m in self.mounts.items()
             },
@@ -381,6 +390,8 @@ class Memory:
                 by=m.by,
                 source=source,
                 review=m.review,
+                meta=dict(m.meta),
+                folders=tuple(m.folders),
             )
         turn.done = dict(state.done)
         self._open[state.session] = turn
@@ -446,6 +457,8 @@ class Memory:
             by=resolve_by(spec, turn.extra_body),
             source=source,
             review=source.review if isinstance(source, StoreSource) else "none",
+            meta=dict(loaded.meta),
+            folders=tuple(loaded.folders),
         )
         return mount, loaded
 
@@ -670,7 +683,9 @@ class Memory:
         refused: dict[str, MemfsError],
         provenance: Provenance,
     ) -> SpaceResult:
-        accepted, over = apply_limits(changes, mount.sizes, self.limits)
+        accepted, over = apply_limits(
+            changes, mount.sizes, self.limits, base_folders=len(mount.folders)
+        )
         refused = {**refused, **over}
         errors = {path: str(exc) for path, exc in refused.items()}
         if accepted.is_empty():

@@ -79,6 +79,7 @@ class CopyWorkspace:
         self.workdir = workdir
         self.max_file_bytes = max_file_bytes
         self._base: dict[tuple[str, str], dict[str, bytes]] = {}
+        self._loaded: dict[tuple[str, str], Loaded] = {}  # for the modes and folders
 
     def root(self, session: str) -> Path:
         return self.workdir / session
@@ -89,6 +90,7 @@ class CopyWorkspace:
     async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
         for name in turn.mounts:
             self._base[(turn.session, name)] = loaded[name].files
+            self._loaded[(turn.session, name)] = loaded[name]
         await trio.to_thread.run_sync(self._lay_out, turn.root, turn.mounts, loaded)
 
     @staticmethod
@@ -97,7 +99,14 @@ class CopyWorkspace:
         copymode.remove(root)
         root.mkdir(parents=True)
         for name, mount in mounts.items():
-            copymode.materialize(mount.path, loaded[name].files, read_only=mount.read_only)
+            load = loaded[name]
+            copymode.materialize(
+                mount.path,
+                load.files,
+                read_only=mount.read_only,
+                meta=load.meta,
+                folders=load.folders,
+            )
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
         base = self._base[(session, mount.name)]
@@ -105,11 +114,22 @@ class CopyWorkspace:
             partial(copymode.scan, mount.path, max_file_bytes=self.max_file_bytes)
         )
         after = dict(scan.files)
+        meta = dict(scan.meta)
+        loaded = self._loaded.get((session, mount.name), Loaded())
         for path in scan.refused:
             # What could not be read is left as it was, never taken as deleted.
             if path in base:
                 after[path] = base[path]
-        return diff(base, after), dict(scan.refused)
+                meta.pop(path, None)
+        changes = diff(
+            base,
+            after,
+            base_meta=loaded.meta,
+            meta=meta,
+            base_folders=loaded.folders,
+            folders=scan.folders,
+        )
+        return changes, dict(scan.refused)
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         return None  # copy mode keeps nothing across processes
@@ -121,6 +141,7 @@ class CopyWorkspace:
     async def close(self, session: str) -> None:
         for key in [key for key in self._base if key[0] == session]:
             del self._base[key]
+            self._loaded.pop(key, None)
         await trio.to_thread.run_sync(copymode.remove, self.root(session))
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import memfs
 from memfs.cli import main
-from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.models import ChangeSet, FileMeta, Provenance, SpaceRef
 from memfs.stores.sqlite import SqliteStore
 from tests.test_store_sqlite import raw
 
@@ -273,3 +273,34 @@ def test_history_forget_files_and_forget_user_of_another_org_reach_nothing(db: P
     assert {e["org"] for e in audit} == {"acme"}
     assert ok(db, "files", "lending-rules") == before
     assert ok(db, "files", "--user", "u_dana", role="admin")["spaces"] == {"me": {"prefs.md": 6}}
+
+
+def test_review_show_names_a_files_new_mode_and_the_folders_and_history_shows_modes(
+    db: Path,
+) -> None:
+    async def propose() -> None:
+        store = SqliteStore(db)
+        try:
+            loaded = await store.load(RULES, "s9")
+            await store.store(
+                RULES,
+                ChangeSet(
+                    updated={"income.md": b"two years\n"},
+                    meta={"income.md": FileMeta(mode=0o755)},
+                    folders_created=("drafts",),
+                ),
+                cursor=loaded.cursor,
+                provenance=Provenance(session="s9"),
+                review="person",
+            )
+        finally:
+            await store.aclose()
+
+    trio.run(propose)
+    change = next(c for c in ok(db, "review", "list") if c["session"] == "s9")
+    assert change["folders"] == {"drafts": True}
+    shown = ok(db, "review", "show", change["id"])
+    assert shown["files"]["income.md"]["file_mode"] == "755"
+    ok(db, "review", "approve", change["id"])
+    history = ok(db, "history", "lending-rules", "income.md")
+    assert [r["mode"] for r in history] == [0o644, 0o755]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from memfs.core.diff import diff, diff_touched
-from memfs.core.models import ChangeSet
+from memfs.core.diff import diff, diff_folders, diff_touched, implied_folders
+from memfs.core.errors import InvalidName
+from memfs.core.models import ChangeSet, FileMeta
 
 
 def test_identical_bytes_are_not_an_update() -> None:
@@ -52,3 +55,104 @@ def test_applying_the_diff_to_the_base_gives_the_after_tree(
     assert rebuilt == after
     assert set(changes.created).isdisjoint(base)
     assert set(changes.updated) <= set(base)
+
+
+X = FileMeta(mode=0o755, mtime_ns=5)
+
+
+def test_a_mode_only_change_is_an_update_carrying_the_new_mode() -> None:
+    changes = diff({"a": b"x"}, {"a": b"x"}, base_meta={"a": FileMeta()}, meta={"a": X})
+    assert changes == ChangeSet(updated={"a": b"x"}, meta={"a": X})
+
+
+def test_a_rewrite_that_moves_only_the_times_is_no_change() -> None:
+    later = FileMeta(mode=0o755, mtime_ns=99, ctime_ns=100)
+    assert diff({"a": b"x"}, {"a": b"x"}, base_meta={"a": X}, meta={"a": later}).is_empty()
+
+
+def test_changed_bytes_carry_their_times_and_a_path_without_meta_keeps_its_mode() -> None:
+    changes = diff(
+        {"a": b"x", "b": b"y"}, {"a": b"z", "b": b"y"}, base_meta={"b": X}, meta={"a": X}
+    )
+    assert changes == ChangeSet(updated={"a": b"z"}, meta={"a": X})
+
+
+def test_diff_folders_stores_made_folders_and_removes_gone_ones() -> None:
+    at_end = {"made": False, "made/full": True, "gone": None, "kept": False, "never": None}
+    created, deleted = diff_folders(at_end, stored={"gone", "kept"}, implied_before=set())
+    assert (created, deleted) == (("made", "made/full"), ("gone",))
+
+
+def test_a_folder_implied_by_files_before_and_after_needs_no_entry() -> None:
+    assert diff_folders({"notes": True}, stored=set(), implied_before={"notes"}) == ((), ())
+
+
+def test_a_folder_that_outlived_its_last_file_is_stored() -> None:
+    assert diff_folders({"notes": False}, stored=set(), implied_before={"notes"}) == (
+        ("notes",),
+        (),
+    )
+
+
+def test_whole_tree_diff_of_folders() -> None:
+    changes = diff(
+        {"d/a.md": b"a"},
+        {"e/b.md": b"b"},
+        base_folders=("old",),
+        folders=("d", "e", "empty"),
+    )
+    # "d" lost its file but stays, so it is stored now; "e" is new.
+    assert changes.folders_created == ("d", "e", "empty")
+    assert changes.folders_deleted == ("old",)
+
+
+def test_implied_folders_are_every_folder_on_the_way() -> None:
+    assert implied_folders(["a/b/c.md", "a/d.md", "e.md"]) == {"a", "a/b"}
+
+
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "d/c"]), st.sampled_from([0o644, 0o755])),
+    st.dictionaries(st.sampled_from(["a", "b", "d/c"]), st.sampled_from([0o644, 0o755])),
+)
+def test_a_path_is_updated_exactly_when_its_mode_changed(
+    before: dict[str, int], after: dict[str, int]
+) -> None:
+    base = dict.fromkeys(before, b"same")
+    now = dict.fromkeys(after, b"same")
+    changes = diff(
+        base,
+        now,
+        base_meta={p: FileMeta(mode=m) for p, m in before.items()},
+        meta={p: FileMeta(mode=m) for p, m in after.items()},
+    )
+    assert set(changes.updated) == {p for p in after if p in before and before[p] != after[p]}
+
+
+def test_a_change_set_refuses_meta_for_a_file_it_does_not_write() -> None:
+    with pytest.raises(InvalidName):
+        ChangeSet(deleted=("a",), meta={"a": FileMeta()})
+
+
+def test_a_change_set_refuses_a_made_folder_that_is_also_a_written_file() -> None:
+    with pytest.raises(InvalidName):
+        ChangeSet(created={"a": b"x"}, folders_created=("a",))
+    # A removed folder may give way to a file of its name.
+    assert ChangeSet(created={"a": b"x"}, folders_deleted=("a",)).folders == ("a",)
+
+
+def test_file_meta_keeps_permission_bits_only() -> None:
+    with pytest.raises(ValidationError):
+        ChangeSet(created={"a": b"x"}, meta={"a": FileMeta(mode=0o4755)})
+
+
+def test_without_and_only_carry_meta_and_folders() -> None:
+    changes = ChangeSet(
+        created={"a": b"a", "b": b"b"},
+        meta={"a": X},
+        folders_created=("d",),
+        folders_deleted=("e",),
+    )
+    assert changes.without(["a", "d"]) == ChangeSet(created={"b": b"b"}, folders_deleted=("e",))
+    assert changes.only(["a", "d"]) == ChangeSet(
+        created={"a": b"a"}, meta={"a": X}, folders_created=("d",)
+    )

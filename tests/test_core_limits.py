@@ -65,3 +65,19 @@ def test_shrinking_an_update_frees_room() -> None:
     )
     assert refused == {}
     assert ok.created == {"b": b"xxxx"}
+
+
+def test_folders_are_stored_up_to_max_folders_and_the_rest_refused() -> None:
+    limits = Limits(max_folders=3)
+    at = ChangeSet(folders_created=("a", "a/b"))
+    kept, refused = apply_limits(at, {}, limits, base_folders=1)
+    assert (kept, refused) == (at, {})
+    past = ChangeSet(created={"f.md": b"f"}, folders_created=("a", "a/b", "c"))
+    kept, refused = apply_limits(past, {}, limits, base_folders=1)
+    assert kept == ChangeSet(created={"f.md": b"f"}, folders_created=("a", "a/b"))
+    assert list(refused) == ["c"] and isinstance(refused["c"], SpaceFull)
+
+
+def test_removed_folders_make_room_for_new_ones() -> None:
+    changes = ChangeSet(folders_created=("new",), folders_deleted=("old",))
+    assert apply_limits(changes, {}, Limits(max_folders=1), base_folders=1) == (changes, {})

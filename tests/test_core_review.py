@@ -7,12 +7,13 @@ from datetime import UTC, datetime
 import pytest
 
 from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
-from memfs.core.models import By, ChangeSet, Limits, Provenance, SpaceRef
+from memfs.core.models import By, ChangeSet, FileMeta, Limits, Provenance, SpaceRef
 from memfs.core.review import (
     TRANSITIONS,
     Effect,
     WaitingChange,
     decide,
+    decided_folders,
     is_listed,
     mark_stale,
     open_change,
@@ -250,3 +251,66 @@ def test_applied_files_obey_the_limits_against_the_live_sizes() -> None:
         decide(change, "approve", by=ADA, live_sizes=live, limits=Limits(max_space_bytes=4))
     # Without live sizes (a pure caller), no limits are checked.
     decide(change, "edit", by=ADA, paths=["new.md"], edits={"new.md": b"123456"}, limits=tight)
+
+
+def test_a_change_carries_modes_and_folders_and_a_later_turn_replaces_them() -> None:
+    meta = FileMeta(mode=0o755)
+    change = open_change(
+        "c1",
+        RULES,
+        mode="person",
+        changes=ChangeSet(
+            created={"run.sh": b"x"}, meta={"run.sh": meta}, folders_created=("a", "b")
+        ),
+        snapshot={},
+        loaded=1,
+        edited=2,
+        provenance=turn(1),
+    )
+    assert change.files["run.sh"].meta == meta
+    later = update(
+        change,
+        ChangeSet(folders_deleted=("a",)),
+        snapshot={},
+        loaded=2,
+        edited=3,
+        provenance=turn(2),
+    )
+    assert later.folders == {"a": False, "b": True}
+    again = later.change_set(live=())
+    assert again.meta == {"run.sh": meta}
+    assert (again.folders_created, again.folders_deleted) == (("b",), ("a",))
+
+
+def test_approving_a_folder_by_its_path_leaves_the_rest_waiting() -> None:
+    change = open_change(
+        "c1",
+        RULES,
+        mode="person",
+        changes=ChangeSet(created={"a.md": b"a"}, folders_created=("empty",)),
+        snapshot={},
+        loaded=1,
+        edited=2,
+        provenance=turn(1),
+    )
+    after, effect, files = decide(change, "approve", by=ADA, paths=["empty"])
+    assert (effect, files) == (Effect.APPLY, {})
+    assert decided_folders(change, effect, ["empty"]) == {"empty": True}
+    assert after.state == "waiting" and after.folders == {} and set(after.files) == {"a.md"}
+    done, _, _ = decide(after, "approve", by=ADA)
+    assert done.state == "approved"
+
+
+def test_rejecting_a_live_change_undoes_its_folders() -> None:
+    change = open_change(
+        "c1",
+        RULES,
+        mode="after",
+        changes=ChangeSet(folders_created=("made",), folders_deleted=("gone",)),
+        snapshot={},
+        loaded=1,
+        edited=2,
+        provenance=turn(1),
+    )
+    _, effect, _ = decide(change, "reject", by=ADA)
+    assert decided_folders(change, effect) == {"made": False, "gone": True}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyfuse3
 import pytest
 
-from memfs.core.models import Limits
+from memfs.core.models import FileMeta, Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, fuse_errors
 from memfsd.overlay import ROOT_INODE, Overlay, SnapshotFile
@@ -411,3 +411,107 @@ async def test_a_rename_reaches_the_journal_in_one_write(
     assert len(writes) == 1
     lines = (overlay.sessions["s1"].turn.dir / "journal").read_text().splitlines()
     assert sum(1 for line in lines if '"o":"n"' in line) == 3  # every moved file, in that write
+
+
+def with_meta(tmp_path: Path, overlay: Overlay | None = None, *, replay: bool = False) -> Overlay:
+    """A turn over a snapshot with an executable file, times, and stored folders."""
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"#!/bin/sh\n"])
+    overlay = overlay or Overlay(tmp_path, blobs, Limits())
+    overlay.open_session("s1")
+    overlay.attach_turn(
+        "s1",
+        "t1",
+        {"rules": (False, {"bin/run.sh": SnapshotFile(sha, 10, "rev-1")})},
+        meta={"rules": {"bin/run.sh": FileMeta(mode=0o755, mtime_ns=MTIME, ctime_ns=MTIME + 1)}},
+        folders={"rules": ("empty", "empty/inner", "bin")},
+        replay=replay,
+    )
+    return overlay
+
+
+MTIME = 1_600_000_000_123_456_789
+
+
+async def test_planting_gives_files_their_stored_mode_and_times_and_plants_empty_folders(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    attr = await ops.getattr(await inode_of(ops, "s1", "rules", "bin", "run.sh"), CTX)
+    assert attr.st_mode & 0o7777 == 0o755
+    assert (attr.st_mtime_ns, attr.st_ctime_ns) == (MTIME, MTIME + 1)
+    mount = await inode_of(ops, "s1", "rules")
+    assert [n.name for n in overlay.children(mount)] == ["bin", "empty"]
+    inner = overlay.children(await inode_of(ops, "s1", "rules", "empty"))
+    assert [(n.name, n.is_dir) for n in inner] == [("inner", True)]
+    assert overlay.children(inner[0].inode) == []
+
+
+async def test_a_file_has_the_same_inode_in_the_next_turn(tmp_path: Path) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    planted = await inode_of(ops, "s1", "rules", "bin", "run.sh")
+    folder = await inode_of(ops, "s1", "rules", "bin")
+    handle, created = await ops.create(folder, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    made = created.st_ino
+    await ops.release(handle.fh)
+    overlay.detach_turn("s1")
+    await ops.forget([(planted, 1), (made, 1), (folder, 1)])
+    [sha] = overlay.blobs.put_many([b"#!/bin/sh\n"])
+    overlay.attach_turn(
+        "s1", "t2", {"rules": (False, {"bin/run.sh": SnapshotFile(sha, 10, "rev-1"),
+                                       "bin/new.md": SnapshotFile(sha, 10, "rev-2")})}
+    )  # fmt: skip
+    assert await inode_of(ops, "s1", "rules", "bin", "run.sh") == planted
+    assert await inode_of(ops, "s1", "rules", "bin", "new.md") == made
+
+
+async def test_an_inode_the_kernel_still_holds_is_not_given_to_another_node(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    held = await inode_of(ops, "s1", "rules", "bin", "run.sh")
+    overlay.detach_turn("s1")  # the kernel never forgets it
+    with_meta(tmp_path, overlay)
+    fresh = await inode_of(ops, "s1", "rules", "bin", "run.sh")
+    assert fresh != held and held in overlay.nodes
+
+
+async def test_chmod_and_utime_are_journaled_and_replayed_after_a_crash(tmp_path: Path) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    script = await inode_of(ops, "s1", "rules", "bin", "run.sh")
+    overlay.setattr(script, mode=0o100700)
+    folder = await inode_of(ops, "s1", "rules", "bin")
+    _, created = await ops.create(folder, b"new.sh", 0o100750, os.O_WRONLY, CTX)
+    overlay.setattr(created.st_ino, mtime_ns=5)
+    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    assert "bin/run.sh" in mount.touched  # a mode change alone is a change to look at
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    assert again.node_at(state, "bin/run.sh").mode == 0o700
+    new = again.node_at(state, "bin/new.sh")
+    assert (new.mode, new.mtime_ns) == (0o750, 5)
+    assert again.meta_at_end(state)["bin/run.sh"] == FileMeta(
+        mode=0o700, mtime_ns=MTIME, ctime_ns=again.node_at(state, "bin/run.sh").ctime_ns
+    )
+
+
+async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Path) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    mount_inode = await inode_of(ops, "s1", "rules")
+    await ops.mkdir(mount_inode, b"made", 0o40755, CTX)
+    await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
+    await ops.unlink(await inode_of(ops, "s1", "rules", "bin"), b"run.sh", CTX)
+    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    assert overlay.folders_at_end(mount) == {
+        "made": False,
+        "empty": False,
+        "empty/inner": None,
+        "bin": False,
+    }

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -130,6 +131,42 @@ def test_kill_9_then_restart_commits_everything_closed_before_the_kill_once(root
             await store.aclose()
 
     assert trio.run(history) == 1
+
+
+def test_kill_9_keeps_a_chmod_and_empty_folders_of_the_open_turn_and_of_the_snapshot(
+    root: Path,
+) -> None:
+    daemon = DaemonProcess(root)
+    first = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    mnt = Path(first["root"])
+    (mnt / "me" / "kept").mkdir()
+    (mnt / "me" / "old.sh").write_bytes(b"#!/bin/sh\n")
+    os.chmod(mnt / "me" / "old.sh", 0o755)
+    os.utime(mnt / "me" / "old.sh", ns=(1, 1_234_567_890_123_456_789))
+    assert memfs("turn", "end", "s1", root=root)["spaces"]["me"]["folders_created"] == ["kept"]
+
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    mnt = Path(started["root"])
+    (mnt / "me" / "new" / "empty").mkdir(parents=True)
+    (mnt / "me" / "run.sh").write_bytes(b"#!/bin/sh\necho ran\n")
+    os.chmod(mnt / "me" / "run.sh", 0o700)
+    os.chmod(mnt / "me" / "old.sh", 0o750)  # a chmod alone, of a snapshot file
+    daemon.stop(signal.SIGKILL)
+
+    again = DaemonProcess(root)  # the turn comes back from turn.json and its journal
+    assert stat.S_IMODE(os.stat(mnt / "me" / "run.sh").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(mnt / "me" / "old.sh").st_mode) == 0o750
+    assert os.stat(mnt / "me" / "old.sh").st_mtime_ns == 1_234_567_890_123_456_789
+    assert (mnt / "me" / "kept").is_dir() and (mnt / "me" / "new" / "empty").is_dir()
+    ended = memfs("turn", "end", "s1", root=root)["spaces"]["me"]
+    assert ended["created"] == ["run.sh"] and ended["updated"] == ["old.sh"]
+    assert ended["folders_created"] == ["new", "new/empty"]
+    third = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    mnt = Path(third["root"])
+    assert stat.S_IMODE(os.stat(mnt / "me" / "old.sh").st_mode) == 0o750
+    assert (mnt / "me" / "new" / "empty").is_dir()
+    memfs("turn", "end", "s1", root=root)
+    assert again.stop() == 0
 
 
 def test_sigterm_unmounts_cleanly_and_keeps_the_open_turn(root: Path) -> None:

@@ -2,13 +2,16 @@
 
 A hypothesis state machine opens, writes at offsets, truncates, renames,
 exchanges (``renameat2(RENAME_EXCHANGE)``), unlinks, makes and removes
-folders, and changes files through descriptors whose name was unlinked or
-renamed over, on a real mount (the daemon runs as its own process, with
-caching on exactly as in production) and on a native directory. Every read,
-every error, what ``fstat`` says through a descriptor, and whether an unlink
-or rmdir moved the folder's mtime must match; at the end the trees must match
-and the turn's change set must be exactly the difference from the snapshot.
-Fixed seed, bounded steps.
+folders, changes modes and mtimes, and changes files through descriptors
+whose name was unlinked or renamed over, on a real mount (the daemon runs as
+its own process, with caching on exactly as in production) and on a native
+directory. Every read, mode and error, what ``fstat`` says through a
+descriptor, and whether an unlink or rmdir moved the folder's mtime must
+match; at the end the trees (files, folders, modes) must match and the
+turn's change set must be exactly the difference from the snapshot, modes
+and folders included. Then the next turn must bring back the same tree,
+each file with its mode and the mtime it had when it last changed, and end
+with no change at all. Fixed seed, bounded steps.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from hypothesis.stateful import (
 from memfs.client import Client
 from memfs.core.diff import diff
 from memfs.core.errors import DaemonUnavailable
-from memfs.core.models import SpaceRef
+from memfs.core.models import FileMeta, Loaded, SpaceRef
 from memfs.stores.sqlite import SqliteStore
 from tests.daemon_harness import require_fuse
 
@@ -158,17 +161,31 @@ def tree(root: Path) -> tuple[dict[str, bytes], set[str]]:
     return files, dirs
 
 
-def stored(daemon: Path) -> dict[str, bytes]:
-    """The live files of the space the machine's turns mount, straight from the store."""
+def stored(daemon: Path) -> Loaded:
+    """The space the machine's turns mount, straight from the store."""
 
-    async def read() -> dict[str, bytes]:
+    async def read() -> Loaded:
         store = SqliteStore(daemon / "state" / "memfs.db")
         try:
-            return await store.files(SpaceRef(layer="user", space="me", org="default", user="u1"))
+            ref = SpaceRef(layer="user", space="me", org="default", user="u1")
+            return await store.load(ref, "a reader")
         finally:
             await store.aclose()
 
     return trio.run(read)
+
+
+def stats(root: Path, files: dict[str, bytes]) -> dict[str, tuple[int, int]]:
+    """Each file's (permission bits, mtime in ns)."""
+    found = {}
+    for path in files:
+        info = os.stat(root / path)
+        found[path] = (stat.S_IMODE(info.st_mode), info.st_mtime_ns)
+    return found
+
+
+MODES = [0o600, 0o644, 0o700, 0o755]
+MTIMES = [1_500_000_000_000_000_000, 1_600_000_000_123_456_789]
 
 
 def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path) -> None:
@@ -187,10 +204,20 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
             # Begin from what the store holds (earlier examples saved into it),
             # read from the store, not the mount: folders nobody has looked
             # into yet must behave the same (the mount plants them lazily).
-            self.base = stored(daemon)
+            loaded = stored(daemon)
+            self.base = loaded.files
+            self.base_folders = loaded.folders
+            for path in loaded.folders:
+                (self.native / path).mkdir(parents=True, exist_ok=True)
             for path, content in self.base.items():
                 (self.native / path).parent.mkdir(parents=True, exist_ok=True)
                 (self.native / path).write_bytes(content)
+                (self.native / path).chmod(loaded.meta_of(path).mode)
+            # What the turn starts with, as the mount shows it.
+            self.start_stats = stats(self.mount, self.base)
+            assert {p: m for p, (m, _) in self.start_stats.items()} == {
+                p: loaded.meta_of(p).mode for p in self.base
+            }
 
         def both(self, op: object) -> None:
             native = outcome(lambda: op(self.native))  # type: ignore[operator]
@@ -287,10 +314,23 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
 
         @rule(path=st.sampled_from(PATHS))
         def stat_size(self, path: str) -> None:
-            def op(root: Path) -> tuple[int, bool, int]:
+            def op(root: Path) -> tuple[int, bool, int, int]:
                 info = os.stat(root / path)
                 # A folder's link count is 2 + its subfolders, on ext4 as on the mount.
-                return info.st_size, stat.S_ISDIR(info.st_mode), info.st_nlink
+                mode = stat.S_IMODE(info.st_mode)
+                return info.st_size, stat.S_ISDIR(info.st_mode), info.st_nlink, mode
+
+            self.both(op)
+
+        @rule(path=st.sampled_from(FILES), mode=st.sampled_from(MODES))
+        def chmod(self, path: str, mode: int) -> None:
+            self.both(lambda root: os.chmod(root / path, mode))
+
+        @rule(path=st.sampled_from(FILES), mtime=st.sampled_from(MTIMES))
+        def set_mtime(self, path: str, mtime: int) -> None:
+            def op(root: Path) -> int:
+                os.utime(root / path, ns=(mtime, mtime))
+                return os.stat(root / path).st_mtime_ns
 
             self.both(op)
 
@@ -304,20 +344,56 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
                 return
             after, native_dirs = tree(self.native)
             mounted, mounted_dirs = tree(self.mount)
+            native_stats = stats(self.native, after)
+            end_stats = stats(self.mount, mounted)
             ended = self.client.end_turn(self.session)
-            self.client.close_session(self.session)
-            self.client.close()
-            shutil.rmtree(self.native)
-            assert mounted == after
-            assert mounted_dirs == native_dirs
-            expected = diff(self.base, after)
-            me = ended.spaces["me"]
-            assert me.status == "saved"
-            assert (me.created, me.updated, me.deleted) == (
-                sorted(expected.created),
-                sorted(expected.updated),
-                sorted(expected.deleted),
-            )
+            try:
+                assert mounted == after
+                assert mounted_dirs == native_dirs
+                assert {p: m for p, (m, _) in end_stats.items()} == {
+                    p: m for p, (m, _) in native_stats.items()
+                }
+                start = {p: FileMeta(mode=m) for p, (m, _) in self.start_stats.items()}
+                expected = diff(
+                    self.base,
+                    after,
+                    base_meta=start,
+                    meta={p: FileMeta(mode=m) for p, (m, _) in native_stats.items()},
+                    base_folders=self.base_folders,
+                    folders=native_dirs,
+                )
+                me = ended.spaces["me"]
+                assert me.status == "saved"
+                assert (me.created, me.updated, me.deleted) == (
+                    sorted(expected.created),
+                    sorted(expected.updated),
+                    sorted(expected.deleted),
+                )
+                assert (me.folders_created, me.folders_deleted) == (
+                    sorted(expected.folders_created),
+                    sorted(expected.folders_deleted),
+                )
+                # Across the turn boundary: the same tree, modes, and the mtime
+                # each file had when it last changed (a time alone is no change).
+                again = self.client.start_turn(self.session, BODY)
+                self.second = True
+                mount = Path(again.mounts["me"].path)
+                files, dirs = tree(mount)
+                assert (files, dirs) == (after, native_dirs)
+                changed = {*expected.created, *expected.updated}
+                assert stats(mount, files) == {
+                    p: end_stats[p] if p in changed else self.start_stats[p] for p in files
+                }
+                quiet = self.client.end_turn(self.session).spaces["me"]
+                self.second = False
+                assert (quiet.created, quiet.updated, quiet.deleted) == ([], [], [])
+                assert (quiet.folders_created, quiet.folders_deleted) == ([], [])
+            finally:
+                if getattr(self, "second", False):
+                    self.client.end_turn(self.session)
+                self.client.close_session(self.session)
+                self.client.close()
+                shutil.rmtree(self.native)
 
     run_state_machine_as_test(
         SideBySide,

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import memfs
-from memfs.core.errors import StoreUnavailable
+from memfs.core.errors import ConfigError, StoreUnavailable
 from memfs.core.models import (
     ChangeSet,
+    FileMeta,
     Limits,
     Loaded,
     Provenance,
@@ -22,10 +23,10 @@ from memfs.core.models import (
 )
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
-from memfs.turns import Memory
+from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
-from memfsd.workspace import DONE_FILE, OverlayWorkspace
+from memfsd.workspace import DONE_FILE, MANIFEST_FORMAT, OverlayWorkspace
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
 
@@ -167,3 +168,53 @@ async def test_a_turn_written_down_whole_as_json_by_an_older_memfs_is_still_read
     ws.turn_file("s1").parent.mkdir(parents=True)
     ws.turn_file("s1").write_text(json.dumps(old))
     assert ws.saved_turns() == [old]
+
+
+async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> None:
+    memory, ws = workspace(tmp_path)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    meta = FileMeta(
+        mode=0o755, mtime_ns=1_700_000_000_000_000_001, ctime_ns=1_700_000_000_000_000_002
+    )
+    await memory.store.put(
+        rules,
+        ChangeSet(
+            created={"run.sh": b"x", "a.md": b"a"},
+            meta={"run.sh": meta},
+            folders_created=("empty",),
+        ),
+        provenance=Provenance(),
+    )
+    turn = await memory.start_turn("s1", BODY)
+    header = ws.turn_file("s1").read_text().partition("\n")[0]
+    assert json.loads(header)["manifest"] == MANIFEST_FORMAT == 2
+    [saved] = ws.saved_turns()
+    state = TurnState.model_validate_json(json.dumps(saved["state"]))
+    assert state.mounts["rules"].meta["run.sh"] == meta
+    assert state.mounts["rules"].meta == turn.mounts["rules"].meta
+    assert state.mounts["rules"].folders == ("empty",)
+
+
+async def test_a_manifest_of_format_1_is_still_read_with_default_modes(tmp_path: Path) -> None:
+    _, ws = workspace(tmp_path)
+    header = {
+        "state": {"session": "s1", "turn": "t1", "mounts": {"rules": {"name": "rules"}}},
+        "uid": None,
+        "gid": None,
+        "manifest": 1,
+    }
+    ws.turn_file("s1").parent.mkdir(parents=True)
+    sha = "ab" * 32
+    ws.turn_file("s1").write_text(json.dumps(header) + "\n" + f"rules\0a.md\0{sha}\x003\x007")
+    [saved] = ws.saved_turns()
+    mount = saved["state"]["mounts"]["rules"]
+    assert saved["shas"] == {"rules": {"a.md": sha}}
+    assert (mount["sizes"], mount["snapshot"], mount["meta"]) == ({"a.md": 3}, {"a.md": "7"}, {})
+
+
+async def test_a_manifest_of_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
+    _, ws = workspace(tmp_path)
+    ws.turn_file("s1").parent.mkdir(parents=True)
+    ws.turn_file("s1").write_text(json.dumps({"state": {"mounts": {}}, "manifest": 99}) + "\n")
+    with pytest.raises(ConfigError, match="manifest format 99"):
+        ws.saved_turns()

@@ -9,13 +9,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 import pytest
 import trio
 
 from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
-from memfs.core.models import ChangeSet, Provenance, SpaceRef, digest
+from memfs.core.models import ChangeSet, FileMeta, Provenance, SpaceRef, digest
 from memfs.stores.base import ManagedStore, Store
 from memfs.stores.folder import EMPTY_CURSOR, TEMP_PREFIX, FolderStore
 from memfs.stores.open import open_store
@@ -151,7 +152,9 @@ async def test_folder_store_keeps_permissions_of_replaced_files(tmp_path: Path) 
     assert target.stat().st_mode & 0o777 == 0o640
 
 
-async def test_folder_store_removes_emptied_directories(tmp_path: Path) -> None:
+async def test_folder_store_keeps_emptied_folders_until_a_change_set_removes_them(
+    tmp_path: Path,
+) -> None:
     store = FolderStore(tmp_path / "root")
     await save(
         store,
@@ -160,13 +163,44 @@ async def test_folder_store_removes_emptied_directories(tmp_path: Path) -> None:
     )
     await save(store, ORG, ChangeSet(deleted=("a/b/c.md", "x/y/z.md")))
     space = store.folder(ORG)
-    assert not (space / "a" / "b").exists()
+    # As on any disk, deleting a file leaves its folder.
+    assert (space / "a" / "b").is_dir() and (space / "x" / "y").is_dir()
     assert (space / "a" / "d.md").read_bytes() == b"d"
-    assert not (space / "x").exists()
+    assert {"a", "a/b", "x", "x/y"} == set((await store.load(ORG, "s1")).folders)
 
-    await save(store, ORG, ChangeSet(deleted=("a/d.md",)))
+    await save(store, ORG, ChangeSet(deleted=("a/d.md",), folders_deleted=("a", "a/b", "x/y", "x")))
     assert space.is_dir()  # the space folder itself stays
     assert list(space.iterdir()) == []
+
+
+async def test_folder_store_sets_real_modes_and_mtimes_and_reads_hand_made_ones(
+    tmp_path: Path,
+) -> None:
+    store = FolderStore(tmp_path / "root")
+    mtime = 1_600_000_000_123_456_789
+    await save(
+        store,
+        ORG,
+        ChangeSet(
+            created={"run.sh": b"#!/bin/sh\n"},
+            meta={"run.sh": FileMeta(mode=0o750, mtime_ns=mtime)},
+        ),
+    )
+    target = store.folder(ORG) / "run.sh"
+    info = target.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_mtime_ns) == (0o750, mtime)
+    target.chmod(0o4711)  # a person's chmod by hand: setuid is not memfs's to keep
+    assert (await store.load(ORG, "s1")).meta_of("run.sh").mode == 0o711
+
+
+async def test_folder_store_leaves_a_removed_folder_that_still_holds_a_persons_file(
+    tmp_path: Path,
+) -> None:
+    store = FolderStore(tmp_path / "root")
+    await save(store, ORG, ChangeSet(folders_created=("drafts",)))
+    (store.folder(ORG) / "drafts" / "by-hand.md").write_bytes(b"mine")
+    await save(store, ORG, ChangeSet(folders_deleted=("drafts",)))
+    assert (store.folder(ORG) / "drafts" / "by-hand.md").read_bytes() == b"mine"
 
 
 async def test_folder_store_deleting_a_file_it_does_not_hold_is_invalid_name(

@@ -20,6 +20,7 @@ from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable
 from memfs.core.models import (
     By,
     ChangeSet,
+    FileMeta,
     Provenance,
     SpaceRef,
     Stored,
@@ -30,7 +31,7 @@ from memfs.core.models import (
 )
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
-from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
+from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore, _add_file_metadata
 
 ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
@@ -514,7 +515,7 @@ async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
     assert await store.files(DANA) == {"a.md": b"a"}
     await store.aclose()
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 async def test_migration_to_v5_indexes_the_manifest_and_lean_loads_use_it(tmp_path: Path) -> None:
@@ -664,3 +665,84 @@ async def test_load_gives_each_live_files_sha_but_not_a_waiting_edits(tmp_path: 
         }
     finally:
         await store.aclose()
+
+
+async def test_migration_to_file_metadata_gives_older_revisions_mode_0644_and_their_own_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memfs.db"
+    schema_at(path, MIGRATIONS.index(_add_file_metadata))
+    with raw(path) as conn:
+        conn.execute(
+            'INSERT INTO spaces (layer, org, "user", space)'
+            " VALUES ('org', 'bank-1', '', 'lending-rules')"
+        )
+        conn.execute(
+            "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, created_at)"
+            " VALUES (7, 1, 'old.md', x'6f6c64', ?, 3, 'conversation', ?)",
+            (digest(b"old"), "2025-03-04T05:06:07.250000+00:00"),
+        )
+        conn.execute("INSERT INTO live (space_id, path, revision_id) VALUES (1, 'old.md', 7)")
+    store = SqliteStore(path)
+    try:
+        loaded = await store.load(ORG, "s1")
+        expected_ns = (
+            int(datetime(2025, 3, 4, 5, 6, 7, 250000, tzinfo=UTC).timestamp() * 1000) * 1_000_000
+        )
+        assert loaded.meta_of("old.md") == FileMeta(
+            mode=0o644, mtime_ns=expected_ns, ctime_ns=expected_ns
+        )
+        lean = await store.load_lean(ORG, "s1", {digest(b"old")})
+        assert lean.files == {} and lean.meta == loaded.meta
+        assert loaded.folders == ()
+    finally:
+        await store.aclose()
+
+
+async def test_a_lean_load_carries_modes_times_and_folders_from_the_covering_index(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    meta = FileMeta(
+        mode=0o755, mtime_ns=1_700_000_000_000_000_001, ctime_ns=1_700_000_000_000_000_002
+    )
+    try:
+        await save(
+            store,
+            ORG,
+            ChangeSet(
+                created={"run.sh": b"#!/bin/sh\n"},
+                meta={"run.sh": meta},
+                folders_created=("empty",),
+            ),
+        )
+        lean = await store.load_lean(ORG, "s1", {digest(b"#!/bin/sh\n")})
+        assert lean.files == {} and lean.meta == {"run.sh": meta}
+        assert lean.folders == ("empty",)
+    finally:
+        await store.aclose()
+    with raw(path) as conn:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT revisions.sha256, revisions.size, revisions.mode,"
+                " revisions.mtime_ns, revisions.ctime_ns FROM live"
+                " JOIN revisions INDEXED BY revisions_manifest"
+                " ON revisions.id = live.revision_id WHERE live.space_id = 1"
+            )
+        )
+        assert "COVERING INDEX revisions_manifest" in plan
+
+
+async def test_forgetting_a_person_removes_their_stored_folders(tmp_path: Path) -> None:
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, DANA, ChangeSet(folders_created=("secret-project",)))
+        await store.forget_user("dana", "bank-1", by=None)
+        assert (await store.load(DANA, "s1")).folders == ()
+    finally:
+        await store.aclose()
+    with raw(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM folders").fetchone()[0] == 0

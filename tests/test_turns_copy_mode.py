@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import memfs
+from memfs import copymode
 from memfs.core.models import SpaceRef
 from memfs.stores.memory import MemoryStore
 from memfs.testing import test_memory
@@ -134,13 +135,96 @@ async def test_binary_content_and_non_ascii_names_round_trip(tmp_path: Path) -> 
     await again.end()
 
 
-async def test_empty_directories_are_not_stored(tmp_path: Path) -> None:
+async def test_empty_folders_are_kept_across_turns_until_removed(tmp_path: Path) -> None:
     mem = test_memory()
-    turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
+    memory = desk(mem.store, tmp_path)
+    turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "empty" / "deeper").mkdir(parents=True)
     result = await turn.end()
-    assert result.spaces["me"].changes.is_empty()
-    assert mem.changes() == []
+    assert result.spaces["me"].changes.folders_created == ("empty", "empty/deeper")
+    again = await memory.start_turn("s1", DANA)
+    assert (again.root / "me" / "empty" / "deeper").is_dir()
+    (again.root / "me" / "empty" / "deeper").rmdir()
+    removed = await again.end()
+    assert removed.spaces["me"].changes.folders_deleted == ("empty/deeper",)
+    third = await memory.start_turn("s1", DANA)
+    assert (third.root / "me" / "empty").is_dir()
+    assert not (third.root / "me" / "empty" / "deeper").exists()
+    assert (await third.end()).spaces["me"].changes.is_empty()
+
+
+async def test_a_folder_outlives_its_last_file(tmp_path: Path) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path)
+    first = await memory.start_turn("s1", DANA)
+    (first.root / "me" / "d").mkdir()
+    (first.root / "me" / "d" / "only.md").write_bytes(b"x")
+    await first.end()
+    second = await memory.start_turn("s1", DANA)
+    (second.root / "me" / "d" / "only.md").unlink()
+    await second.end()
+    third = await memory.start_turn("s1", DANA)
+    assert (third.root / "me" / "d").is_dir()
+    await third.end()
+
+
+async def test_chmod_x_and_mtime_come_back_next_turn(tmp_path: Path) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path)
+    turn = await memory.start_turn("s1", DANA)
+    script = turn.root / "me" / "run.sh"
+    script.write_bytes(b"#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    os.utime(script, ns=(1_600_000_000_000_000_000, 1_600_000_000_123_456_789))
+    await turn.end()
+    again = await memory.start_turn("s1", DANA)
+    info = (again.root / "me" / "run.sh").stat()
+    assert stat.S_IMODE(info.st_mode) == 0o755
+    assert info.st_mtime_ns == 1_600_000_000_123_456_789
+    assert (await again.end()).spaces["me"].changes.is_empty()
+
+
+async def test_a_turn_that_changes_nothing_is_no_change_whatever_the_umask(tmp_path: Path) -> None:
+    mem = test_memory()
+    seed(
+        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.md": b"x"}
+    )
+    old = os.umask(0o002)
+    try:
+        turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
+        assert stat.S_IMODE((turn.root / "me" / "a.md").stat().st_mode) == 0o644
+        assert (await turn.end()).spaces["me"].changes.is_empty()
+    finally:
+        os.umask(old)
+
+
+def test_a_file_loaded_without_a_mode_is_written_0644_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        copymode.materialize(tmp_path / "w", {"a.md": b"x"}, read_only=False)
+    finally:
+        os.umask(old)
+    scan = copymode.scan(tmp_path / "w", max_file_bytes=10)
+    assert scan.meta["a.md"].mode == 0o644
+
+
+async def test_a_mode_only_change_is_an_update_and_a_touch_is_no_change(tmp_path: Path) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path)
+    seed(
+        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.sh": b"x"}
+    )
+    turn = await memory.start_turn("s1", DANA)
+    (turn.root / "me" / "a.sh").chmod(0o700)
+    changed = await turn.end()
+    assert changed.spaces["me"].changes.updated == {"a.sh": b"x"}
+    again = await memory.start_turn("s1", DANA)
+    os.utime(again.root / "me" / "a.sh", ns=(1, 2))
+    (again.root / "me" / "a.sh").write_bytes(b"x")  # rewritten with the same bytes
+    assert (await again.end()).spaces["me"].changes.is_empty()
+    third = await memory.start_turn("s1", DANA)
+    assert stat.S_IMODE((third.root / "me" / "a.sh").stat().st_mode) == 0o700
+    await third.end()
 
 
 @pytest.mark.parametrize("why", ["can_write false", "can_write awaitable false", "read-only mode"])
@@ -551,3 +635,18 @@ def test_an_apps_loaded_files_never_bring_content_addresses_along() -> None:
     lying = Loaded(files={"a.md": b"a"}, shas={"a.md": "0" * 64})
     assert normalize_loaded(lying).shas == {}
     assert normalize_loaded(lying).files == {"a.md": b"a"}
+
+
+async def test_folders_past_max_folders_are_not_saved_and_the_rest_commits(tmp_path: Path) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path, limits=memfs.Limits(max_folders=2))
+    turn = await memory.start_turn("s1", DANA)
+    for name in ("a", "b", "c"):
+        (turn.root / "me" / name).mkdir()
+    (turn.root / "me" / "f.md").write_bytes(b"f")
+    result = (await turn.end()).spaces["me"]
+    assert result.not_saved == ("c",)
+    assert "2 folders" in result.errors["c"]
+    again = await memory.start_turn("s1", DANA)
+    assert sorted(p.name for p in (again.root / "me").iterdir()) == ["a", "b", "f.md"]
+    await again.end()

@@ -48,6 +48,8 @@ class SpaceOutcome(Model):
     error: str | None = None
     conflicts: list[str] = Field(default_factory=list)
     errors: dict[str, str] = Field(default_factory=dict)
+    folders_created: list[str] = Field(default_factory=list)  # folders the space now stores
+    folders_deleted: list[str] = Field(default_factory=list)
 
 
 class FileAccess(Model):

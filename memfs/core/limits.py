@@ -40,14 +40,33 @@ def space_too_full(path: str, total: int, limits: Limits) -> SpaceFull | None:
     return None
 
 
+def too_many_folders(path: str, folders: int, limits: Limits) -> SpaceFull | None:
+    """Why a space storing ``folders`` folders may not store one more, or None."""
+    if folders + 1 > limits.max_folders:
+        return SpaceFull(
+            f"the space already stores {folders} folders; the limit is {limits.max_folders}",
+            path=path,
+        )
+    return None
+
+
 def apply_limits(
-    changes: ChangeSet, base_sizes: Mapping[str, int], limits: Limits
+    changes: ChangeSet, base_sizes: Mapping[str, int], limits: Limits, *, base_folders: int = 0
 ) -> tuple[ChangeSet, dict[str, MemfsError]]:
     """Split ``changes`` into what may be stored and what is refused, with why.
 
-    ``base_sizes`` is the size of every file in the space at the snapshot.
+    ``base_sizes`` is the size of every file in the space at the snapshot,
+    ``base_folders`` the number of folders it stores. Folders are made in
+    path order, parents first, so the ones refused are the deepest last.
     """
     refused: dict[str, MemfsError] = {}
+    folders = base_folders - len(changes.folders_deleted)
+    for path in sorted(changes.folders_created):
+        full = too_many_folders(path, folders, limits)
+        if full is not None:
+            refused[path] = full
+        else:
+            folders += 1
     files = len(base_sizes)
     total = sum(base_sizes.values())
     for path in changes.deleted:
@@ -84,4 +103,11 @@ def require_within(changes: ChangeSet, base_sizes: Mapping[str, int], limits: Li
         raise refused[min(refused)]
 
 
-__all__ = ["apply_limits", "file_too_large", "require_within", "space_too_full", "too_many_files"]
+__all__ = [
+    "apply_limits",
+    "file_too_large",
+    "require_within",
+    "space_too_full",
+    "too_many_files",
+    "too_many_folders",
+]

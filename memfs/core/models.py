@@ -3,6 +3,24 @@
 All are frozen pydantic models. File contents are ``bytes`` everywhere below
 the app-facing edges, so binary files and non-UTF-8 content round-trip byte
 for byte; paths are ``str`` (see :mod:`memfs.core.names`).
+
+What a space keeps is what a filesystem keeps: each file's content with its
+:class:`FileMeta` (permission bits, mtime, ctime), and its folders, empty
+ones included. Both are optional everywhere, so a caller that knows nothing
+of them (an app's store, an older memfs) still fits:
+
+- ``ChangeSet.meta`` gives a created or updated file's metadata; a created
+  file without it is ``0o644`` with the store's time, an updated one keeps
+  the mode it had and takes the store's time. A change of mode alone is an
+  update (the same bytes, a new revision), because a later turn must see it.
+- ``ChangeSet.folders_created`` / ``folders_deleted`` name folders the space
+  gains or loses. A space's folders are its stored folders plus every folder
+  a file's path implies; a folder is stored when a turn makes it, or when it
+  outlives the files that implied it. Folders never conflict: making a folder
+  the store holds, or removing one it does not, changes nothing.
+- ``Loaded.meta`` and ``Loaded.folders`` are the same at load.
+
+Folders keep no mode or times of their own: a folder is planted 0755 each turn.
 """
 
 from __future__ import annotations
@@ -10,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -53,8 +71,56 @@ class Limits(Frozen):
 
     max_file_bytes: int = Field(default=1 * MIB, gt=0)
     max_files: int = Field(default=10_000, gt=0)
+    # Folders a space stores (empty ones, or ones a turn made): each is a row
+    # of the store, so they are bounded like files.
+    max_folders: int = Field(default=10_000, gt=0)
     max_space_bytes: int = Field(default=64 * MIB, gt=0)
     note_file_list_bytes: int = Field(default=8_000, gt=0)
+
+
+MODE_BITS = 0o777  # the permission bits memfs keeps: not setuid, setgid or sticky
+FILE_MODE = 0o644  # a file's mode when nobody said otherwise
+
+
+class FileMeta(NamedTuple):
+    """What memfs keeps of a file beside its content.
+
+    ``mode`` is the permission bits (``MODE_BITS``). ``mtime_ns`` and
+    ``ctime_ns`` are nanoseconds since the epoch; ``None`` means the store's
+    own time of the revision. The ctime is kept as well as the mtime because
+    tools that cache stat data (git's index) compare both, so a file whose
+    ctime changed from one turn to the next would look modified to them.
+
+    A named tuple, not a model: a turn start over 10,000 files makes one per
+    file, and a tuple costs a fifth of a model to build. The bounds are
+    checked wherever one is validated as part of a model (a ``ChangeSet``, a
+    ``Loaded``); in JSON it is ``[mode, mtime_ns, ctime_ns]``.
+    """
+
+    mode: Annotated[int, Field(ge=0, le=MODE_BITS)] = FILE_MODE
+    mtime_ns: Annotated[int | None, Field(ge=0)] = None
+    ctime_ns: Annotated[int | None, Field(ge=0)] = None
+
+
+DEFAULT_META = FileMeta()
+
+
+def settle_meta(given: FileMeta | None, before: FileMeta | None, at: datetime) -> FileMeta:
+    """The metadata a store keeps with a new revision: the rule every store shares.
+
+    ``given`` is what the change set says (None: nothing), ``before`` the
+    file's live metadata (None: new file), ``at`` the revision's time. A
+    change set that says nothing keeps the mode the file had; times it leaves
+    out are the revision's own.
+    """
+    at_ns = int(at.timestamp() * 1_000_000_000)
+    if given is None:
+        given = FileMeta(mode=FILE_MODE if before is None else before.mode)
+    mtime = at_ns if given.mtime_ns is None else given.mtime_ns
+    ctime = mtime if given.ctime_ns is None else given.ctime_ns
+    if given.mtime_ns == mtime and given.ctime_ns == ctime:
+        return given
+    return FileMeta(mode=given.mode, mtime_ns=mtime, ctime_ns=ctime)
 
 
 class SpaceRef(Frozen):
@@ -92,6 +158,10 @@ class ChangeSet(Frozen):
     created: dict[str, bytes] = Field(default_factory=dict)
     updated: dict[str, bytes] = Field(default_factory=dict)
     deleted: tuple[str, ...] = ()
+    # Metadata of created and updated files (see the module docstring).
+    meta: dict[str, FileMeta] = Field(default_factory=dict)
+    folders_created: tuple[str, ...] = ()
+    folders_deleted: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> ChangeSet:
@@ -101,6 +171,19 @@ class ChangeSet(Frozen):
             if path in seen:
                 raise InvalidName("a path appears twice in one change set", path=path)
             seen.add(path)
+        for path in self.meta:
+            if path not in self.created and path not in self.updated:
+                raise InvalidName("metadata for a file the change set does not write", path=path)
+        folders: set[str] = set()
+        for path in (*self.folders_created, *self.folders_deleted):
+            check_path(path)
+            if path in folders:
+                raise InvalidName("a folder appears twice in one change set", path=path)
+            folders.add(path)
+        for path in self.folders_created:
+            # A removed folder may give way to a file of the same name; a made one may not.
+            if path in self.created or path in self.updated:
+                raise InvalidName("a path would be both a file and a folder", path=path)
         return self
 
     @property
@@ -108,28 +191,50 @@ class ChangeSet(Frozen):
         """Every path the change set touches, sorted."""
         return tuple(sorted((*self.created, *self.updated, *self.deleted)))
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """Every folder the change set makes or removes, sorted."""
+        return tuple(sorted((*self.folders_created, *self.folders_deleted)))
+
     def is_empty(self) -> bool:
-        return not (self.created or self.updated or self.deleted)
+        return not (
+            self.created
+            or self.updated
+            or self.deleted
+            or self.folders_created
+            or self.folders_deleted
+        )
 
     def without(self, paths: Iterable[str]) -> ChangeSet:
+        """The change set less the files (and folders) named in ``paths``."""
         drop = set(paths)
         return ChangeSet(
             created={p: c for p, c in self.created.items() if p not in drop},
             updated={p: c for p, c in self.updated.items() if p not in drop},
             deleted=tuple(p for p in self.deleted if p not in drop),
+            meta={p: m for p, m in self.meta.items() if p not in drop},
+            folders_created=tuple(p for p in self.folders_created if p not in drop),
+            folders_deleted=tuple(p for p in self.folders_deleted if p not in drop),
         )
 
     def only(self, paths: Iterable[str]) -> ChangeSet:
+        """The change set's files (and folders) named in ``paths``, nothing else."""
         keep = set(paths)
-        return self.without(p for p in self.paths if p not in keep)
+        return self.without(p for p in (*self.paths, *self.folders) if p not in keep)
 
     def summary(self) -> dict[str, list[str]]:
         """Paths only, for JSON output and logs."""
-        return {
+        out = {
             "created": sorted(self.created),
             "updated": sorted(self.updated),
             "deleted": sorted(self.deleted),
         }
+        # Only when there are some, so the shape callers know stays as it was.
+        if self.folders_created:
+            out["folders_created"] = sorted(self.folders_created)
+        if self.folders_deleted:
+            out["folders_deleted"] = sorted(self.folders_deleted)
+        return out
 
 
 class By(Frozen):
@@ -179,6 +284,15 @@ class Loaded(Frozen):
     # caller already holds: those paths are in ``shas`` and ``sizes``, not in
     # ``files``. ``sizes`` covers every path of a lean load; otherwise empty.
     sizes: dict[str, int] = Field(default_factory=dict)
+    # path -> mode and times, where the store keeps them; a path left out is
+    # FILE_MODE with times unknown. Lean loads carry it for every path too.
+    meta: dict[str, FileMeta] = Field(default_factory=dict)
+    # The folders the space stores (empty ones among them); folders a file's
+    # path implies need not be listed.
+    folders: tuple[str, ...] = ()
+
+    def meta_of(self, path: str) -> FileMeta:
+        return self.meta.get(path, DEFAULT_META)
 
     @property
     def lean(self) -> bool:
@@ -214,6 +328,8 @@ class Revision(Frozen):
     deleted: bool = False
     provenance: Provenance
     approved_by: By | None = None
+    mode: int | None = None  # the file's permission bits in this revision; None: deleted
+    mtime_ns: int | None = None
 
 
 class AuditEntry(Frozen):
@@ -386,14 +502,18 @@ class Trace(Frozen):
 
 
 __all__ = [
+    "DEFAULT_META",
     "DEFAULT_ORG",
+    "FILE_MODE",
     "KIB",
     "MIB",
+    "MODE_BITS",
     "AuditAction",
     "AuditEntry",
     "By",
     "ChangeSet",
     "CommitMode",
+    "FileMeta",
     "Layer",
     "Limits",
     "Loaded",
@@ -411,4 +531,5 @@ __all__ = [
     "TurnContext",
     "digest",
     "now",
+    "settle_meta",
 ]

@@ -18,6 +18,11 @@ change edited it after this turn loaded it and before this change did: of
 two conversations that edit one file from the same snapshot, the later is
 stale, so a reviewer sees the conflict before approving. Values in, values
 out: stores keep the changes, this module decides what happens to them.
+
+A change carries its files' metadata (``FileChange.meta``) and the folders
+the turns made or removed (``WaitingChange.folders``: path -> True for made,
+False for removed); both go live with the change, and a reviewer decides a
+folder by its path as they decide a file. Folders are never stale.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from memfs.core.limits import require_within
 from memfs.core.models import (
     By,
     ChangeSet,
+    FileMeta,
     Frozen,
     Layer,
     Limits,
@@ -100,6 +106,7 @@ class FileChange(Frozen):
     edited: int  # the store's sequence number of this edit
     stale: bool = False
     turn: str | None = None
+    meta: FileMeta | None = None  # mode and times the turn gave it; None: as the store has it
 
 
 class Review(Frozen):
@@ -123,6 +130,7 @@ class WaitingChange(Frozen):
     provenance: Provenance  # of the latest turn that changed it
     created_at: datetime = Field(default_factory=now)
     reviews: tuple[Review, ...] = ()
+    folders: dict[str, bool] = Field(default_factory=dict)  # True: made, False: removed
 
     @property
     def stale_paths(self) -> tuple[str, ...]:
@@ -134,16 +142,28 @@ class WaitingChange(Frozen):
         created: dict[str, bytes] = {}
         updated: dict[str, bytes] = {}
         deleted: list[str] = []
+        meta: dict[str, FileMeta] = {}
         for path in sorted(self.files):
-            content = self.files[path].content
+            file = self.files[path]
+            content = file.content
             if content is None:
                 if path in present:
                     deleted.append(path)
-            elif path in present:
+                continue
+            if path in present:
                 updated[path] = content
             else:
                 created[path] = content
-        return ChangeSet(created=created, updated=updated, deleted=tuple(deleted))
+            if file.meta is not None:
+                meta[path] = file.meta
+        return ChangeSet(
+            created=created,
+            updated=updated,
+            deleted=tuple(deleted),
+            meta=meta,
+            folders_created=tuple(sorted(p for p, made in self.folders.items() if made)),
+            folders_deleted=tuple(sorted(p for p, made in self.folders.items() if not made)),
+        )
 
 
 def _files(
@@ -153,9 +173,22 @@ def _files(
     contents.update(dict.fromkeys(changes.deleted))
     return {
         path: FileChange(
-            content=content, base=snapshot.get(path), loaded=loaded, edited=edited, turn=turn
+            content=content,
+            base=snapshot.get(path),
+            loaded=loaded,
+            edited=edited,
+            turn=turn,
+            meta=changes.meta.get(path),
         )
         for path, content in contents.items()
+    }
+
+
+def folder_changes(changes: ChangeSet) -> dict[str, bool]:
+    """A change set's folders as a change keeps them: path -> True (made) / False (removed)."""
+    return {
+        **dict.fromkeys(changes.folders_created, True),
+        **dict.fromkeys(changes.folders_deleted, False),
     }
 
 
@@ -182,6 +215,7 @@ def open_change(
         files=_files(changes, snapshot, provenance.turn, loaded, edited),
         provenance=provenance,
         created_at=provenance.at,
+        folders=folder_changes(changes),
     )
 
 
@@ -228,7 +262,9 @@ def update(
                 keep["loaded"] = earlier.loaded
             file = file.model_copy(update=keep)
         files[path] = file
-    return change.model_copy(update={"files": files, "provenance": provenance})
+    # A later turn's word on a folder replaces the earlier one, as for files.
+    folders = {**change.folders, **folder_changes(changes)}
+    return change.model_copy(update={"files": files, "provenance": provenance, "folders": folders})
 
 
 OPEN_STATES: tuple[ChangeState, ...] = ("waiting", "live")
@@ -289,10 +325,12 @@ def decide(
       files would pass ``limits`` (the defaults if None), as a turn's would:
       ``TooLarge`` or ``SpaceFull`` (:func:`memfs.core.limits.require_within`).
     """
-    chosen = tuple(sorted(change.files if paths is None else set(paths)))
-    unknown = [path for path in chosen if path not in change.files]
+    every = {*change.files, *change.folders}
+    picked = every if paths is None else set(paths)
+    unknown = [path for path in sorted(picked) if path not in every]
     if unknown:
         raise NotFound("the change holds no such file", path=unknown[0])
+    chosen = tuple(sorted(path for path in picked if path in change.files))
     edits = dict(edits or {})
     extra = [path for path in edits if path not in chosen]
     if extra:
@@ -326,17 +364,36 @@ def decide(
     if effect is Effect.REVERT:
         concerned = {path: None for path in chosen}  # the store puts back each file's base
     remaining = {path: file for path, file in change.files.items() if path not in chosen}
-    if remaining:
+    folders_left = {path: made for path, made in change.folders.items() if path not in picked}
+    if remaining or folders_left:
         state = change.state  # part of it decided; the rest stays as it was
-    review = Review(action=action, by=by, at=when, paths=chosen)
+    review = Review(action=action, by=by, at=when, paths=tuple(sorted(picked)))
     after = change.model_copy(
         update={
             "state": state,
             "files": remaining if state == "waiting" else change.files,
+            "folders": folders_left if state == "waiting" else change.folders,
             "reviews": (*change.reviews, review),
         }
     )
     return after, effect, concerned
+
+
+def decided_folders(
+    change: WaitingChange, effect: Effect, paths: Iterable[str] | None = None
+) -> dict[str, bool]:
+    """The folders a store makes (True) or removes (False) for a decision's ``effect``.
+
+    ``paths`` as given to :func:`decide`. Applying carries out the change's
+    folders; reverting a live change undoes them.
+    """
+    picked = set(change.folders) if paths is None else set(paths)
+    chosen = {path: made for path, made in change.folders.items() if path in picked}
+    if effect is Effect.APPLY:
+        return chosen
+    if effect is Effect.REVERT:
+        return {path: not made for path, made in chosen.items()}
+    return {}
 
 
 __all__ = [
@@ -353,6 +410,8 @@ __all__ = [
     "WaitingChange",
     "applied_origin",
     "decide",
+    "decided_folders",
+    "folder_changes",
     "is_listed",
     "mark_stale",
     "open_change",

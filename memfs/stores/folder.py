@@ -17,6 +17,14 @@ a path that passes through a symlink is refused; that check runs before
 writing, so people who can write the root are trusted not to swap a folder
 for a symlink in the middle of a store.
 
+A file's mode (its permission bits) and mtime are the real file's: a change
+set's ``meta`` is applied with ``chmod`` and ``utime``, and ``load`` reads
+them back with the file (its ctime is the disk's own; no call can set it).
+Every folder under the space, empty ones included, is a folder of the space:
+``load`` lists them all, ``folders_created`` makes them and ``folders_deleted``
+removes them when empty; deleting a file leaves its folder where it is, as
+on any disk.
+
 Conflicts cover the whole space. The cursor is a hash of the space's content
 (every path with the digest of its bytes), so a store whose cursor no longer
 matches conflicts on every path it touches, even when only other files of the
@@ -45,13 +53,24 @@ import os
 import secrets
 import stat
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import trio
 
 from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
-from memfs.core.models import ChangeSet, Loaded, Provenance, SpaceRef, Stored, digest
+from memfs.core.models import (
+    FILE_MODE,
+    MODE_BITS,
+    ChangeSet,
+    FileMeta,
+    Loaded,
+    Provenance,
+    SpaceRef,
+    Stored,
+    digest,
+)
 from memfs.core.names import check_path, decode_fs_name
 from memfs.core.review import ReviewMode
 
@@ -108,7 +127,13 @@ def _ensure_dir(path: Path, dirty: set[Path]) -> None:
 
 
 def _read_regular(name: str, dir_fd: int) -> bytes | None:
-    """A regular file's bytes, or None if it is gone or was swapped for something else.
+    """A regular file's bytes, or None if it is gone or was swapped for something else."""
+    found = _read_regular_stat(name, dir_fd)
+    return None if found is None else found[0]
+
+
+def _read_regular_stat(name: str, dir_fd: int) -> tuple[bytes, os.stat_result] | None:
+    """A regular file's bytes and stat, or None if it is gone or was swapped for something else.
 
     O_NOFOLLOW and O_NONBLOCK keep a symlink or FIFO put there since the scan
     from being followed or from blocking the read.
@@ -120,15 +145,22 @@ def _read_regular(name: str, dir_fd: int) -> bytes | None:
             return None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
+            return f.read(), info
     finally:
         os.close(fd)
 
 
-def _walk(dir_fd: int, prefix: str, files: dict[str, bytes]) -> None:
+def _walk(
+    dir_fd: int,
+    prefix: str,
+    files: dict[str, bytes],
+    meta: dict[str, FileMeta] | None = None,
+    folders: list[str] | None = None,
+) -> None:
     # Directories are entered by descriptor with O_NOFOLLOW, so one swapped for
     # a symlink between the scan and the descent is refused, not followed.
     with os.scandir(dir_fd) as entries:
@@ -147,27 +179,54 @@ def _walk(dir_fd: int, prefix: str, files: dict[str, bytes]) -> None:
                     if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                         continue  # gone or replaced since the scan
                     raise
+                if folders is not None:
+                    folders.append(path)
                 try:
-                    _walk(sub, path + "/", files)
+                    _walk(sub, path + "/", files, meta, folders)
                 finally:
                     os.close(sub)
             elif entry.is_file(follow_symlinks=False):
-                content = _read_regular(name, dir_fd)
-                if content is not None:
-                    files[path] = content
+                found = _read_regular_stat(name, dir_fd)
+                if found is not None:
+                    files[path] = found[0]
+                    if meta is not None:
+                        info = found[1]
+                        meta[path] = FileMeta(
+                            mode=stat.S_IMODE(info.st_mode) & MODE_BITS,
+                            mtime_ns=info.st_mtime_ns,
+                            ctime_ns=info.st_ctime_ns,
+                        )
 
 
 def _read_space(folder: Path) -> dict[str, bytes]:
+    return _read_space_meta(folder)[0]
+
+
+def _read_space_meta(folder: Path) -> tuple[dict[str, bytes], dict[str, FileMeta], list[str]]:
+    """The space's files, each file's metadata, and every folder under it."""
+    files: dict[str, bytes] = {}
+    meta: dict[str, FileMeta] = {}
+    folders: list[str] = []
     try:
         fd = os.open(folder, _DIR_FLAGS)
     except FileNotFoundError:
-        return {}  # a space nobody has written to yet
-    files: dict[str, bytes] = {}
+        return files, meta, folders  # a space nobody has written to yet
     try:
-        _walk(fd, "", files)
+        _walk(fd, "", files, meta, folders)
     finally:
         os.close(fd)
-    return files
+    return files, meta, folders
+
+
+def _set_meta(target: Path, meta: FileMeta | None, *, new: bool) -> None:
+    """Give a file just written the mode and mtime its change set says (a new one: 0644)."""
+    if meta is None:
+        if new:
+            os.chmod(target, FILE_MODE, follow_symlinks=False)
+        return
+    os.chmod(target, meta.mode, follow_symlinks=False)
+    if meta.mtime_ns is not None:
+        os.utime(target, ns=(time.time_ns(), meta.mtime_ns), follow_symlinks=False)
 
 
 def _write_atomically(target: Path, content: bytes) -> None:
@@ -195,20 +254,6 @@ def _is_real_dir(path: Path) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except (FileNotFoundError, NotADirectoryError):
         return False
-
-
-def _remove_empty_parents(target: Path, space: Path, dirty: set[Path]) -> None:
-    folder = target.parent
-    while folder != space:
-        try:
-            os.rmdir(folder)
-        except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                return  # still holds something, so every folder above does too
-            raise
-        dirty.discard(folder)
-        folder = folder.parent
-        dirty.add(folder)
 
 
 class FolderStore:
@@ -264,12 +309,19 @@ class FolderStore:
     def _load_sync(self, ref: SpaceRef) -> Loaded:
         with _unavailable("read the space", ref):
             if not self._require_root(ref):
-                files: dict[str, bytes] = {}  # nothing was ever stored here
+                # Nothing was ever stored here.
+                files, meta, folders = dict[str, bytes](), dict[str, FileMeta](), list[str]()
             else:
                 with self._shared_lock(ref):
-                    files = _read_space(self.folder(ref))
+                    files, meta, folders = _read_space_meta(self.folder(ref))
         revisions = {path: digest(content) for path, content in files.items()}
-        return Loaded(files=files, cursor=_cursor(revisions), revisions=revisions)
+        return Loaded(
+            files=files,
+            cursor=_cursor(revisions),
+            revisions=revisions,
+            meta=meta,
+            folders=tuple(sorted(folders)),
+        )
 
     @contextlib.contextmanager
     def _shared_lock(self, ref: SpaceRef) -> Iterator[None]:
@@ -351,12 +403,17 @@ class FolderStore:
         for path in changes.deleted:
             if path not in manifest:
                 raise InvalidName("cannot delete a file the space does not hold", path=path)
+        made = {path: self._target(space, path) for path in changes.folders_created}
+        removed = {path: self._target(space, path) for path in changes.folders_deleted}
         final = {p for p in manifest if p not in changes.deleted} | set(writes)
-        for path in sorted(final):
+        for path in sorted(final | set(made)):
             parts = path.split("/")
             for i in range(1, len(parts)):
                 if "/".join(parts[:i]) in final:
                     raise InvalidName("a path would be both a file and a folder", path=path)
+        for path in made:
+            if path in final:
+                raise InvalidName("a path would be both a file and a folder", path=path)
         for path in writes:
             # A folder where a file goes must be empty, or emptied by this change set's
             # deletions; one holding files load skips (or a person's files) stays put.
@@ -370,17 +427,32 @@ class FolderStore:
         dirty: set[Path] = set()
         revisions: dict[str, str] = {}
         # Deletions first, so "delete a, create a/b.md" (and the reverse) find the way clear.
+        # A file's folder stays: folders go only when the change set removes them.
         for path in sorted(changes.deleted):
             os.unlink(targets[path])
             dirty.add(targets[path].parent)
-            _remove_empty_parents(targets[path], space, dirty)
             del manifest[path]
             revisions[path] = "deleted"
+        for path in sorted(removed, key=lambda p: p.count("/"), reverse=True):
+            try:
+                os.rmdir(removed[path])
+            except OSError as exc:
+                # Gone already, or still holding what a person put there: left as it is.
+                if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+            else:
+                dirty.discard(removed[path])
+                dirty.add(removed[path].parent)
+        for path in sorted(made):
+            _ensure_dir(made[path], dirty)
         for path, content in sorted(writes.items()):
             _ensure_dir(targets[path].parent, dirty)
             if _is_real_dir(targets[path]):
                 os.rmdir(targets[path])  # empty by now; a folder holds no content here
+                dirty.discard(targets[path])
+            new = not targets[path].exists()
             _write_atomically(targets[path], content)
+            _set_meta(targets[path], changes.meta.get(path), new=new)
             dirty.add(targets[path].parent)
             manifest[path] = revisions[path] = digest(content)
         for folder in sorted(dirty, key=lambda p: len(p.parts), reverse=True):

@@ -16,10 +16,12 @@ from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import InvalidName, NotFound
 from memfs.core.limits import require_within
 from memfs.core.models import (
+    FILE_MODE,
     AuditAction,
     AuditEntry,
     By,
     ChangeSet,
+    FileMeta,
     Limits,
     Loaded,
     Provenance,
@@ -29,6 +31,7 @@ from memfs.core.models import (
     Trace,
     digest,
     now,
+    settle_meta,
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
@@ -41,7 +44,14 @@ class _Space:
     last_change: dict[str, int] = field(default_factory=dict)  # path -> seq of last revision
     history: dict[str, list[Revision]] = field(default_factory=dict)
     contents: dict[str, bytes] = field(default_factory=dict)  # revision -> content, for restore
+    metas: dict[str, FileMeta] = field(default_factory=dict)  # revision -> its file's metadata
+    folders: set[str] = field(default_factory=set)  # the folders stored (see core.models)
     seq: int = 0
+
+    def meta(self, path: str) -> FileMeta | None:
+        """The live file's metadata, None if it is not live."""
+        live = self.live.get(path)
+        return None if live is None else self.metas[live[0]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class MemoryStore:
         space = self._spaces.get(ref, _Space())
         files = {path: content for path, (_, content) in space.live.items()}
         revisions = {path: rev for path, (rev, _) in space.live.items()}
+        metas = {path: space.metas[rev] for path, (rev, _) in space.live.items()}
+        folders = set(space.folders)
         # A conversation sees what it saved, even while it waits for review.
         waiting = self._open_change(ref, session)
         if waiting is not None and waiting.state == "waiting":
@@ -119,12 +131,22 @@ class MemoryStore:
                 if file.content is None:
                     files.pop(path, None)
                     revisions.pop(path, None)
+                    metas.pop(path, None)
                 else:
                     files[path] = file.content
                     revisions[path] = f"c{waiting.id}.{file.edited}"
+                    metas[path] = settle_meta(file.meta, metas.get(path), waiting.provenance.at)
+            for path, made in waiting.folders.items():
+                (folders.add if made else folders.discard)(path)
         # The cursor is the store's whole sequence, so waiting edits and
         # revisions can be ordered against the snapshot (see core.review).
-        return Loaded(files=files, cursor=str(self._seq), revisions=revisions)
+        return Loaded(
+            files=files,
+            cursor=str(self._seq),
+            revisions=revisions,
+            meta=metas,
+            folders=tuple(sorted(folders)),
+        )
 
     async def store(
         self,
@@ -297,7 +319,9 @@ class MemoryStore:
             for path, content in sorted(files.items()):
                 if content is None and path not in space.live:
                     continue
-                self._record(space, path, content, provenance, approved_by=by)
+                # A reviewer's edit replaces the bytes, not the mode the turn gave.
+                meta = change.files[path].meta
+                self._record(space, path, content, provenance, approved_by=by, meta=meta)
         elif effect is Effect.REVERT:
             fix = Provenance(origin="edited", by=by)
             for path in sorted(files):
@@ -305,7 +329,10 @@ class MemoryStore:
                 content = None if base is None else space.contents.get(base)
                 if content is None and path not in space.live:
                     continue
-                self._record(space, path, content, fix, approved_by=by)
+                meta = None if base is None else space.metas.get(base)
+                self._record(space, path, content, fix, approved_by=by, meta=meta)
+        for path, made in rules.decided_folders(change, effect, paths).items():
+            (space.folders.add if made else space.folders.discard)(path)
         self._changes[id] = after
         self._log(
             action,
@@ -340,9 +367,12 @@ class MemoryStore:
                 raise InvalidName("cannot delete a file the space does not hold", path=path)
         written: dict[str, str] = {}
         for path, content in sorted({**changes.created, **changes.updated}.items()):
-            written[path] = self._record(space, path, content, provenance)
+            meta = changes.meta.get(path)
+            written[path] = self._record(space, path, content, provenance, meta=meta)
         for path in changes.deleted:
             written[path] = self._record(space, path, None, provenance)
+        space.folders.difference_update(changes.folders_deleted)
+        space.folders.update(changes.folders_created)
         self.events.append(StoredEvent(ref, changes, provenance, "saved"))
         return Stored(status="saved", revisions=written, cursor=str(space.seq))
 
@@ -354,7 +384,9 @@ class MemoryStore:
         provenance: Provenance,
         *,
         approved_by: By | None = None,
+        meta: FileMeta | None = None,
     ) -> str:
+        settled = None if content is None else settle_meta(meta, space.meta(path), provenance.at)
         rev = self._next(space)
         space.history.setdefault(path, []).append(
             Revision(
@@ -365,13 +397,17 @@ class MemoryStore:
                 deleted=content is None,
                 provenance=provenance,
                 approved_by=approved_by,
+                mode=None if settled is None else settled.mode,
+                mtime_ns=None if settled is None else settled.mtime_ns,
             )
         )
         space.last_change[path] = self._seq
         if content is None:
             del space.live[path]
         else:
+            assert settled is not None
             space.contents[rev] = content
+            space.metas[rev] = settled
             space.live[path] = (rev, content)
         return rev
 
@@ -419,10 +455,19 @@ class MemoryStore:
         if found.deleted:
             raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
         content = space.contents[revision]
+        # The mode comes back with the bytes (said only where it differs from
+        # what the file would get anyway); the times are the restore's own.
+        mode = space.metas[revision].mode
+        current = space.meta(path)
+        meta = (
+            {}
+            if mode == (FILE_MODE if current is None else current.mode)
+            else {path: FileMeta(mode=mode)}
+        )
         changes = (
-            ChangeSet(updated={path: content})
+            ChangeSet(updated={path: content}, meta=meta)
             if path in space.live
-            else ChangeSet(created={path: content})
+            else ChangeSet(created={path: content}, meta=meta)
         )
         stored = self._apply(ref, space, changes, Provenance(origin="edited", by=by))
         target, detail = audit_rules.about_file(ref, path, revision)
@@ -448,6 +493,7 @@ class MemoryStore:
             raise NotFound(f"{ref} holds nothing of {path!r} to forget", path=path)
         for revision in space.history.pop(path):
             space.contents.pop(revision.id, None)
+            space.metas.pop(revision.id, None)
         space.live.pop(path, None)
         space.last_change.pop(path, None)
         # The space changed, so its cursor moves on, though no revision records it.

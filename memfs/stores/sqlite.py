@@ -12,6 +12,13 @@ build it, and every read and write of it. These tables hold everything::
     audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3),
                      and an INSERT that does not append to the hash chain (schema 6)
     traces           what each turn saw and did, a ``Trace`` as JSON (schema 4)
+    folders          (space, path) of every folder the space stores, empty ones among them
+                     (schema 7); a folder has no revisions and never conflicts
+
+Schema 7 also gives every revision its file's ``mode`` (the
+permission bits) and ``mtime_ns``/``ctime_ns`` (see ``memfs.core.models.FileMeta``);
+revisions written before it read as mode 0644 with their ``created_at`` as
+both times, which the step writes into them once.
 
 Revision ids and the ``edited`` number of every file put into a review
 change come from one sequence, ``clock``, so the review rules
@@ -80,6 +87,7 @@ from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    FileMeta,
     Limits,
     Loaded,
     Provenance,
@@ -88,6 +96,7 @@ from memfs.core.models import (
     Stored,
     Trace,
     digest,
+    settle_meta,
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
@@ -285,6 +294,35 @@ _AUDIT_TRIGGERS = (
 )
 
 
+_SCHEMA_FILE_METADATA = (
+    "ALTER TABLE revisions ADD COLUMN mode INTEGER",
+    "ALTER TABLE revisions ADD COLUMN mtime_ns INTEGER",
+    "ALTER TABLE revisions ADD COLUMN ctime_ns INTEGER",
+    # Older revisions take their own time as both times, so a file keeps one
+    # stable mtime from turn to turn (rsync and git compare it). Milliseconds:
+    # what julianday() resolves.
+    """
+    UPDATE revisions SET
+        mtime_ns = CAST(ROUND((julianday(created_at) - 2440587.5) * 86400000) AS INTEGER)
+            * 1000000,
+        ctime_ns = CAST(ROUND((julianday(created_at) - 2440587.5) * 86400000) AS INTEGER)
+            * 1000000
+    WHERE content IS NOT NULL
+    """,
+    # The manifest of a lean load carries each file's metadata, still without
+    # touching a byte of content.
+    "DROP INDEX revisions_manifest",
+    "CREATE INDEX revisions_manifest ON revisions (id, sha256, size, mode, mtime_ns, ctime_ns)",
+    """
+    CREATE TABLE folders (
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        path TEXT NOT NULL,
+        PRIMARY KEY (space_id, path)
+    ) WITHOUT ROWID
+    """,
+)
+
+
 def _chain_audit(conn: sqlite3.Connection) -> None:
     """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
 
@@ -317,6 +355,11 @@ def _chain_audit(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _add_file_metadata(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_FILE_METADATA:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
@@ -324,6 +367,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_traces_table,
     _add_manifest_index,
     _chain_audit,
+    _add_file_metadata,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -562,7 +606,8 @@ def _load_lean(
     cursor = conn.cursor()
     cursor.row_factory = None
     rows = cursor.execute(
-        "SELECT live.path, live.revision_id, revisions.sha256, revisions.size FROM live"
+        "SELECT live.path, live.revision_id, revisions.sha256, revisions.size,"
+        " revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
         " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
@@ -570,6 +615,8 @@ def _load_lean(
     revisions = {row[0]: str(row[1]) for row in rows}
     shas: dict[str, str] = {row[0]: row[2] for row in rows}
     sizes: dict[str, int] = {row[0]: row[3] for row in rows}
+    meta = {row[0]: FileMeta(0o644 if row[4] is None else row[4], row[5], row[6]) for row in rows}
+    folders = _folders(conn, space_id)
     wanted = {row[1]: row[0] for row in rows if row[2] not in have}
     ids = list(wanted)
     for start in range(0, len(ids), _CHUNK):
@@ -579,7 +626,9 @@ def _load_lean(
             f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
         ):
             files[wanted[revision_id]] = bytes(content)
-    _lay_own_change(conn, space_id, session, files, revisions, shas, sizes)
+    _lay_own_change(
+        conn, space_id, session, files, revisions, shas, sizes, meta=meta, folders=folders
+    )
     # model_construct: these dicts come straight from the store's own tables,
     # and validating 10,000 entries three times would cost more than the query.
     return Loaded.model_construct(
@@ -588,7 +637,57 @@ def _load_lean(
         revisions=dict(sorted(revisions.items())),
         shas=shas,
         sizes=sizes,
+        meta=meta,
+        folders=tuple(sorted(folders)),
     )
+
+
+def _meta(mode: int | None, mtime_ns: int | None, ctime_ns: int | None) -> FileMeta:
+    # Revisions from before the file-metadata step have no mode: 0644.
+    return FileMeta(0o644 if mode is None else mode, mtime_ns, ctime_ns)
+
+
+def _live_metas(conn: sqlite3.Connection, space_id: int) -> dict[str, FileMeta]:
+    return {
+        path: _meta(mode, mtime, ctime)
+        for path, mode, mtime, ctime in conn.execute(
+            "SELECT live.path, revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
+            " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
+            " WHERE live.space_id = ?",
+            (space_id,),
+        )
+    }
+
+
+def _live_meta(conn: sqlite3.Connection, space_id: int | None, path: str) -> FileMeta | None:
+    """The live file's metadata; None if ``path`` is not live."""
+    if space_id is None:
+        return None
+    row = conn.execute(
+        "SELECT revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
+        " JOIN revisions ON revisions.id = live.revision_id"
+        " WHERE live.space_id = ? AND live.path = ?",
+        (space_id, path),
+    ).fetchone()
+    return None if row is None else _meta(row[0], row[1], row[2])
+
+
+def _folders(conn: sqlite3.Connection, space_id: int) -> set[str]:
+    return {
+        row[0] for row in conn.execute("SELECT path FROM folders WHERE space_id = ?", (space_id,))
+    }
+
+
+def _set_folders(conn: sqlite3.Connection, space_id: int, folders: Mapping[str, bool]) -> None:
+    """Store (True) or remove (False) folders; either is a no-op where it already holds."""
+    for path, made in sorted(folders.items()):
+        if made:
+            conn.execute(
+                "INSERT INTO folders (space_id, path) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (space_id, path),
+            )
+        else:
+            conn.execute("DELETE FROM folders WHERE space_id = ? AND path = ?", (space_id, path))
 
 
 def _lay_own_change(
@@ -599,6 +698,9 @@ def _lay_own_change(
     revisions: dict[str, str],
     shas: dict[str, str],
     sizes: dict[str, int] | None,
+    *,
+    meta: dict[str, FileMeta] | None = None,
+    folders: set[str] | None = None,
 ) -> None:
     """Lay the conversation's own waiting change over the live files, in place."""
     own = _open_change(conn, space_id, session, "waiting")
@@ -611,12 +713,19 @@ def _lay_own_change(
             revisions.pop(path, None)
             if sizes is not None:
                 sizes.pop(path, None)
+            if meta is not None:
+                meta.pop(path, None)
         else:
             files[path] = file.content
             if sizes is not None:
                 sizes[path] = len(file.content)
+            if meta is not None:
+                meta[path] = settle_meta(file.meta, meta.get(path), own.provenance.at)
             # Not a revision id: names the change and the edit, never valid for restore.
             revisions[path] = f"c{own.id}.{file.edited}"
+    if folders is not None:
+        for path, made in own.folders.items():
+            (folders.add if made else folders.discard)(path)
 
 
 def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int]:
@@ -669,13 +778,19 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     if space_id is None:
         return Loaded(files={}, cursor="0", revisions={})
     files, revisions, shas = _live_files(conn, space_id)
+    meta = _live_metas(conn, space_id)
+    folders = _folders(conn, space_id)
     if session is not None:
-        _lay_own_change(conn, space_id, session, files, revisions, shas, None)
+        _lay_own_change(
+            conn, space_id, session, files, revisions, shas, None, meta=meta, folders=folders
+        )
     return Loaded(
         files=dict(sorted(files.items())),
         cursor=str(_cursor(conn, space_id)),
         revisions=revisions,
         shas=shas,
+        meta=meta,
+        folders=tuple(sorted(folders)),
     )
 
 
@@ -686,15 +801,21 @@ def _record(
     content: bytes | None,
     provenance: Provenance,
     approved_by: By | None = None,
+    meta: FileMeta | None = None,
 ) -> int:
     by = provenance.by
+    settled = (
+        None
+        if content is None
+        else settle_meta(meta, _live_meta(conn, space_id, path), provenance.at)
+    )
     # The id comes from the shared clock, so it orders against change edits too.
     revision_id = _tick(conn)
     conn.execute(
         "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
         " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
-        " created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, mode, mtime_ns, ctime_ns)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             revision_id,
             space_id,
@@ -713,6 +834,9 @@ def _record(
             None if approved_by is None else approved_by.label,
             None if approved_by is None else approved_by.role,
             _timestamp(provenance.at),
+            None if settled is None else settled.mode,
+            None if settled is None else settled.mtime_ns,
+            None if settled is None else settled.ctime_ns,
         ),
     )
     return revision_id
@@ -755,9 +879,10 @@ def _store(
     if space_id is None:
         space_id = _ensure_space(conn, ref)
 
+    _set_folders(conn, space_id, review.folder_changes(changes))
     written: dict[str, str] = {}
     for path, content in sorted({**changes.created, **changes.updated}.items()):
-        current = _record(conn, space_id, path, content, provenance)
+        current = _record(conn, space_id, path, content, provenance, meta=changes.meta.get(path))
         _make_live(conn, space_id, path, current)
         written[path] = str(current)
     for path in changes.deleted:
@@ -789,14 +914,16 @@ def _restore(
     if space_id is None or row_id is None:
         raise unknown
     row = conn.execute(
-        "SELECT content FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+        "SELECT content, mode FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
         (row_id, space_id, path),
     ).fetchone()
     if row is None:
         raise unknown
     if row["content"] is None:
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
-    current = _record(conn, space_id, path, bytes(row["content"]), provenance)
+    # The mode comes back with the bytes; the times are the restore's own.
+    mode = FileMeta(mode=0o644 if row["mode"] is None else row["mode"])
+    current = _record(conn, space_id, path, bytes(row["content"]), provenance, meta=mode)
     _make_live(conn, space_id, path, current)
     target, detail = audit_rules.about_file(ref, path, revision)
     _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
@@ -857,6 +984,7 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         # must go too: it references the space, and it may hold content.
         conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
         conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
+        conn.execute("DELETE FROM folders WHERE space_id = ?", (space_id,))
         # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
@@ -971,7 +1099,7 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
         return []
     rows = conn.execute(
         "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
-        " approved_by_id, approved_by_label, approved_by_role, created_at"
+        " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns"
         " FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
         (space_id, path),
     ).fetchall()
@@ -993,6 +1121,8 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
             approved_by=_by(
                 row["approved_by_id"], row["approved_by_label"], row["approved_by_role"]
             ),
+            mode=(None if row["sha256"] is None else 0o644 if row["mode"] is None else row["mode"]),
+            mtime_ns=None if row["sha256"] is None else row["mtime_ns"],
         )
         for row in rows
     ]
@@ -1340,7 +1470,9 @@ def _decide(
             if content is None:
                 _delete_live(conn, space_id, path, applied, by)
             else:
-                revision_id = _record(conn, space_id, path, content, applied, by)
+                # A reviewer's edit replaces the bytes, not the mode the turn gave.
+                meta = change.files[path].meta
+                revision_id = _record(conn, space_id, path, content, applied, by, meta=meta)
                 _make_live(conn, space_id, path, revision_id)
     elif effect is Effect.REVERT:
         put_back = Provenance(origin="edited", by=by)
@@ -1350,15 +1482,18 @@ def _decide(
                 _delete_live(conn, space_id, path, put_back)
                 continue
             row = conn.execute(
-                "SELECT content FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+                "SELECT content, mode, mtime_ns, ctime_ns FROM revisions"
+                " WHERE id = ? AND space_id = ? AND path = ?",
                 (_row_id(base), space_id, path),
             ).fetchone()
             if row is None or row["content"] is None:
                 raise NotFound(
                     f"revision {base!r} of {path!r} is gone; cannot put it back", path=path
                 )
-            revision_id = _record(conn, space_id, path, bytes(row["content"]), put_back)
+            meta = _meta(row["mode"], row["mtime_ns"], row["ctime_ns"])
+            revision_id = _record(conn, space_id, path, bytes(row["content"]), put_back, meta=meta)
             _make_live(conn, space_id, path, revision_id)
+    _set_folders(conn, space_id, review.decided_folders(change, effect, paths))
     _save_change(conn, decided)
     _log(
         conn,
