@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # fuse3 and libfuse3-dev for the daemon's FUSE mounts (pyfuse3 builds against libfuse3);
-# git, tar and procps for the tests that drive real tools inside a mount.
+# git, tar, rsync and procps for the tests that drive real tools inside a mount.
 APT_PACKAGES=(python3 python3-venv python3-pip python3-dev gcc pkg-config fuse3 libfuse3-dev
   fuse-overlayfs
-  bash coreutils sed grep git tar procps)
+  bash coreutils sed grep git tar rsync procps)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
