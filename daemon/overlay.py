@@ -44,7 +44,7 @@ from memfs.core.errors import (
 )
 from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import Limits
-from memfs.core.names import MAX_PATH_BYTES, check_segment
+from memfs.core.names import MAX_PATH_BYTES, check_new_name
 from memfsd.blobs import BlobCache
 
 log = logging.getLogger("memfsd.overlay")
@@ -578,7 +578,7 @@ class Overlay:
         return mount
 
     def _check_name(self, parent: Node, name: str) -> str:
-        check_segment(name, what="file name")
+        check_new_name(name, what="file name")
         full = f"{parent.path()}/{name}" if parent.role == "entry" else name
         if len(full.encode()) > MAX_PATH_BYTES:
             raise NameTooLong(f"the path would be longer than {MAX_PATH_BYTES} bytes", path=full)
