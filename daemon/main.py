@@ -22,7 +22,7 @@ import pyfuse3
 import trio
 from watchfiles import awatch
 
-from memfs.api.control import control_app
+from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.errors import ConfigError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
@@ -50,6 +50,7 @@ class Settings:
     limits: Limits
     socket: Path
     sync_on_close: bool = False
+    control_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -141,7 +142,8 @@ async def serve(
         except Exception:
             log.exception("could not check the seed folders at start")
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_control, control_app(service), settings.socket)
+            app = control_app(service, max_body_bytes=settings.control_max_body_bytes)
+            await nursery.start(serve_control, app, settings.socket)
             nursery.start_soon(_stop_on_signals)
             seeds_stop = trio.Event()
             if memory.seed_folders:
@@ -200,6 +202,7 @@ def run_daemon(config: Any) -> None:
         limits=config.limits,
         socket=Path(config.socket),
         sync_on_close=config.sync_on_close,
+        control_max_body_bytes=config.control_max_body_bytes,
     )
     trio.run(serve, settings)
 
