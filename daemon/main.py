@@ -1,6 +1,7 @@
 """The daemon process: one trio nursery holding the FUSE mount, the control API and systemd glue.
 
-Start-up order, as a filesystem daemon should: clear a stale mount left by a
+Start-up order, as a filesystem daemon should: make ``state_dir`` private
+(0700; one another user owns is refused), clear a stale mount left by a
 crash, open the store, mount, bring back open turns, serve the control API,
 then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
 through ``pyfuse3.terminate()``; the mount is closed in a ``finally`` and
@@ -26,6 +27,7 @@ from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.errors import ConfigError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
+from memfs.private import secure_state_dir
 from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
@@ -103,7 +105,7 @@ async def serve(
     settings: Settings, *, task_status: trio.TaskStatus[DaemonService] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(settings.state_dir)  # 0700, or a ConfigError naming it
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
@@ -190,6 +192,9 @@ async def _watchdog(interval: float) -> None:
 
 def run_daemon(config: Any) -> None:
     """Run the daemon in the foreground (as systemd and tests want) from a ``DaemonConfig``."""
+    # Nothing the daemon makes is for other users: state_dir's files are the
+    # memory itself. Every file and folder there also gets its mode explicitly.
+    os.umask(0o077)
     logging.basicConfig(
         level=os.environ.get("MEMFS_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

@@ -85,9 +85,14 @@ class DaemonService:
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         check_identity(request.session, what="session id")
+        owner = self.workspace.owner(request.session)
         if request.uid is not None or request.gid is not None:
             self.workspace.set_owner(request.session, request.uid, request.gid)
-        turn = await self.memory.start_turn(request.session, request.extra_body, request.prompt)
+        try:
+            turn = await self.memory.start_turn(request.session, request.extra_body, request.prompt)
+        except BaseException:
+            self.workspace.restore_owner(request.session, owner)
+            raise
         return TurnStarted(
             session=turn.session,
             turn=turn.id,

@@ -22,6 +22,7 @@ from memfs.core.diff import diff_touched
 from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.policy import is_shared
+from memfs.private import make_private_dirs, open_private
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, Snapshot
@@ -54,6 +55,17 @@ class OverlayWorkspace:
         """Give the session's directory to a Unix user (mode 0700) from its next turn on."""
         self._owners[session] = (uid, gid)
 
+    def owner(self, session: str) -> tuple[int | None, int | None] | None:
+        """The owner :meth:`set_owner` gave the session, if any."""
+        return self._owners.get(session)
+
+    def restore_owner(self, session: str, owner: tuple[int | None, int | None] | None) -> None:
+        """Put back what :meth:`owner` returned (a turn start that failed changes nothing)."""
+        if owner is None:
+            self._owners.pop(session, None)
+        else:
+            self._owners[session] = owner
+
     def turn_file(self, session: str) -> Path:
         return self.overlay.session_dir(session) / TURN_FILE
 
@@ -68,6 +80,7 @@ class OverlayWorkspace:
             uid, gid = self._owners.get(turn.session, (None, None))
             await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
             self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=False)
+            await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
             for name, manifest in manifests.items():
@@ -309,9 +322,10 @@ class OverlayWorkspace:
 
 def _write_atomic(target: Path, text: str) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
+    # 0600: a turn's record holds its prompt, identity and (done.json) results.
+    with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())

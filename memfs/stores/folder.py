@@ -28,6 +28,9 @@ several processes (and threads) sharing one root never interleave a check
 with another's apply. Every file is written to a temp file in its folder,
 fsynced and renamed over the target, so a crash leaves the old or the new
 content, never a torn file. All I/O runs in worker threads, off the trio loop.
+
+What the store creates is private to its user: folders 0700, files 0600
+(a file a person gave other permissions by hand keeps them when replaced).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupp
 from memfs.core.models import ChangeSet, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.names import check_path, decode_fs_name
 from memfs.core.review import ReviewMode
+from memfs.private import DIR_MODE as PRIVATE_DIR_MODE
+from memfs.private import FILE_MODE as PRIVATE_FILE_MODE
 
 TEMP_PREFIX = ".memfs-tmp-"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -98,7 +103,7 @@ def _ensure_dir(path: Path, dirty: set[Path]) -> None:
         probe = probe.parent
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):  # another writer made it first
-            os.mkdir(folder)
+            os.mkdir(folder, PRIVATE_DIR_MODE)
             dirty.add(folder.parent)
 
 
@@ -167,7 +172,7 @@ def _read_space(folder: Path) -> dict[str, bytes]:
 
 def _write_atomically(target: Path, content: bytes) -> None:
     temp = target.with_name(f"{TEMP_PREFIX}{secrets.token_hex(8)}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
             with contextlib.suppress(FileNotFoundError):
@@ -265,7 +270,7 @@ class FolderStore:
         lock = self._lock_path(ref)
         _ensure_dir(lock.parent, set())  # lock files need no durability
         with self._thread_lock:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield

@@ -36,6 +36,10 @@ One connection per store, used from worker threads under a lock, so trio
 never blocks on the database. Every SQLite error leaves this module as
 ``StoreUnavailable`` with the original as its cause.
 
+The database file is made 0600 (and narrowed to 0600 if this user owns a
+wider one), with its ``-wal`` and ``-shm``: it holds people's memory and
+prompts, whoever opens the store (the daemon, the CLI, a library caller).
+
 Forgetting must leave nothing readable in the file: connections run with
 ``secure_delete`` (freed space is zeroed), and a purge ends with a checkpoint
 that empties the write-ahead log, where older copies of the pages live.
@@ -75,6 +79,7 @@ from memfs.core.models import (
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
+from memfs.private import create_private_file, narrow_if_ours
 
 T = TypeVar("T")
 
@@ -1202,6 +1207,11 @@ class SqliteStore:
             raise StoreUnavailable("the sqlite store is closed", path=str(self.path))
         if self._conn is not None:
             return self._conn
+        # The file holds people's memory: 0600 before SQLite makes it (SQLite
+        # gives -wal and -shm the database file's mode), whoever opens the store.
+        create_private_file(self.path)
+        for suffix in ("-wal", "-shm"):
+            narrow_if_ours(self.path.with_name(self.path.name + suffix))
         # isolation_level=None: the sqlite3 module must not open transactions of
         # its own; every transaction here is begun explicitly, with the mode it needs.
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
