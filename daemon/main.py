@@ -27,7 +27,7 @@ from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.errors import ConfigError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
-from memfs.private import secure_state_dir
+from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
@@ -109,7 +109,8 @@ async def serve(
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
-    settings.mount_root.mkdir(parents=True, exist_ok=True)
+    # Agents must reach the mount whatever the daemon's umask (0o077).
+    make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
     store = open_store(settings.store)
     overlay = Overlay(
         settings.state_dir,

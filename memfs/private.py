@@ -22,10 +22,16 @@ log = logging.getLogger(__name__)
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+REACHABLE_DIR_MODE = 0o755  # folders above state_dir and the mount root: others pass through
 
 
-def make_private_dirs(path: Path) -> None:
-    """``mkdir -p path``: every folder it makes is 0700 (existing ones are left as they are)."""
+def make_dirs(path: Path, mode: int) -> None:
+    """``mkdir -p path``: every folder it makes gets ``mode``, whatever the umask.
+
+    Folders that exist are left as they are. The daemon runs with umask
+    0o077, under which a plain ``mkdir -p`` of the mount root's parents would
+    lock every agent out of the mount.
+    """
     missing: list[Path] = []
     probe = path
     while not probe.is_dir():
@@ -34,8 +40,17 @@ def make_private_dirs(path: Path) -> None:
             break
         probe = probe.parent
     for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another thread or process made it first
-            os.mkdir(folder, DIR_MODE)
+        try:
+            os.mkdir(folder, mode)
+        except FileExistsError:  # another thread or process made it first
+            continue
+        if mode & ~DIR_MODE:  # the umask may have taken group and other bits away
+            os.chmod(folder, mode)
+
+
+def make_private_dirs(path: Path) -> None:
+    """``mkdir -p path``: every folder it makes is 0700 (existing ones are left as they are)."""
+    make_dirs(path, DIR_MODE)
 
 
 def open_private(path: Path | str, flags: int) -> int:
@@ -86,10 +101,10 @@ def secure_state_dir(path: Path, *, what: str = "state_dir") -> None:
 
     Refused with ``ConfigError`` naming the path when it is not a folder, when
     another user owns it (they could open it again at any time), or when its
-    mode cannot be narrowed. The folders above it are made, if missing, with
-    the usual mode: the mount root may live beside it and must stay reachable.
+    mode cannot be narrowed. The folders above it are made, if missing,
+    0755: the mount root may live beside it and must stay reachable.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent, REACHABLE_DIR_MODE)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, DIR_MODE)
     try:
@@ -121,7 +136,9 @@ def secure_state_dir(path: Path, *, what: str = "state_dir") -> None:
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
+    "REACHABLE_DIR_MODE",
     "create_private_file",
+    "make_dirs",
     "make_private_dirs",
     "narrow_if_ours",
     "open_private",

@@ -22,12 +22,14 @@ import trio
 
 import memfs
 from memfs.api.models import StartTurnRequest
-from memfs.core.errors import ConfigError
+from memfs.core.errors import ConfigError, Exists
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
 from memfs.private import secure_state_dir
 from memfs.seeds import SeedRecord
 from memfs.stores.folder import FolderStore
+from memfsd.blobs import BlobCache
 from memfsd.main import Settings, serve
+from memfsd.overlay import Overlay
 from tests.daemon_harness import Daemon, require_fuse, running_daemon, sh
 from tests.test_daemon_mount import DANA, SPECS, start
 
@@ -347,3 +349,78 @@ async def test_a_failed_turn_start_leaves_the_sessions_owner_as_it_was(public: P
         info = await trio.to_thread.run_sync(os.stat, root)
         assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o755)
         await daemon.service.end_turn("s1")
+
+
+# -- the same rules at the overlay, without a mount --------------------------------
+
+
+def test_overlay_root_is_0711_and_a_late_owner_makes_a_new_0700_session_node(
+    tmp_path: Path,
+) -> None:
+    overlay = Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits())
+    assert overlay.root.mode == 0o711
+    first = overlay.open_session("s1")
+    old = first.node
+    assert (old.mode, old.uid, old.gid) == (0o755, 0, 0)
+    overlay.attach_turn("s1", "t1", {"me": (False, {})})
+    with pytest.raises(Exists):  # never while a turn is attached
+        overlay.open_session("s1", OWNER, OWNER)
+    overlay.detach_turn("s1")
+    overlay.stale_names.clear()
+    again = overlay.open_session("s1", OWNER, OWNER)
+    assert again is first
+    node = again.node
+    assert node is not old and node.inode != old.inode and not old.attached
+    assert (node.mode, node.uid, node.gid) == (0o700, OWNER, OWNER)
+    assert (again.uid, again.gid) == (OWNER, OWNER)
+    assert overlay.root.kids["s1"] is node
+    assert overlay.stale_names == [(1, "s1")]  # the kernel drops the old name
+    # The same owner again changes nothing; mounts of the next turn are theirs.
+    assert overlay.open_session("s1", OWNER, None).node is node
+    state = overlay.attach_turn("s1", "t2", {"me": (False, {})})
+    assert (state.mounts["me"].root.uid, state.mounts["me"].root.gid) == (OWNER, OWNER)
+    # Only the gid changing is a change of owner too.
+    overlay.detach_turn("s1")
+    assert overlay.open_session("s1", None, THIRD).node.gid == THIRD
+
+
+def test_the_overlay_makes_turn_folders_0700_and_data_files_0600(tmp_path: Path) -> None:
+    old_umask = os.umask(0o022)
+    try:
+        state_dir = tmp_path / "state"
+        overlay = Overlay(state_dir, BlobCache(state_dir / "blobs"), Limits())
+        overlay.open_session("s1")
+        overlay.attach_turn("s1", "t1", {"me": (False, {})})
+        mount = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+        overlay.create(mount.root.inode, "a.md", 0o644, 0, 0)
+        overlay.blobs.put(b"a blob")
+    finally:
+        os.umask(old_umask)
+    modes = modes_under(state_dir)
+    del modes["."]  # made by the test
+    assert modes and all(
+        mode == (0o700 if (state_dir / rel).is_dir() else 0o600) for rel, mode in modes.items()
+    ), modes
+
+
+async def test_under_the_daemons_umask_the_mount_root_and_folders_above_stay_reachable(
+    public: Path,
+) -> None:
+    # The daemon's process runs with umask 0o077; a plain mkdir -p would make
+    # the mount root's parents (and state_dir's, which may be the same) 0700.
+    base = public / "srv" / "memfs"
+    old_umask = os.umask(0o077)
+    try:
+        async with running_daemon(base, SPECS) as daemon:
+            for folder in (public / "srv", base):
+                assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder
+            assert stat.S_IMODE(daemon.settings.state_dir.stat().st_mode) == 0o700
+            await start_as(daemon, "s1", uid=OWNER, gid=OWNER)
+            if os.geteuid() == 0:
+                done = await trio.to_thread.run_sync(
+                    lambda: run_as(OWNER, "sh", "-c", f"echo hi > {base}/mnt/s1/me/a.md")
+                )
+                assert done.returncode == 0, done.stderr
+            await daemon.service.end_turn("s1")
+    finally:
+        os.umask(old_umask)
