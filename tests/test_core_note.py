@@ -138,7 +138,7 @@ def test_the_intro_says_the_limits_in_one_sentence() -> None:
     note = render_note([rules()], limits=limits)
     intro = note.split("\n\n")[0]
     assert (
-        "Links (symbolic or hard) are refused, a file may hold at most 2.0 MiB and a "
-        "folder's files together at most 10.0 MiB." in intro
+        "Links (symbolic or hard) are refused, a file may hold at most 2.0 MiB and each "
+        "folder below at most 10.0 MiB in all." in intro
     )
     assert "at most 1.0 MiB" in render_note([rules()])  # Limits() by default

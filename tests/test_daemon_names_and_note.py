@@ -10,7 +10,7 @@ import pytest
 import trio
 
 import memfs
-from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
 from tests.daemon_harness import running_daemon, sh
 from tests.test_daemon_mount import CAROL, DANA, SPECS, start
 
@@ -118,3 +118,16 @@ async def test_a_stored_control_character_name_loads_and_can_be_renamed_away(
         rules = ended.spaces["lending-rules"]
         assert rules.status == "saved"
         assert rules.created == ["new-name.md"] and rules.deleted == ["old\nname.md"]
+
+
+async def test_the_turns_note_tells_the_agent_the_daemons_limits(tmp_path: Path) -> None:
+    limits = Limits(max_file_bytes=512 * 1024, max_space_bytes=8 * 1024 * 1024)
+    async with running_daemon(tmp_path, SPECS, limits=limits) as daemon:
+        started = await daemon.service.start_turn(
+            memfs.api.models.StartTurnRequest(session="s1", extra_body=DANA)
+        )
+        assert (
+            "Links (symbolic or hard) are refused, a file may hold at most 512.0 KiB and each "
+            "folder below at most 8.0 MiB in all." in started.note.split("\n\n")[0]
+        )
+        await daemon.service.end_turn("s1")

@@ -115,8 +115,8 @@ def limits_sentence(limits: Limits) -> str:
     """The one sentence of the intro that tells the agent the limits it meets."""
     return (
         "Links (symbolic or hard) are refused, a file may hold at most "
-        f"{human_size(limits.max_file_bytes)} and a folder's files together at most "
-        f"{human_size(limits.max_space_bytes)}."
+        f"{human_size(limits.max_file_bytes)} and each folder below at most "
+        f"{human_size(limits.max_space_bytes)} in all."
     )
 
 

@@ -30,7 +30,8 @@ fsynced and renamed over the target, so a crash leaves the old or the new
 content, never a torn file. All I/O runs in worker threads, off the trio loop.
 
 What the store creates is private to its user: folders 0700, files 0600
-(a file a person gave other permissions by hand keeps them when replaced).
+(a file a person gave other permissions by hand keeps them when replaced, and
+folders and files made before this rule keep theirs: ``chmod -R go= ROOT``).
 """
 
 from __future__ import annotations
