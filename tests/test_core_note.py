@@ -101,7 +101,17 @@ def test_a_file_name_with_newlines_cannot_start_a_line_or_section_of_the_note() 
 
 def test_a_quoted_name_is_the_shell_word_for_the_file(tmp_path: Path) -> None:
     # What the note shows can be pasted into bash and names exactly that file.
-    names = [ATTACK, "it's here.md", "tab\there", "bidi\u202etxt.md", "über.md", "line\u2028sep"]
+    names = [
+        ATTACK,
+        "it's here.md",
+        "tab\there",
+        "bidi\u202etxt.md",
+        "über.md",
+        "line\u2028sep",
+        "c1\x85x",
+        "del\x7f",
+        "\x1b[2Jx",
+    ]
     for name in names:
         word = shell_word(name)
         assert "\n" not in word and "\u2028" not in word and "\u202e" not in word

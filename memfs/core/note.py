@@ -72,7 +72,7 @@ def _escaped(ch: str) -> bool:
 
 def _escape(ch: str) -> str:
     code = ord(ch)
-    if code < 0x100:
+    if code < 0x80:  # bash's $'\xHH' is a byte: past ASCII it would not be the character
         return f"\\x{code:02x}"
     if code < 0x10000:
         return f"\\u{code:04x}"
