@@ -292,12 +292,19 @@ async def test_a_session_given_an_owner_later_is_0700_and_theirs(public: Path) -
         await daemon.service.end_turn("s1")
         # Someone may already be standing in it, holding its old attributes.
         lurker = await trio.lowlevel.open_process(
-            ["setpriv", f"--reuid={THIRD}", f"--regid={THIRD}", "--clear-groups",
-             "sh", "-c", "cd \"$0\" && sleep 5 && cat me/secret.md", str(mnt / "s1")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            ["setpriv", f"--reuid={THIRD}", f"--regid={THIRD}", "--clear-groups", "sh", "-c",
+             'cd "$0" && echo in && read go && ls me', str(mnt / "s1")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
-        await trio.sleep(0.2)
+        assert lurker.stdin is not None and lurker.stdout is not None
+        assert await lurker.stdout.receive_some() == b"in\n"  # it stands in the old directory
         root = await start_as(daemon, "s1", uid=OWNER, gid=OWNER)
+        # Before anyone looks the session up again (which would refresh what the
+        # kernel holds), the lurker tries the new turn's folder from where it stands.
+        await lurker.stdin.send_all(b"go\n")
+        code = await lurker.wait()
+        assert code != 0  # the old directory it stands in holds nothing of the new turn
+        assert await lurker.stdout.receive_some() == b""
         info = await trio.to_thread.run_sync(os.stat, root)
         assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (OWNER, OWNER, 0o700)
         wrote = await trio.to_thread.run_sync(
@@ -307,8 +314,6 @@ async def test_a_session_given_an_owner_later_is_0700_and_theirs(public: Path) -
         for argv in (["ls", str(root)], ["cat", str(root / "me" / "secret.md")]):
             done = await trio.to_thread.run_sync(lambda argv=argv: run_as(THIRD, *argv))
             assert done.returncode != 0 and b"Permission denied" in done.stderr, argv
-        code = await lurker.wait()
-        assert code != 0  # the old directory it stood in holds nothing of the new turn
         ended = await daemon.service.end_turn("s1")
         assert ended.spaces["me"].created == ["secret.md"]
 
