@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Callable, Container, Mapping, Sequence
 from functools import partial
@@ -18,6 +19,7 @@ from typing import Any
 
 import trio
 
+from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_touched
 from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
@@ -30,6 +32,8 @@ from memfsd.overlay import FileAccess, Overlay, Snapshot
 TURN_FILE = "turn.json"
 DONE_FILE = "done.json"  # the spaces of an ending turn already stored
 MANIFEST_FORMAT = 1  # turn.json: a JSON header line, then NUL-separated manifest fields
+
+log = logging.getLogger("memfsd.workspace")
 
 
 class OverlayWorkspace:
@@ -308,6 +312,17 @@ class OverlayWorkspace:
     def reattach(self, turn: Turn, record: Mapping[str, Any]) -> None:
         """Bring a turn written down before a crash back under the mount, journal replayed."""
         uid, gid = record.get("uid"), record.get("gid")
+        if not all(value is None or _real_id(value) for value in (uid, gid)):
+            # Written by a memfs that took any number (one past 32 bits made the
+            # mount root EIO for everyone). No such user exists: the session
+            # stays private, to root, and its turn can still be ended.
+            log.warning(
+                "session %s was given owner %r:%r, which no user can be; it is root's now",
+                turn.session,
+                uid,
+                gid,
+            )
+            uid, gid = 0, 0
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
         manifests = record["shas"]
@@ -318,6 +333,10 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+
+
+def _real_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
 
 
 def _write_atomic(target: Path, text: str) -> None:

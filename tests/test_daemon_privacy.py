@@ -429,3 +429,24 @@ async def test_under_the_daemons_umask_the_mount_root_and_folders_above_stay_rea
             await daemon.service.end_turn("s1")
     finally:
         os.umask(old_umask)
+
+
+async def test_a_turn_recorded_with_an_impossible_owner_comes_back_roots_and_private(
+    public: Path,
+) -> None:
+    async with running_daemon(public, SPECS) as daemon:
+        await start_as(daemon, "s1", uid=OWNER, gid=OWNER)
+        await sh("echo kept > me/k.md", daemon.mount_root / "s1", check=False)
+    # As a memfs before the range check could have written it.
+    turn_file = public / "state" / "sessions" / "s1" / "turn.json"
+    head, _, rest = turn_file.read_text().partition("\n")
+    record = json.loads(head)
+    record["uid"], record["gid"] = 2**32, 2**32 + 5
+    turn_file.write_text(json.dumps(record) + "\n" + rest)
+    async with running_daemon(public, SPECS) as daemon:
+        listing = await trio.to_thread.run_sync(os.listdir, daemon.mount_root)  # no EIO
+        assert listing == ["s1"]
+        info = await trio.to_thread.run_sync(os.stat, daemon.mount_root / "s1")
+        assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o700)
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["me"].status == "saved"
