@@ -131,3 +131,15 @@ async def test_the_daemon_takes_its_body_limit_from_its_settings(tmp_path: Path)
             assert (await daemon.status()).sessions == []
         finally:
             pyfuse3.terminate()
+
+
+async def test_a_session_id_with_a_control_character_is_400_and_makes_no_folder(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        body = json.dumps({"session": "s1\n## x", "extra_body": DANA}).encode()
+        response = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, body)
+        assert response.status_code == 400
+        assert response.json()["error"] == "InvalidName"
+        assert "control characters" in response.json()["detail"]
+        await nothing_changed(daemon)

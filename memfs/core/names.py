@@ -8,14 +8,15 @@ be valid UTF-8 (a name the filesystem hands us as bytes that do not decode is
 refused, not mangled), have no empty, ``.`` or ``..`` segment, no NUL, each
 segment at most 255 bytes and the whole path at most 1024 bytes, in UTF-8.
 
-A *new* name (a file or folder an agent creates, or renames something to, and
-every session, org, user and mount id) must also hold no control character:
+A *new* name (a file or folder an agent creates, or renames something to, a
+session id, a mount path) must also hold no control character:
 C0 (U+0000-U+001F) or DEL (U+007F). Such a character could start a line of its
 own wherever the name is shown (the note, a terminal, a log), so it is
 refused with ``InvalidName`` (``EINVAL``). A file already stored under such a
 name is not refused by :func:`check_path`: it still loads, shows in the mount
 and can be read, edited, renamed to a clean name or deleted, so no old name
-can break a load or a turn's end; the note shows it escaped.
+can break a load or a turn's end; the note shows it escaped. Org and user ids
+are checked as stored names are (they come back from stores' rows).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def decode_fs_name(raw: bytes) -> str:
 
 def check_identity(value: str, *, what: str) -> str:
     """Check an org id, user id or session id: it becomes a folder name in some stores."""
-    return check_new_name(value, what=what)
+    return check_segment(value, what=what)
 
 
 def check_mount_path(path: str) -> str:
