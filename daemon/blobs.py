@@ -11,10 +11,12 @@ memory hold its blobs, and a blob no turn holds and no shared space has is
 discarded when the last holder lets go, so forgetting a person leaves nothing
 here. Holding, sharing and presence change under one lock, so a blob one
 turn is about to use is never discarded by another turn ending at that moment.
+Folders are 0700 and blobs 0600 (``mkstemp``): only the daemon reads them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -22,13 +24,14 @@ from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 
 from memfs.core.models import digest
+from memfs.private import DIR_MODE, make_private_dirs
 
 
 class BlobCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._prefix = f"{root}/"
-        root.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(root)
         self._present: set[str] = set()
         self._refs: dict[str, int] = {}
         self._shared: set[str] = set()
@@ -86,7 +89,8 @@ class BlobCache:
         pending: list[tuple[Path, Path, str]] = []
         for sha, content in blobs.items():
             target = self.path(sha)
-            target.parent.mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(target.parent, DIR_MODE)
             # A name of its own: two turns starting at once may write the same blob.
             fd, name = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=target.parent)
             with os.fdopen(fd, "wb") as fh:

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
@@ -252,6 +253,8 @@ class DaemonConfig(BaseModel):
     # and fsync() makes it durable. True: every close, rename and unlink also
     # syncs to disk, so nothing closed is lost even to a power cut (slower).
     sync_on_close: bool = False
+    # The largest request body the control API reads; a larger one gets 413.
+    control_max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
 
     @field_validator("mount_root")
     @classmethod

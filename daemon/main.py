@@ -1,6 +1,7 @@
 """The daemon process: one trio nursery holding the FUSE mount, the control API and systemd glue.
 
-Start-up order, as a filesystem daemon should: clear a stale mount left by a
+Start-up order, as a filesystem daemon should: make ``state_dir`` private
+(0700; one another user owns is refused), clear a stale mount left by a
 crash, open the store, mount, bring back open turns, serve the control API,
 then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
 through ``pyfuse3.terminate()``; the mount is closed in a ``finally`` and
@@ -22,10 +23,11 @@ import pyfuse3
 import trio
 from watchfiles import awatch
 
-from memfs.api.control import control_app
+from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.errors import ConfigError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
+from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
@@ -50,6 +52,7 @@ class Settings:
     limits: Limits
     socket: Path
     sync_on_close: bool = False
+    control_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -102,11 +105,12 @@ async def serve(
     settings: Settings, *, task_status: trio.TaskStatus[DaemonService] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(settings.state_dir)  # 0700, or a ConfigError naming it
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
-    settings.mount_root.mkdir(parents=True, exist_ok=True)
+    # Agents must reach the mount whatever the daemon's umask (0o077).
+    make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
     store = open_store(settings.store)
     overlay = Overlay(
         settings.state_dir,
@@ -141,7 +145,8 @@ async def serve(
         except Exception:
             log.exception("could not check the seed folders at start")
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_control, control_app(service), settings.socket)
+            app = control_app(service, max_body_bytes=settings.control_max_body_bytes)
+            await nursery.start(serve_control, app, settings.socket)
             nursery.start_soon(_stop_on_signals)
             seeds_stop = trio.Event()
             if memory.seed_folders:
@@ -188,6 +193,9 @@ async def _watchdog(interval: float) -> None:
 
 def run_daemon(config: Any) -> None:
     """Run the daemon in the foreground (as systemd and tests want) from a ``DaemonConfig``."""
+    # Nothing the daemon makes is for other users: state_dir's files are the
+    # memory itself. Every file and folder there also gets its mode explicitly.
+    os.umask(0o077)
     logging.basicConfig(
         level=os.environ.get("MEMFS_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -200,6 +208,7 @@ def run_daemon(config: Any) -> None:
         limits=config.limits,
         socket=Path(config.socket),
         sync_on_close=config.sync_on_close,
+        control_max_body_bytes=config.control_max_body_bytes,
     )
     trio.run(serve, settings)
 

@@ -58,7 +58,8 @@ from memfs.core.errors import (
 )
 from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import MODE_BITS, FileMeta, Limits
-from memfs.core.names import MAX_PATH_BYTES, check_segment
+from memfs.core.names import MAX_PATH_BYTES, check_new_name
+from memfs.private import make_private_dirs
 from memfsd.blobs import BlobCache
 
 log = logging.getLogger("memfsd.overlay")
@@ -70,6 +71,9 @@ Role = Literal["root", "session", "mount", "entry"]
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 SESSION_MODE = 0o700
+# The mount root: anyone may pass through to a session they know the name of
+# (and may enter), nobody but root may list which sessions there are.
+ROOT_MODE = 0o711
 READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
 # Inodes derived from a path live in [2**62, 2**63), far above the counter's.
 _STABLE_INODES = 1 << 62
@@ -323,7 +327,9 @@ class Overlay:
         self._next_inode = ROOT_INODE + 1
         self._next_fh = 1
         now = clock()
-        self.root = Node(ROOT_INODE, "dir", "root", "", None, 0o755, 0, 0, now, now, now, lookups=1)
+        self.root = Node(
+            ROOT_INODE, "dir", "root", "", None, ROOT_MODE, 0, 0, now, now, now, lookups=1
+        )
         self.nodes: dict[int, Node] = {ROOT_INODE: self.root}
         self.sessions: dict[str, SessionTree] = {}
         self.handles: dict[int, Handle] = {}
@@ -376,12 +382,31 @@ class Overlay:
     def open_session(
         self, session: str, uid: int | None = None, gid: int | None = None
     ) -> SessionTree:
-        """The session's directory under the mount root, given to ``uid``/``gid`` if set."""
+        """The session's directory under the mount root, given to ``uid``/``gid`` if set.
+
+        A directory with an owner is 0700. When an existing session gets an
+        owner (or another one), its directory becomes a new node: the kernel
+        may hold the old one's attributes (mode 0755, the old owner) for a
+        process whose working directory it is, and a new node shares none of
+        them. The old name goes to ``stale_names`` for the kernel to drop.
+        """
         existing = self.sessions.get(session)
         if existing is not None:
-            if uid is not None or gid is not None:
-                existing.uid = existing.node.uid = existing.uid if uid is None else uid
-                existing.gid = existing.node.gid = existing.gid if gid is None else gid
+            if uid is None and gid is None:
+                return existing
+            new_uid = existing.uid if uid is None else uid
+            new_gid = existing.gid if gid is None else gid
+            node = existing.node
+            if (node.uid, node.gid, node.mode) == (new_uid, new_gid, SESSION_MODE):
+                return existing
+            if existing.turn is not None:
+                raise Exists("the session's turn is open; its owner changes after it", path=session)
+            self._detach(node)
+            self.stale_names.append((ROOT_INODE, session))
+            existing.node = self._new_node(
+                "dir", "session", session, self.root, mode=SESSION_MODE, uid=new_uid, gid=new_gid
+            )
+            existing.uid, existing.gid = new_uid, new_gid
             return existing
         private = uid is not None or gid is not None
         node = self._new_node(
@@ -417,7 +442,7 @@ class Overlay:
         if tree.turn is not None:
             raise Exists("the session already has a turn attached", path=session)
         turn_dir = self.session_dir(session) / turn
-        (turn_dir / "data").mkdir(parents=True, exist_ok=True)
+        make_private_dirs(turn_dir / "data")
         journal = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         state = TurnTree(tree, turn, turn_dir, journal)
         for name, (read_only, snapshot) in mounts.items():
@@ -691,7 +716,7 @@ class Overlay:
         return mount
 
     def _check_name(self, parent: Node, name: str) -> str:
-        check_segment(name, what="file name")
+        check_new_name(name, what="file name")
         full = f"{parent.path()}/{name}" if parent.role == "entry" else name
         if len(full.encode()) > MAX_PATH_BYTES:
             raise NameTooLong(f"the path would be longer than {MAX_PATH_BYTES} bytes", path=full)

@@ -29,7 +29,7 @@ from memfs.api.models import (
 )
 from memfs.core.errors import NotFound, TurnOpen
 from memfs.core.models import SpaceResult
-from memfs.core.names import check_identity
+from memfs.core.names import check_identity, check_new_name
 from memfs.turns import CommitResult, Memory, TurnState
 from memfsd.overlay import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
@@ -84,10 +84,16 @@ class DaemonService:
         return back
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
-        check_identity(request.session, what="session id")
+        # A new session is a folder name in the mount root and in state_dir.
+        check_new_name(request.session, what="session id")
+        owner = self.workspace.owner(request.session)
         if request.uid is not None or request.gid is not None:
             self.workspace.set_owner(request.session, request.uid, request.gid)
-        turn = await self.memory.start_turn(request.session, request.extra_body, request.prompt)
+        try:
+            turn = await self.memory.start_turn(request.session, request.extra_body, request.prompt)
+        except BaseException:
+            self.workspace.restore_owner(request.session, owner)
+            raise
         return TurnStarted(
             session=turn.session,
             turn=turn.id,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Callable, Container, Mapping, Sequence
 from functools import partial
@@ -26,10 +27,12 @@ from typing import Any
 
 import trio
 
+from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
 from memfs.core.errors import ConfigError, MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.policy import is_shared
+from memfs.private import make_private_dirs, open_private
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
@@ -38,6 +41,8 @@ TURN_FILE = "turn.json"
 DONE_FILE = "done.json"  # the spaces of an ending turn already stored
 MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
+
+log = logging.getLogger("memfsd.workspace")
 
 
 class OverlayWorkspace:
@@ -63,6 +68,17 @@ class OverlayWorkspace:
         """Give the session's directory to a Unix user (mode 0700) from its next turn on."""
         self._owners[session] = (uid, gid)
 
+    def owner(self, session: str) -> tuple[int | None, int | None] | None:
+        """The owner :meth:`set_owner` gave the session, if any."""
+        return self._owners.get(session)
+
+    def restore_owner(self, session: str, owner: tuple[int | None, int | None] | None) -> None:
+        """Put back what :meth:`owner` returned (a turn start that failed changes nothing)."""
+        if owner is None:
+            self._owners.pop(session, None)
+        else:
+            self._owners[session] = owner
+
     def turn_file(self, session: str) -> Path:
         return self.overlay.session_dir(session) / TURN_FILE
 
@@ -77,6 +93,7 @@ class OverlayWorkspace:
             uid, gid = self._owners.get(turn.session, (None, None))
             await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
             self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=False)
+            await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
             for name, manifest in manifests.items():
@@ -327,6 +344,17 @@ class OverlayWorkspace:
     def reattach(self, turn: Turn, record: Mapping[str, Any]) -> None:
         """Bring a turn written down before a crash back under the mount, journal replayed."""
         uid, gid = record.get("uid"), record.get("gid")
+        if not all(value is None or _real_id(value) for value in (uid, gid)):
+            # Written by a memfs that took any number (one past 32 bits made the
+            # mount root EIO for everyone). No such user exists: the session
+            # stays private, to root, and its turn can still be ended.
+            log.warning(
+                "session %s was given owner %r:%r, which no user can be; it is root's now",
+                turn.session,
+                uid,
+                gid,
+            )
+            uid, gid = 0, 0
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
         manifests = record["shas"]
@@ -353,11 +381,16 @@ def _ns(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
+def _real_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
+
+
 def _write_atomic(target: Path, text: str) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
+    # 0600: a turn's record holds its prompt, identity and (done.json) results.
+    with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())

@@ -20,6 +20,7 @@ import click
 import trio
 from pydantic import BaseModel
 
+from memfs.api.models import MAX_ID
 from memfs.cli_manage import register
 from memfs.client import DEFAULT_STATE_DIR, Client
 from memfs.core.errors import BadRequest, MemfsError, sole_memfs_error
@@ -197,24 +198,67 @@ def turn() -> None:
 @click.option(
     "--extra-body",
     default=None,
-    metavar="JSON",
-    help='The sign-in identity as a JSON object, e.g. \'{"userId": "u1", "role": "underwriter"}\'.',
+    metavar="JSON|-",
+    help='The sign-in identity as a JSON object, e.g. \'{"userId": "u1", "role": "underwriter"}\'; '
+    '"-" reads it from stdin, so it never shows in the process list.',
 )
 @click.option("--prompt", default=None, help="What the person asked; kept with every revision.")
-@click.option("--uid", type=click.IntRange(min=0), default=None, help="Owner of the session dir.")
-@click.option("--gid", type=click.IntRange(min=0), default=None, help="Group of the session dir.")
+@click.option(
+    "--prompt-file",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    default=None,
+    metavar="PATH|-",
+    help="Read the prompt (UTF-8) from PATH, or from stdin with -, instead of --prompt.",
+)
+@click.option(
+    "--uid", type=click.IntRange(min=0, max=MAX_ID), default=None, help="Owner of the session dir."
+)
+@click.option(
+    "--gid", type=click.IntRange(min=0, max=MAX_ID), default=None, help="Group of the session dir."
+)
 @socket_option
 def turn_start(
     session: str,
     extra_body: str | None,
     prompt: str | None,
+    prompt_file: Path | None,
     uid: int | None,
     gid: int | None,
     socket_path: Path | None,
 ) -> None:
-    """Mount SESSION's spaces for its next turn; prints the mounts and the note."""
+    """Mount SESSION's spaces for its next turn; prints the mounts and the note.
+
+    Any local user can read a process's arguments (/proc/PID/cmdline), so give
+    a real identity and prompt with --extra-body - and --prompt-file, not inline.
+    """
+    if prompt is not None and prompt_file is not None:
+        fail(BadRequest("give the prompt with --prompt or --prompt-file, not both"))
+    if extra_body == "-" and prompt_file == Path("-"):
+        fail(BadRequest("only one of --extra-body and --prompt-file can read stdin"))
+    if extra_body == "-":
+        extra_body = read_stdin("--extra-body -")
     body = parse_extra_body(extra_body)
+    if prompt_file is not None:
+        prompt = read_prompt(prompt_file)
     call(socket_path, lambda c: c.start_turn(session, body, prompt=prompt, uid=uid, gid=gid))
+
+
+def read_stdin(what: str) -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(BadRequest(f"{what}: stdin is not valid UTF-8 at byte {exc.start}"))
+
+
+def read_prompt(path: Path) -> str:
+    if path == Path("-"):
+        return read_stdin("--prompt-file -")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        fail(BadRequest(f"--prompt-file: cannot read {path}: {exc.strerror or exc}"))
+    except UnicodeDecodeError as exc:
+        fail(BadRequest(f"--prompt-file: {path} is not valid UTF-8 at byte {exc.start}"))
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:

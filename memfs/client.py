@@ -29,7 +29,7 @@ from memfs.api.models import (
     TurnStarted,
 )
 from memfs.core import errors
-from memfs.core.errors import DaemonUnavailable, MemfsError
+from memfs.core.errors import BadRequest, DaemonUnavailable, MemfsError
 
 DEFAULT_STATE_DIR = "/var/lib/memfs"
 SOCKET_NAME = "memfs.sock"
@@ -106,10 +106,21 @@ class Client:
         uid: int | None = None,
         gid: int | None = None,
     ) -> TurnStarted:
-        """Mount the session's spaces for its next turn."""
-        request = StartTurnRequest(
-            session=session, extra_body=dict(extra_body or {}), prompt=prompt, uid=uid, gid=gid
-        )
+        """Mount the session's spaces for its next turn.
+
+        The values are checked as the daemon checks them (ids in range, text
+        valid UTF-8); a bad one raises ``BadRequest`` and nothing is sent.
+        """
+        try:
+            request = StartTurnRequest(
+                session=session, extra_body=dict(extra_body or {}), prompt=prompt, uid=uid, gid=gid
+            )
+        except ValidationError as exc:
+            raise BadRequest(
+                "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+                )
+            ) from None
         return self._call(
             TurnStarted, "POST", "/turns", json=request.model_dump(mode="json", exclude_none=True)
         )

@@ -20,6 +20,7 @@ from memfs import copymode
 from memfs.core.errors import ConfigError
 from memfs.core.models import MIB, ChangeSet, Provenance, SpaceRef
 from memfs.core.seeds import CHANGED_IN_CODE, code_change, manifest
+from memfs.private import make_private_dirs, open_private
 from memfs.stores.base import ManagedStore, Store
 
 SeedStatus = Literal["seeded", "proposed", "unchanged", "adopted"]
@@ -112,9 +113,10 @@ class SeedRecord:
 
     def _write(self) -> None:
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._seen, sort_keys=True))
+        with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
+            fh.write(json.dumps(self._seen, sort_keys=True))
         os.replace(tmp, self.path)
 
 

@@ -975,12 +975,12 @@ async def check_modes_and_mtimes_load_back(store: Store) -> None:
 async def check_a_mode_only_change_is_an_update(store: Store) -> None:
     await _save(store, ORG, ChangeSet(created={"run.sh": SCRIPT}))
     stored = await _save(
-        store, ORG, ChangeSet(updated={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o700)})
+        store, ORG, ChangeSet(updated={"run.sh": SCRIPT}, meta={"run.sh": FileMeta(mode=0o755)})
     )
     assert "run.sh" in stored.revisions
     loaded = await store.load(ORG, "s1")
     assert loaded.files["run.sh"] == SCRIPT
-    assert loaded.meta_of("run.sh").mode == 0o700
+    assert loaded.meta_of("run.sh").mode == 0o755
 
 
 async def check_an_update_that_names_no_mode_keeps_the_mode(store: Store) -> None:

@@ -342,6 +342,7 @@ class Memory:
         turn_obj.note = render_note(
             (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
             file_list_bytes=self.limits.note_file_list_bytes,
+            limits=self.limits,
         )
         return turn_obj
 

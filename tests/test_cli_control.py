@@ -314,3 +314,83 @@ def test_daemon_command_reports_a_memfs_error_a_nursery_wrapped(
     done = CliRunner().invoke(main, ["daemon"], env={"MEMFS_STORE": "memory://"})
     assert done.exit_code == 78
     assert done.stderr == "memfs: error: cannot mount at /mnt/memfs\n"
+
+
+async def cli_with_stdin(daemon: Daemon, stdin: bytes, *args: str) -> Result:
+    runner = CliRunner()
+    argv = [*args, "--socket", str(daemon.socket)]
+    return await trio.to_thread.run_sync(lambda: runner.invoke(main, argv, input=stdin))
+
+
+async def test_extra_body_and_prompt_come_from_stdin_and_a_file_not_the_command_line(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes("Two years of SA302s? — ja\n".encode())
+    args = ("turn", "start", "s1", "--extra-body", "-", "--prompt-file", str(prompt))
+    done = await cli_with_stdin(daemon, json.dumps(DANA).encode(), *args)
+    assert done.exit_code == 0, done.stderr
+    assert daemon.target.calls == [
+        (
+            "start_turn",
+            StartTurnRequest(session="s1", extra_body=DANA, prompt="Two years of SA302s? — ja\n"),
+        )
+    ]
+    # Nothing secret was on the command line.
+    assert not any("u_dana" in arg or "SA302" in arg for arg in args)
+
+
+async def test_prompt_file_dash_reads_the_prompt_from_stdin(daemon: Daemon) -> None:
+    args = ("turn", "start", "s1", "--extra-body", json.dumps(DANA), "--prompt-file", "-")
+    done = await cli_with_stdin(daemon, b"from stdin", *args)
+    assert done.exit_code == 0, done.stderr
+    assert daemon.target.calls[0][1].prompt == "from stdin"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "reason"),
+    [
+        (("--prompt", "a", "--prompt-file", "-"), b"", "give the prompt with --prompt or"),
+        (("--extra-body", "-", "--prompt-file", "-"), b"{}", "only one of --extra-body and"),
+        (("--extra-body", "-"), b"[1]", "--extra-body must be a JSON object"),
+        (("--extra-body", "-"), b"\xff{}", "--extra-body -: stdin is not valid UTF-8"),
+        (("--prompt-file", "-"), b"\xc3(", "--prompt-file -: stdin is not valid UTF-8"),
+        (("--prompt-file", "/nonexistent/p.txt"), b"", "--prompt-file: cannot read"),
+    ],
+)
+async def test_bad_stdin_or_prompt_file_is_exit_2_and_sends_nothing(
+    daemon: Daemon, args: tuple[str, ...], stdin: bytes, reason: str
+) -> None:
+    done = await cli_with_stdin(daemon, stdin, "turn", "start", "s1", *args)
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith(f"memfs: error: {reason}")
+    assert daemon.target.calls == []
+
+
+@pytest.mark.parametrize("value", ["4294967295", "4294967296", "-1"])
+async def test_an_id_out_of_range_on_the_command_line_is_exit_2(daemon: Daemon, value: str) -> None:
+    done = await daemon.cli("turn", "start", "s1", "--uid", value)
+    assert done.exit_code == 2
+    assert "--uid" in done.stderr
+    assert daemon.target.calls == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        ({"uid": 2**32}, "uid"),
+        ({"gid": -1}, "gid"),
+        ({"prompt": "\ud800"}, "prompt"),
+        ({"extra_body": {"name": ["\udfff"]}}, "extra_body"),
+    ],
+)
+async def test_the_client_refuses_what_the_daemon_refuses_and_sends_nothing(
+    daemon: Daemon, kwargs: dict[str, Any], where: str
+) -> None:
+    def attempt() -> None:
+        with memfs.Client(daemon.socket) as client:
+            client.start_turn("s1", **kwargs)
+
+    with pytest.raises(memfs.BadRequest, match=where):
+        await trio.to_thread.run_sync(attempt)
+    assert daemon.target.calls == []

@@ -203,3 +203,129 @@ async def test_requests_run_under_trio() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
         assert (await client.get("/status")).status_code == 200
     assert seen == [True]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("uid", 2**32), ("uid", 2**32 - 1), ("gid", 2**32), ("gid", 2**64), ("uid", -1)],
+)
+async def test_an_id_out_of_range_is_400_and_reaches_no_target(
+    client: httpx.AsyncClient, target: FakeTarget, field: str, value: int
+) -> None:
+    response = await client.post("/turns", json={"session": "s1", field: value})
+    assert response.status_code == 400
+    assert response.json()["error"] == "BadRequest"
+    assert f"body.{field}" in response.json()["detail"]
+    assert target.calls == []
+
+
+async def test_the_highest_real_id_is_accepted(
+    client: httpx.AsyncClient, target: FakeTarget
+) -> None:
+    response = await client.post("/turns", json={"session": "s1", "uid": 2**32 - 2, "gid": 0})
+    assert response.status_code == 201
+    assert target.calls[0][1].uid == 2**32 - 2
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ('{"session": "s\\ud800"}', "session"),
+        ('{"session": "s1", "prompt": "hi \\udfff"}', "prompt"),
+        ('{"session": "s1", "extra_body": {"name": "\\ud83d"}}', "extra_body.name"),
+        ('{"session": "s1", "extra_body": {"\\ud800": "x"}}', "extra_body key"),
+        ('{"session": "s1", "extra_body": {"a": [1, {"b": ["\\udc80"]}]}}', "extra_body.a[1].b[0]"),
+    ],
+)
+async def test_a_lone_surrogate_anywhere_is_400_and_reaches_no_target(
+    client: httpx.AsyncClient, target: FakeTarget, body: str, where: str
+) -> None:
+    response = await client.post(
+        "/turns", content=body.encode(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    problem = response.json()
+    assert problem["error"] == "BadRequest"
+    assert f"must be valid UTF-8 text: {where} holds a lone surrogate" in problem["detail"]
+    assert target.calls == []
+
+
+async def test_a_valid_surrogate_pair_is_just_an_emoji(
+    client: httpx.AsyncClient, target: FakeTarget
+) -> None:
+    body = b'{"session": "s1", "prompt": "\\ud83d\\ude00"}'
+    response = await client.post(
+        "/turns", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 201
+    assert target.calls[0][1].prompt == "\U0001f600"
+
+
+LIMIT = 4096
+
+
+@pytest.fixture
+async def small_client(target: FakeTarget):  # type: ignore[no-untyped-def]
+    transport = httpx.ASGITransport(app=control_app(target, max_body_bytes=LIMIT))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+        yield client
+
+
+def padded(size: int) -> bytes:
+    """A valid start request of exactly ``size`` bytes."""
+    head, tail = b'{"session": "s1", "prompt": "', b'"}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail
+
+
+async def test_a_body_at_the_limit_is_read_and_one_byte_past_it_is_413(
+    small_client: httpx.AsyncClient, target: FakeTarget
+) -> None:
+    headers = {"content-type": "application/json"}
+    at = await small_client.post("/turns", content=padded(LIMIT), headers=headers)
+    assert at.status_code == 201
+    past = await small_client.post("/turns", content=padded(LIMIT + 1), headers=headers)
+    assert past.status_code == 413
+    problem = past.json()
+    assert problem["error"] == "TooLarge"
+    assert problem["detail"] == (
+        f"the request body is {LIMIT + 1} bytes; the control API takes at most {LIMIT}"
+    )
+    assert len(target.calls) == 1  # only the one at the limit
+
+
+async def test_a_streamed_body_past_the_limit_is_413_and_read_no_further(
+    target: FakeTarget,
+) -> None:
+    # Driven as raw ASGI, so the test sees every chunk the API pulls.
+    app = control_app(target, max_body_bytes=LIMIT)
+    pulled = 0
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": pulled < 10_000}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/turns",
+        "raw_path": b"/turns",
+        "query_string": b"",
+        # No Content-Length (chunked): the limit must hold while reading.
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "server": ("memfs", 80),
+        "client": None,
+        "root_path": "",
+    }
+    await app(scope, receive, send)
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 413
+    assert b'"error":"TooLarge"' in b"".join(m.get("body", b"") for m in sent[1:])  # type: ignore[misc]
+    assert pulled == LIMIT // 1000 + 1  # stopped at the first chunk past the limit
+    assert target.calls == []

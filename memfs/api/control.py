@@ -6,6 +6,11 @@ errors become HTTP: a ``MemfsError`` becomes its ``http_status`` with a
 problem, and anything unexpected becomes a 500 problem, logged once with its
 traceback. The target (the daemon's service) never sees a request that did
 not validate.
+
+A request body over ``max_body_bytes`` (the daemon's ``control_max_body_bytes``)
+is answered 413 ``TooLarge``: at once when its ``Content-Length`` says so, or
+as soon as what arrived passes the limit, so the API never holds more than
+the limit of any body, however much a client sends.
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from memfs.api.models import (
     TurnStarted,
 )
 from memfs.api.target import ControlTarget
-from memfs.core.errors import BadRequest, MemfsError, NotFound, sole_memfs_error
+from memfs.core.errors import BadRequest, MemfsError, NotFound, TooLarge, sole_memfs_error
 
 log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far below this
 
 # Declared on every route so the OpenAPI document describes the error body
 # the API really sends. Naming "4XX" also stops FastAPI from documenting its
@@ -111,8 +117,59 @@ class _CatchAll:
             await response(scope, receive, send)
 
 
-def control_app(target: ControlTarget) -> FastAPI:
-    """The control API, driving ``target``."""
+class _BodyLimit:
+    """Read each request body whole, up to ``max_bytes``; past that answer 413 and read no more.
+
+    The routes then get the body in one message, already bounded; a body over
+    the limit never reaches them (nor the target).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self, size: str) -> JSONResponse:
+        detail = f"the request body is {size}; the control API takes at most {self.max_bytes}"
+        return error_response(TooLarge(detail))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            declared = value.isdigit() and name.lower() == b"content-length" and int(value)
+            if declared and declared > self.max_bytes:
+                await self._too_large(f"{declared} bytes")(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its body was complete
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(f"over {self.max_bytes} bytes")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: bytes | None = b"".join(chunks)
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is None:
+                return await receive()
+            message: Message = {"type": "http.request", "body": body, "more_body": False}
+            body = None
+            return message
+
+        await self.app(scope, replay, send)
+
+
+def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The control API, driving ``target``; request bodies over ``max_body_bytes`` get 413."""
     from memfs import __version__
 
     app = FastAPI(
@@ -152,6 +209,7 @@ def control_app(target: ControlTarget) -> FastAPI:
         return problem(status, error, detail, exit_code)
 
     app.add_middleware(_CatchAll)
+    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
 
     @app.post(
         "/turns",
@@ -202,4 +260,10 @@ def control_app(target: ControlTarget) -> FastAPI:
     return app
 
 
-__all__ = ["PROBLEM_MEDIA_TYPE", "control_app", "error_response", "problem"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "PROBLEM_MEDIA_TYPE",
+    "control_app",
+    "error_response",
+    "problem",
+]

@@ -1,27 +1,67 @@
 """The JSON shapes of the control API, shared by the daemon, ``memfs.Client`` and the CLI.
 
 Field names here are public interface: the CLI prints exactly these objects.
+
+What a turn start may carry is checked here, for the daemon and
+``memfs.Client`` alike: a uid or gid is a real id (0 ≤ id < 2**32 - 1; the
+last value is the kernel's "no id"), and every string of the request (the
+session, the prompt, the extra body's keys and values at any depth) is text
+that encodes as UTF-8, which a lone surrogate (``"\\ud800"`` in JSON) does not.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from memfs.core.models import Layer, Status
+
+# uid_t and gid_t are 32 bits, and (uid_t)-1 means "leave unchanged" to chown.
+MAX_ID = 2**32 - 2
 
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _unencodable(value: Any, where: str) -> str | None:
+    """Where in ``value`` a string does not encode as UTF-8 (a lone surrogate), if anywhere."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where} holds a lone surrogate (U+{ord(value[exc.start]):04X})"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unencodable(key, f"{where} key") or _unencodable(item, f"{where}.{key!s}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _unencodable(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 class StartTurnRequest(Model):
     session: str
     extra_body: dict[str, Any] = Field(default_factory=dict)
     prompt: str | None = None
-    uid: int | None = Field(default=None, ge=0)
-    gid: int | None = Field(default=None, ge=0)
+    uid: int | None = Field(default=None, ge=0, le=MAX_ID)
+    gid: int | None = Field(default=None, ge=0, le=MAX_ID)
+
+    @field_validator("session", "prompt", "extra_body")
+    @classmethod
+    def _utf8(cls, value: Any, info: ValidationInfo) -> Any:
+        found = _unencodable(value, info.field_name or "value")
+        if found is not None:
+            # A custom error type keeps pydantic from prefixing "Value error, ".
+            raise PydanticCustomError("utf8", "must be valid UTF-8 text: {found}", {"found": found})
+        return value
 
 
 class MountInfo(Model):
@@ -108,6 +148,7 @@ class Problem(Model):
 
 
 __all__ = [
+    "MAX_ID",
     "DaemonStatus",
     "FileAccess",
     "MountInfo",

@@ -7,6 +7,16 @@ File paths are kept as ``str`` relative paths with ``/`` separators. They must
 be valid UTF-8 (a name the filesystem hands us as bytes that do not decode is
 refused, not mangled), have no empty, ``.`` or ``..`` segment, no NUL, each
 segment at most 255 bytes and the whole path at most 1024 bytes, in UTF-8.
+
+A *new* name (a file or folder an agent creates, or renames something to, a
+session id, a mount path) must also hold no control character:
+C0 (U+0000-U+001F) or DEL (U+007F). Such a character could start a line of its
+own wherever the name is shown (the note, a terminal, a log), so it is
+refused with ``InvalidName`` (``EINVAL``). A file already stored under such a
+name is not refused by :func:`check_path`: it still loads, shows in the mount
+and can be read, edited, renamed to a clean name or deleted, so no old name
+can break a load or a turn's end; the note shows it escaped. Org and user ids
+are checked as stored names are (they come back from stores' rows).
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ import re
 from memfs.core.errors import InvalidName, NameTooLong
 
 SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 MAX_SEGMENT_BYTES = 255
 MAX_PATH_BYTES = 1024
 
@@ -47,6 +58,27 @@ def check_segment(segment: str, *, what: str = "name") -> str:
         raise NameTooLong(
             f"{what} is {size} bytes; at most {MAX_SEGMENT_BYTES} are allowed", path=segment
         )
+    return segment
+
+
+def has_control_character(text: str) -> bool:
+    """True if ``text`` holds a C0 control character (U+0000-U+001F) or DEL (U+007F)."""
+    return CONTROL_CHARACTER.search(text) is not None
+
+
+def _refuse_control_characters(text: str, what: str) -> None:
+    found = CONTROL_CHARACTER.search(text)
+    if found is not None:
+        raise InvalidName(
+            f"{what} may not contain control characters (found U+{ord(found.group()):04X})",
+            path=text.encode("unicode_escape").decode("ascii"),
+        )
+
+
+def check_new_name(segment: str, *, what: str = "name") -> str:
+    """A name something is about to be created (or renamed) under: a segment, no control chars."""
+    check_segment(segment, what=what)
+    _refuse_control_characters(segment, what)
     return segment
 
 
@@ -87,18 +119,21 @@ def check_identity(value: str, *, what: str) -> str:
 
 
 def check_mount_path(path: str) -> str:
-    """A mount's folder inside the session directory: one segment, like a file name."""
-    return check_segment(path, what="mount path")
+    """A mount's folder inside the session directory: one segment, like a new file name."""
+    return check_new_name(path, what="mount path")
 
 
 __all__ = [
+    "CONTROL_CHARACTER",
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "SPACE_NAME",
     "check_identity",
     "check_mount_path",
+    "check_new_name",
     "check_path",
     "check_segment",
     "check_space_name",
     "decode_fs_name",
+    "has_control_character",
 ]

@@ -4,15 +4,30 @@ For each mounted space it gives the folder, the description, whether the turn
 may write, and the file list with sizes. The file list of one space is capped
 (``Limits.note_file_list_bytes``, 8,000 bytes by default); past the cap the
 note says how many files it left out and to list the folder for the rest.
+
+Nothing a file name, a mount path or a space description holds can start a
+line or a section of the note (a name could otherwise forge a ``## ...``
+section with instructions of its own in another agent's note). Names and
+paths are shown as shell words, so the agent can paste them into a command:
+bare when they are plain, in single quotes when they hold spaces or shell
+characters, and as ``$'...'`` with every control, format or line-separator
+character escaped (``$'a\\n## b.md'``) when they hold one. A description is
+one line in double quotes: its line breaks and runs of white space become one
+space and any other control character is escaped.
+
+The intro says, in one sentence, the limits an agent meets (links refused,
+the file and space size limits of ``Limits``).
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from pydantic import Field
 
-from memfs.core.models import Frozen, Layer
+from memfs.core.models import Frozen, Layer, Limits
 
 LAYER_WORDS: Mapping[Layer, str] = {
     "org": "shared memory of your organisation",
@@ -42,13 +57,76 @@ def human_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
 
+# Characters no shell needs quoted, and that cannot be mistaken for anything.
+_PLAIN_ASCII = re.compile(r"[A-Za-z0-9@%+=:,./_-]+")
+_PLAIN_PUNCTUATION = frozenset("@%+=:,./_-")
+# Control (C0, DEL, C1), format (bidi overrides, zero-width), line and
+# paragraph separators, surrogates: shown escaped, never as themselves.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_SHELL_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+def _escaped(ch: str) -> bool:
+    return unicodedata.category(ch) in _ESCAPED_CATEGORIES
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x80:  # bash's $'\xHH' is a byte: past ASCII it would not be the character
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one shell word on one line: bare, in single quotes, or as ``$'...'``."""
+    if _PLAIN_ASCII.fullmatch(text) or (
+        text and all(ch.isalnum() or ch in _PLAIN_PUNCTUATION for ch in text)
+    ):
+        return text
+    if not any(_escaped(ch) for ch in text):
+        return "'" + text.replace("'", "'\\''") + "'"
+    out = []
+    for ch in text:
+        if ch in _SHELL_ESCAPES:
+            out.append(_SHELL_ESCAPES[ch])
+        elif _escaped(ch):
+            out.append(_escape(ch))
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+def quoted(text: str) -> str:
+    """``text`` on one line in double quotes; each white space run (line breaks too) is a space."""
+    out = []
+    for ch in " ".join(text.split()):
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif _escaped(ch):
+            out.append(_escape(ch))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def limits_sentence(limits: Limits) -> str:
+    """The one sentence of the intro that tells the agent the limits it meets."""
+    return (
+        "Links (symbolic or hard) are refused, a file may hold at most "
+        f"{human_size(limits.max_file_bytes)} and each folder below at most "
+        f"{human_size(limits.max_space_bytes)} in all."
+    )
+
+
 def file_list(mount_path: str, files: Mapping[str, int], budget: int) -> tuple[list[str], int]:
     """The lines that fit in ``budget`` bytes (UTF-8, newlines counted), and how many did not."""
     lines: list[str] = []
     used = 0
     ordered = sorted(files)
     for index, path in enumerate(ordered):
-        line = f"- {mount_path}/{path} ({human_size(files[path])})"
+        line = f"- {shell_word(f'{mount_path}/{path}')} ({human_size(files[path])})"
         cost = len(line.encode("utf-8")) + 1
         if used + cost > budget:
             return lines, len(ordered) - index
@@ -59,12 +137,13 @@ def file_list(mount_path: str, files: Mapping[str, int], budget: int) -> tuple[l
 
 def render_space(space: NoteSpace, budget: int) -> str:
     access = "you may read and edit these files" if space.writable else "read-only this turn"
-    head = f"## {space.path}/ — {LAYER_WORDS[space.layer]} ({access})"
+    folder = shell_word(space.path)
+    head = f"## {folder}/ — {LAYER_WORDS[space.layer]} ({access})"
     out = [head]
     if space.layer != "dir":
-        out.append(f"Space: {space.space}")
-    if space.description:
-        out.append(space.description.strip())
+        out.append(f"Space: {shell_word(space.space)}")
+    if space.description.strip():
+        out.append(f"Description: {quoted(space.description)}")
     out.extend(space.extra_lines)
     if space.from_last_known_copy:
         out.append(
@@ -80,13 +159,18 @@ def render_space(space: NoteSpace, budget: int) -> str:
     if left_out:
         out.append(
             f"... and {left_out} more file{'s' if left_out != 1 else ''} not listed here; "
-            f"list the folder (ls -R {space.path}) to see them all."
+            f"list the folder (ls -R {folder}) to see them all."
         )
     return "\n".join(out)
 
 
-def render_note(spaces: Iterable[NoteSpace], *, file_list_bytes: int = 8_000) -> str:
-    """The whole note for one turn; an empty string when nothing is mounted."""
+def render_note(
+    spaces: Iterable[NoteSpace], *, file_list_bytes: int = 8_000, limits: Limits | None = None
+) -> str:
+    """The whole note for one turn; an empty string when nothing is mounted.
+
+    ``limits`` (default ``Limits()``) are the ones the intro tells the agent.
+    """
     sections = [render_space(space, file_list_bytes) for space in spaces]
     if not sections:
         return ""
@@ -94,9 +178,20 @@ def render_note(spaces: Iterable[NoteSpace], *, file_list_bytes: int = 8_000) ->
         "# Memory\n"
         "Your memory is plain files in the folders below, relative to your working "
         "directory. Read them with cat or grep; edit them with ordinary tools. What you "
-        "change in a writable folder is kept after this turn."
+        "change in a writable folder is kept after this turn. "
+        + limits_sentence(limits or Limits())
     )
     return "\n\n".join([intro, *sections]) + "\n"
 
 
-__all__ = ["LAYER_WORDS", "NoteSpace", "file_list", "human_size", "render_note", "render_space"]
+__all__ = [
+    "LAYER_WORDS",
+    "NoteSpace",
+    "file_list",
+    "human_size",
+    "limits_sentence",
+    "quoted",
+    "render_note",
+    "render_space",
+    "shell_word",
+]

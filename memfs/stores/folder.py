@@ -17,9 +17,14 @@ a path that passes through a symlink is refused; that check runs before
 writing, so people who can write the root are trusted not to swap a folder
 for a symlink in the middle of a store.
 
-A file's mode (its permission bits) and mtime are the real file's: a change
-set's ``meta`` is applied with ``chmod`` and ``utime``, and ``load`` reads
-them back with the file (its ctime is the disk's own; no call can set it).
+A file's mtime is the real file's (``utime``; its ctime is the disk's own,
+no call can set it). Its mode is kept in the real file's owner bits only,
+since the files are private to the store's user (below): a change set's mode
+is written as its owner bits (at least read and write, so the store can read
+and replace the file), and ``load`` gives group and others the owner's read
+and execute bits. 0644 and 0755, what files and scripts have, come back
+exactly; a mode whose group or other bits differ from that (0600, 0664) comes
+back as its owner bits say. A managed store keeps every mode exactly.
 Every folder under the space, empty ones included, is a folder of the space:
 ``load`` lists them all, ``folders_created`` makes them and ``folders_deleted``
 removes them when empty; deleting a file leaves its folder where it is, as
@@ -41,6 +46,10 @@ several processes (and threads) sharing one root never interleave a check
 with another's apply. Every file is written to a temp file in its folder,
 fsynced and renamed over the target, so a crash leaves the old or the new
 content, never a torn file. All I/O runs in worker threads, off the trio loop.
+
+What the store creates is private to its user: folders 0700, files 0600
+(a file a person gave other permissions by hand keeps them when replaced, and
+folders and files made before this rule keep theirs: ``chmod -R go= ROOT``).
 """
 
 from __future__ import annotations
@@ -73,6 +82,8 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_path, decode_fs_name
 from memfs.core.review import ReviewMode
+from memfs.private import DIR_MODE as PRIVATE_DIR_MODE
+from memfs.private import FILE_MODE as PRIVATE_FILE_MODE
 
 TEMP_PREFIX = ".memfs-tmp-"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -122,7 +133,7 @@ def _ensure_dir(path: Path, dirty: set[Path]) -> None:
         probe = probe.parent
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):  # another writer made it first
-            os.mkdir(folder)
+            os.mkdir(folder, PRIVATE_DIR_MODE)
             dirty.add(folder.parent)
 
 
@@ -192,7 +203,7 @@ def _walk(
                     if meta is not None:
                         info = found[1]
                         meta[path] = FileMeta(
-                            mode=stat.S_IMODE(info.st_mode) & MODE_BITS,
+                            mode=_space_mode(stat.S_IMODE(info.st_mode)),
                             mtime_ns=info.st_mtime_ns,
                             ctime_ns=info.st_ctime_ns,
                         )
@@ -218,20 +229,31 @@ def _read_space_meta(folder: Path) -> tuple[dict[str, bytes], dict[str, FileMeta
     return files, meta, folders
 
 
+def _disk_mode(mode: int) -> int:
+    """What a file of ``mode`` is on disk: its owner bits, readable and writable by the owner."""
+    return (mode & 0o700) | PRIVATE_FILE_MODE
+
+
+def _space_mode(disk_mode: int) -> int:
+    """The mode a file on disk has in the space: group and others read and run as the owner may."""
+    owner = disk_mode & 0o700
+    return (owner | (owner >> 3 & 0o050) | (owner >> 6 & 0o005)) & MODE_BITS
+
+
 def _set_meta(target: Path, meta: FileMeta | None, *, new: bool) -> None:
     """Give a file just written the mode and mtime its change set says (a new one: 0644)."""
     if meta is None:
         if new:
-            os.chmod(target, FILE_MODE, follow_symlinks=False)
+            os.chmod(target, _disk_mode(FILE_MODE), follow_symlinks=False)
         return
-    os.chmod(target, meta.mode, follow_symlinks=False)
+    os.chmod(target, _disk_mode(meta.mode), follow_symlinks=False)
     if meta.mtime_ns is not None:
         os.utime(target, ns=(time.time_ns(), meta.mtime_ns), follow_symlinks=False)
 
 
 def _write_atomically(target: Path, content: bytes) -> None:
     temp = target.with_name(f"{TEMP_PREFIX}{secrets.token_hex(8)}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
             with contextlib.suppress(FileNotFoundError):
@@ -345,7 +367,7 @@ class FolderStore:
         self._require_root(ref)
         _ensure_dir(lock.parent, set())  # lock files need no durability
         with self._thread_lock:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield

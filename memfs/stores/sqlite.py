@@ -49,6 +49,10 @@ cause; so does a database file that existed and is missing or was replaced
 The audit log is a hash chain (``memfs.core.audit``): ``_log`` links each
 entry to the last, and triggers refuse what would rewrite the log.
 
+The database file is made 0600 (and narrowed to 0600 if this user owns a
+wider one), with its ``-wal`` and ``-shm``: it holds people's memory and
+prompts, whoever opens the store (the daemon, the CLI, a library caller).
+
 Forgetting must leave nothing readable in the file: connections run with
 ``secure_delete`` (freed space is zeroed), and a purge ends with a checkpoint
 that empties the write-ahead log, where older copies of the pages live.
@@ -101,6 +105,7 @@ from memfs.core.models import (
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
+from memfs.private import create_private_file, narrow_if_ours
 
 T = TypeVar("T")
 
@@ -1563,6 +1568,12 @@ class SqliteStore:
                 "one in place of a store that existed",
                 path=str(self.path),
             )
+        # The file holds people's memory: 0600 before SQLite makes it (SQLite
+        # gives -wal and -shm the database file's mode), whoever opens the store.
+        if not self._must_exist:
+            create_private_file(self.path)
+        for suffix in ("", "-wal", "-shm"):
+            narrow_if_ours(self.path.with_name(self.path.name + suffix))
         # mode=rw once the file must exist, so a file removed after the check
         # above is an error too, not silently created afresh.
         mode = "rw" if self._must_exist else "rwc"
