@@ -11,6 +11,19 @@ build it, and every read and write of it. These tables hold everything::
     review_settings  a space's own review mode, which wins over a turn's (schema 2)
     audit            every sensitive act, append-only: triggers refuse UPDATE and DELETE (schema 3)
     traces           what each turn saw and did, a ``Trace`` as JSON (schema 4)
+    stored_turns     (space, session, turn) -> the fingerprint of the change set a turn
+                     stored and the ``Stored`` it got (schema 6)
+    forgotten        digest of (org, user, space) -> the clock when it was forgotten;
+                     space '' is the whole person (schema 6)
+
+A turn's store is exactly once: a second store of the same change set from the
+same (space, session, turn) returns the ``Stored`` the first got and writes nothing, so a turn end
+repeated after a crash between the store and the daemon's own record is
+reported as saved, not as a conflict. A person's space keeps, in
+``forgotten``, when it (or a file of it) was last forgotten, with no path or
+content; a store from a turn that loaded before then is refused
+(``Forgotten``), whatever it touches, and a load after it gets a cursor no
+older than that moment.
 
 Revision ids and the ``edited`` number of every file put into a review
 change come from one sequence, ``clock``, so the review rules
@@ -58,7 +71,7 @@ import trio
 
 from memfs.core import review
 from memfs.core import review as review_rules
-from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable
+from memfs.core.errors import ConfigError, Forgotten, InvalidName, NotFound, StoreUnavailable
 from memfs.core.models import (
     AuditAction,
     AuditEntry,
@@ -248,12 +261,42 @@ def _add_manifest_index(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX revisions_manifest ON revisions (id, sha256, size)")
 
 
+_SCHEMA_TURNS = (
+    # WITHOUT ROWID, keyed as looked up: one seek per turn store.
+    """
+    CREATE TABLE stored_turns (
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        session TEXT NOT NULL,
+        turn TEXT NOT NULL,
+        changes TEXT NOT NULL,
+        stored TEXT NOT NULL,
+        PRIMARY KEY (space_id, session, turn)
+    ) WITHOUT ROWID
+    """,
+    # Not tied to spaces: forgetting a person deletes their spaces rows, and
+    # this must outlive them. Keyed by a digest of (org, user, space), so the
+    # file names nobody it forgot (only the audit entry does); no path, no content.
+    """
+    CREATE TABLE forgotten (
+        key TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
+
+def _add_turn_records(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_TURNS:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
     _add_audit_table,
     _add_traces_table,
     _add_manifest_index,
+    _add_turn_records,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -429,7 +472,7 @@ def _load_lean(
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
     space_id = _space_id(conn, ref)
     if space_id is None:
-        return Loaded(files={}, cursor="0", revisions={})
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     files: dict[str, bytes] = {}
     # Plain tuples and comprehensions: this runs over every file at every turn start.
     cursor = conn.cursor()
@@ -457,7 +500,7 @@ def _load_lean(
     # and validating 10,000 entries three times would cost more than the query.
     return Loaded.model_construct(
         files=files,
-        cursor=str(_cursor(conn, space_id)),
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
         revisions=dict(sorted(revisions.items())),
         shas=shas,
         sizes=sizes,
@@ -513,13 +556,13 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     """The live files; with ``session``, that conversation's waiting change laid over them."""
     space_id = _space_id(conn, ref)
     if space_id is None:
-        return Loaded(files={}, cursor="0", revisions={})
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     files, revisions, shas = _live_files(conn, space_id)
     if session is not None:
         _lay_own_change(conn, space_id, session, files, revisions, shas, None)
     return Loaded(
         files=dict(sorted(files.items())),
-        cursor=str(_cursor(conn, space_id)),
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
         revisions=revisions,
         shas=shas,
     )
@@ -670,6 +713,8 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) ->
     gone = conn.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, path))
     if gone.rowcount == 0:
         raise nothing
+    _mark_forgotten(conn, ref.org, ref.user or "", ref.space)
+    _scrub_stored_turns(conn, space_id, path)
     # The path only: the content is what the person asked to be forgotten.
     _log(conn, "forget", ref.org, by=by, space=ref.space, target=path)
     return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
@@ -700,9 +745,11 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         # must go too: it references the space, and it may hold content.
         conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
         conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
+        conn.execute("DELETE FROM stored_turns WHERE space_id = ?", (space_id,))
         # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
+    _mark_forgotten(conn, org, user, "")
     # The audit entry does name them, on purpose: an erasure must be accountable.
     _log(conn, "forget-user", org, by=by, target=user)
     return purged
@@ -729,9 +776,18 @@ def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
 
 
 def _record_trace(conn: sqlite3.Connection, trace: Trace) -> None:
+    # Once per (session, turn): a turn end repeated after a crash traces nothing twice.
     conn.execute(
-        "INSERT INTO traces (session, turn, at, data) VALUES (?, ?, ?, ?)",
-        (trace.session, trace.turn, _timestamp(trace.at), trace.model_dump_json()),
+        "INSERT INTO traces (session, turn, at, data) SELECT ?, ?, ?, ?"
+        " WHERE NOT EXISTS (SELECT 1 FROM traces WHERE session = ? AND turn = ?)",
+        (
+            trace.session,
+            trace.turn,
+            _timestamp(trace.at),
+            trace.model_dump_json(),
+            trace.session,
+            trace.turn,
+        ),
     )
 
 
@@ -1032,6 +1088,94 @@ def _store_reviewed(
     return stored.model_copy(update={"change": change_id, "cursor": str(_cursor(conn, space_id))})
 
 
+def _turn_key(provenance: Provenance) -> tuple[str, str] | None:
+    """The (session, turn) a store comes from, if it comes from a turn."""
+    if provenance.origin != "conversation" or not provenance.session or not provenance.turn:
+        return None
+    return provenance.session, provenance.turn
+
+
+def _forgotten_at(conn: sqlite3.Connection, ref: SpaceRef) -> int:
+    """When ``ref`` (or its whole person) was last forgotten; 0 if never, or not a person's."""
+    if ref.layer != "user":
+        return 0
+    user = ref.user or ""
+    (seq,) = conn.execute(
+        "SELECT MAX(seq) FROM forgotten WHERE key IN (?, ?)",
+        (_forgotten_key(ref.org, user, ref.space), _forgotten_key(ref.org, user, "")),
+    ).fetchone()
+    return int(seq or 0)
+
+
+def _forgotten_key(org: str, user: str, space: str) -> str:
+    return digest(f"{org}\0{user}\0{space}".encode())
+
+
+def _mark_forgotten(conn: sqlite3.Connection, org: str, user: str, space: str) -> None:
+    conn.execute(
+        "INSERT INTO forgotten (key, seq) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET seq = excluded.seq",
+        (_forgotten_key(org, user, space), _tick(conn)),
+    )
+
+
+def _scrub_stored_turns(conn: sqlite3.Connection, space_id: int, path: str) -> None:
+    """Take a forgotten path out of the turn records that name it."""
+    for row in conn.execute(
+        "SELECT session, turn, stored FROM stored_turns WHERE space_id = ?", (space_id,)
+    ).fetchall():
+        stored = Stored.model_validate_json(row["stored"])
+        if path in stored.revisions:
+            kept = stored.model_copy(
+                update={"revisions": {p: r for p, r in stored.revisions.items() if p != path}}
+            )
+            conn.execute(
+                "UPDATE stored_turns SET stored = ? WHERE space_id = ? AND session = ?"
+                " AND turn = ?",
+                (kept.model_dump_json(), space_id, row["session"], row["turn"]),
+            )
+
+
+def _store_turn(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+    requested: ReviewMode,
+) -> Stored:
+    """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
+    key = _turn_key(provenance)
+    if key is not None:
+        space_id = _space_id(conn, ref)
+        row = (
+            None
+            if space_id is None
+            else conn.execute(
+                "SELECT changes, stored FROM stored_turns"
+                " WHERE space_id = ? AND session = ? AND turn = ?",
+                (space_id, *key),
+            ).fetchone()
+        )
+        if row is not None and row["changes"] == changes.fingerprint():
+            return Stored.model_validate_json(row["stored"])
+    if base is not None and _forgotten_at(conn, ref) > base:
+        raise Forgotten(
+            "this person's memory was forgotten after the turn loaded it; nothing of the "
+            "turn is stored in it",
+            path=str(ref),
+        )
+    stored = _store_reviewed(conn, ref, changes, base, provenance, requested)
+    if key is not None and stored.status != "conflict" and not changes.is_empty():
+        conn.execute(
+            "INSERT INTO stored_turns (space_id, session, turn, changes, stored)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
+            " SET changes = excluded.changes, stored = excluded.stored",
+            (_ensure_space(conn, ref), *key, changes.fingerprint(), stored.model_dump_json()),
+        )
+    return stored
+
+
 def _last_live_change(conn: sqlite3.Connection, space_id: int) -> dict[str, int]:
     """Each path's latest revision in the space, deletions included."""
     return {
@@ -1299,7 +1443,7 @@ class SqliteStore:
         # The review setting is read in the same transaction as the write, so a
         # setting changed meanwhile cannot let a change skip review.
         return self._run(
-            lambda conn: _store_reviewed(conn, ref, changes, base, provenance, mode), write=True
+            lambda conn: _store_turn(conn, ref, changes, base, provenance, mode), write=True
         )
 
     async def put(self, ref: SpaceRef, changes: ChangeSet, *, provenance: Provenance) -> Stored:
