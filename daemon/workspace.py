@@ -19,8 +19,9 @@ from typing import Any
 import trio
 
 from memfs.core.diff import diff_touched
-from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
+from memfs.core.errors import InvalidName, MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
+from memfs.core.names import check_path
 from memfs.core.policy import is_shared
 from memfs.sources import StoreSource
 from memfs.turns import Mount, Turn, TurnState
@@ -220,17 +221,26 @@ class OverlayWorkspace:
         if state is None:
             raise NotFound("the session has no turn attached", path=session)
         tree = state.mounts[mount.name]
+        # A path no store can hold (however it got here) is named and left
+        # out, so it cannot sink the rest of the space.
+        refused: dict[str, MemfsError] = {}
+        for path in tree.touched:
+            try:
+                check_path(path)
+            except InvalidName as exc:
+                refused[path] = exc
+        touched_paths = [path for path in tree.touched if path not in refused]
         # Walk the tree here, in trio, where nothing else moves it; read the
         # bytes in a thread.
-        sources = {path: self.overlay.source(tree, path) for path in tree.touched}
-        bases = {path: self.overlay.base(tree, path) for path in tree.touched}
+        sources = {path: self.overlay.source(tree, path) for path in touched_paths}
+        bases = {path: self.overlay.base(tree, path) for path in touched_paths}
 
         def read() -> ChangeSet:
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
             return diff_touched(base, touched)
 
-        return await trio.to_thread.run_sync(read), {}
+        return await trio.to_thread.run_sync(read), refused
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
@@ -238,6 +248,11 @@ class OverlayWorkspace:
         done = {
             "turn": turn.id,
             "done": {space: r.model_dump(mode="json") for space, r in turn.done.items()},
+            # Without the change set: the working copy holds it, and is read again.
+            "kept": {
+                space: r.model_dump(mode="json", exclude={"changes"})
+                for space, r in turn.kept.items()
+            },
         }
         target = self.turn_file(turn.session).with_name(DONE_FILE)
         await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
@@ -289,6 +304,7 @@ class OverlayWorkspace:
                 done = json.loads(done_file.read_text())
                 if done.get("turn") == record["state"]["turn"]:
                     record["state"]["done"] = {**record["state"].get("done", {}), **done["done"]}
+                    record["state"]["kept"] = done.get("kept", {})
             found.append(record)
         return found
 
@@ -305,6 +321,9 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+        if turn.kept:
+            # It was ending when the daemon stopped: what is kept is what was there.
+            self.overlay.freeze(turn.session)
 
 
 def _write_atomic(target: Path, text: str) -> None:
