@@ -259,7 +259,8 @@ def turn_kept(session: str, name: str | None, path: str | None, socket_path: Pat
         fail(BadRequest("give both NAME (the mount) and PATH, or neither"))
     with reported(), Client(socket_path) as client:
         content = client.kept_file(session, name, path)
-    click.get_binary_stream("stdout").write(content)
+    sys.stdout.buffer.write(content)
+    sys.stdout.flush()
 
 
 @turn.command("commit")
