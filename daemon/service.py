@@ -32,7 +32,7 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
-from memfs.core.errors import NotFound, TurnOpen
+from memfs.core.errors import BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceResult
 from memfs.core.names import check_identity, check_path
 from memfs.turns import CommitResult, Memory, TurnState
@@ -234,7 +234,26 @@ class DaemonService:
         return {"kept": sorted(turn.kept), "orphaned": sorted(turn.orphaned)}
 
     async def forgotten(self, notice: ForgetNotice) -> ForgetApplied:
-        raise NotFound("not yet")
+        """A store forgot a person, or one file of theirs: every open turn over it drops it."""
+        check_identity(notice.org, what="org id")
+        check_identity(notice.user, what="user id")
+        if notice.path is not None:
+            check_path(notice.path)
+            if notice.space is None:
+                raise BadRequest("a forgotten file needs the space it was in")
+        dropped: dict[str, list[str]] = {}
+        for turn in self.memory.open_turns():
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
+                    continue
+                if notice.space is not None and ref.space != notice.space:
+                    continue
+                if name not in turn.done:  # a space stored before the forget stays reported so
+                    await self.memory.forget_in_turn(turn, name)
+                await self.workspace.drop_forgotten(turn.session, name, notice.path)
+                dropped.setdefault(turn.session, []).append(name)
+        return ForgetApplied(dropped=dropped)
 
 
 __all__ = ["DaemonService"]

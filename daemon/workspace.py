@@ -41,10 +41,12 @@ class OverlayWorkspace:
         mount_root: Path,
         *,
         invalidate: Callable[[Sequence[tuple[int, str]]], None] | None = None,
+        invalidate_inodes: Callable[[Sequence[int]], None] | None = None,
     ) -> None:
         self.overlay = overlay
         self.mount_root = mount_root
         self._invalidate = invalidate
+        self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         self._access: dict[str, dict[str, FileAccess]] = {}
 
@@ -289,6 +291,9 @@ class OverlayWorkspace:
         names, self.overlay.stale_names = self.overlay.stale_names, []
         if names and self._invalidate is not None:
             await trio.to_thread.run_sync(self._invalidate, names)
+        inodes, self.overlay.stale_inodes = self.overlay.stale_inodes, []
+        if inodes and self._invalidate_inodes is not None:
+            await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
 
     def pop_access(self, session: str) -> dict[str, FileAccess]:
         return self._access.pop(session, {})
@@ -324,6 +329,19 @@ class OverlayWorkspace:
         if turn.kept:
             # It was ending when the daemon stopped: what is kept is what was there.
             self.overlay.freeze(turn.session)
+        for name, result in turn.done.items():
+            if result.reason == "forgotten":
+                # Forgotten while the turn was open: nothing of it comes back.
+                self.overlay.drop_mount(turn.session, name)
+
+    async def drop_forgotten(self, session: str, name: str, path: str | None) -> bool:
+        """Take a forgotten file (or, with no path, the whole space) out of an open turn."""
+        if path is None:
+            dropped = self.overlay.drop_mount(session, name)
+        else:
+            dropped = self.overlay.drop_path(session, name, path)
+        await self.forget_names()
+        return dropped
 
 
 def _write_atomic(target: Path, text: str) -> None:

@@ -489,6 +489,26 @@ class Memory:
             found[name] = (mount, result, changes)
         return found
 
+    def open_turns(self) -> list[Turn]:
+        """Every open turn (ended ones that keep spaces too), by session."""
+        return [self._open[session] for session in sorted(self._open)]
+
+    async def forget_in_turn(self, turn: Turn, name: str) -> None:
+        """A person's memory mounted as ``name`` was forgotten: nothing of it is stored.
+
+        Its result is settled now (and written down, for a restart), so the
+        turn's end never sends it; the store would refuse it anyway.
+        """
+        result = SpaceResult(
+            status="not_saved",
+            error="this person's memory was forgotten during the turn; nothing of this "
+            "space is stored",
+            reason="forgotten",
+        )
+        turn.kept.pop(name, None)
+        turn.done[name] = result
+        await self.workspace.record(turn, name, result)
+
     def open_turn(self, session: str) -> Turn:
         """The session's open turn, or ``NotFound``."""
         try:

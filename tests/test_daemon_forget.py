@@ -1,0 +1,134 @@
+"""Real mounts: forgetting a person (or a file of theirs) reaches their open turns at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from memfs.core.models import ChangeSet, Provenance, SpaceRef, digest
+from memfs.stores.sqlite import SqliteStore
+from tests.daemon_harness import Daemon, running_daemon, sh
+from tests.test_daemon_mount import SPECS, start
+
+ME = SpaceRef(layer="user", space="me", user="u_dana")
+SECRET = b"my diagnosis\n"
+ADMIN = ("--as", "root-admin", "--role", "admin")
+
+
+async def seeded(daemon: Daemon) -> SqliteStore:
+    store = daemon.service.memory.store
+    assert isinstance(store, SqliteStore)
+    await store.put(
+        ME, ChangeSet(created={"g.md": SECRET, "keep.md": b"keep\n"}), provenance=Provenance()
+    )
+    return store
+
+
+def blob(daemon: Daemon, content: bytes) -> Path:
+    sha = digest(content)
+    return daemon.settings.state_dir / "blobs" / sha[:2] / sha
+
+
+async def manage(daemon: Daemon, *args: str) -> dict[str, object]:
+    """``memfs ARGS`` as an admin would run it, against this daemon's store and socket."""
+    db = daemon.settings.state_dir / "memfs.db"
+    done = await trio.run_process(
+        [sys.executable, "-m", "memfs.cli", *args, "--store", f"sqlite://{db}", *ADMIN],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, "MEMFS_SOCKET": str(daemon.settings.socket)},
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+async def test_forget_user_empties_the_persons_open_turn_at_once(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        # Read (so the kernel caches it) and keep a descriptor open on it.
+        await sh("cat me/g.md > /dev/null && printf new > me/new.md", root)
+        assert await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+
+        gone = await manage(daemon, "forget-user", "u_dana")
+
+        assert gone["open_turns"] == {"s1": ["me"]}
+        seen = await sh("cat me/g.md; ls me; cp me/g.md me/g2.md", root, check=False)
+        assert SECRET not in seen.stdout
+        assert b"No such file or directory" in seen.stderr
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        ended = await daemon.service.end_turn("s1")
+        me = ended.spaces["me"]
+        assert (me.status, me.reason) == ("not_saved", "forgotten")
+        assert await store.user_files("u_dana", "default") == {}
+        assert await store.history(ME, "g2.md") == []
+        turn_dir = daemon.settings.state_dir / "sessions" / "s1" / ended.turn
+        assert not await trio.to_thread.run_sync(turn_dir.exists)
+
+
+async def test_forgetting_one_file_drops_it_from_the_open_turn_and_its_blob(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md me/keep.md > /dev/null", root)
+
+        gone = await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        assert gone["open_turns"] == {"s1": ["me"]}
+        seen = await sh("cat me/g.md; ls me", root, check=False)
+        assert SECRET not in seen.stdout
+        assert seen.stdout == b"keep.md\n"
+        copy = await sh("cp me/keep.md me/k2.md", root, check=False)
+        assert b"Read-only file system" in copy.stderr
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+        assert me.reason == "forgotten"
+        assert await store.user_files("u_dana", "default") == {"me": {"keep.md": b"keep\n"}}
+
+
+async def test_a_turn_that_never_heard_of_the_forget_cannot_write_it_back(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        # Straight in the store: this daemon is never told.
+        await store.forget_user("u_dana", "default", by=None)
+        await sh("cp me/g.md me/g2.md", root)  # the erased content, under a new name
+
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+
+        assert (me.status, me.reason, me.kept) == ("not_saved", "forgotten", False)
+        assert me.not_saved == ["g2.md"]
+        assert await store.user_files("u_dana", "default") == {}
+        assert await store.history(ME, "g2.md") == []
+
+
+def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+
+    async def put() -> None:
+        store = SqliteStore(db)
+        await store.put(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+        await store.aclose()
+
+    trio.run(put)
+    argv = ["forget-user", "u_dana", f"--store=sqlite://{db}", *ADMIN]
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "MEMFS_SOCKET": str(tmp_path / "nobody.sock")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "org": "default",
+        "forgotten_spaces": ["me"],
+        "open_turns": None,
+    }
