@@ -10,8 +10,14 @@ from pathlib import Path
 
 import trio
 
-from memfs.core.models import ChangeSet, Provenance, SpaceRef, digest
+import memfs
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, digest
+from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
+from memfs.turns import Memory, TurnState
+from memfsd.blobs import BlobCache
+from memfsd.overlay import Overlay
+from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS, start
 
@@ -132,3 +138,53 @@ def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
         "forgotten_spaces": ["me"],
         "open_turns": None,
     }
+
+
+async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"sub/g.md": SECRET}), provenance=Provenance())
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, [memfs.user_memory()], workspace=ws), ws
+
+    memory, ws = desk()
+    turn = await memory.start_turn("s1", {"userId": "u_dana"})
+    sha = digest(SECRET)
+    assert sha in ws.overlay.blobs
+    await store.forget_user("u_dana", "default", by=None)
+    await memory.forget_in_turn(turn, "me")
+    assert await ws.drop_forgotten("s1", "me", None)
+    assert sha not in ws.overlay.blobs
+    assert "me" not in ws.overlay.sessions["s1"].node.kids
+
+    memory, ws = desk()  # a restart
+    [record] = ws.saved_turns()
+    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+    ws.reattach(restored, record)
+    assert "me" not in ws.overlay.sessions["s1"].node.kids
+    me = (await restored.end()).spaces["me"]
+    assert (me.status, me.reason) == ("not_saved", "forgotten")
+    assert store.files_nowait(ME) == {}
+
+
+async def test_dropping_a_file_in_a_folder_nobody_opened_keeps_it_gone(tmp_path: Path) -> None:
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    sha = overlay.blobs.put(SECRET)
+    overlay.blobs.hold([sha])
+    overlay.open_session("s1")
+    overlay.attach_turn(
+        "s1",
+        "t1",
+        {"me": (False, {"a/g.md": (sha, len(SECRET), "1"), "a/k.md": (sha, len(SECRET), "2")})},
+        private={"me"},
+    )
+    assert overlay.drop_path("s1", "me", "a/g.md")
+    mount = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+    folder = overlay.lookup(mount.root.inode, "a")
+    assert [n.name for n in overlay.children(folder.inode)] == ["k.md"]
+    assert mount.read_only
+    assert not overlay.drop_path("s1", "me", "a/none.md")
