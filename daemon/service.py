@@ -184,7 +184,10 @@ class DaemonService:
         if result is None:
             raise NotFound("no ended turn with manual mounts by that id", path=f"{session}/{turn}")
         committed = await result.commit_manual()
-        del self.manual[(session, turn)]
+        if committed.pending:  # a failed store: held again, for the next commit
+            self.manual[(session, turn)] = committed
+        else:
+            del self.manual[(session, turn)]
         return ended(committed, {})
 
     async def close_session(self, session: str) -> SessionClosed:

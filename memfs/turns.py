@@ -164,13 +164,20 @@ class CommitResult:
             )
         self._committed = True
         spaces = dict(self.spaces)
+        left: dict[str, _Pending] = {}
         for name, pending in self._pending.items():
-            result = await self._memory._store(
+            spaces[name] = await self._memory._store(
                 pending.mount, pending.changes, pending.refused, pending.provenance
             )
-            # Manual change sets live in this object, not in a working copy.
-            spaces[name] = result.model_copy(update={"kept": False, "bases": {}})
-        return CommitResult(self._memory, self.session, self.turn, spaces, {})
+            if spaces[name].kept:
+                # The store did not take it: the returned result holds it, to commit again.
+                left[name] = pending
+        return CommitResult(self._memory, self.session, self.turn, spaces, left)
+
+    @property
+    def pending(self) -> list[str]:
+        """The manual mounts this result still holds uncommitted."""
+        return sorted(self._pending)
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -201,3 +201,18 @@ async def test_an_open_turn_can_be_discarded_whole(tmp_path: Path) -> None:
     assert store.files_nowait(ME) == {}
     with pytest.raises(memfs.NotFound):
         await turn.end()
+
+
+async def test_a_manual_commit_whose_store_fails_can_be_committed_again(tmp_path: Path) -> None:
+    store = Failing()
+    memory = memfs.Memory(store, [memfs.user_memory(commit="manual")], workdir=tmp_path / "w")
+    turn = await memory.start_turn("s1", DANA)
+    (turn.root / "me" / "a.md").write_bytes(b"draft")
+    ended = await turn.end()
+    store.failure = StoreUnavailable("down")
+    failed = await ended.commit_manual()
+    assert failed.spaces["me"].kept and failed.pending == ["me"]
+    store.failure = None
+    done = await failed.commit_manual()
+    assert done.spaces["me"].status == "saved" and done.pending == []
+    assert store.files_nowait(ME) == {"a.md": b"draft"}
