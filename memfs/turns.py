@@ -771,6 +771,7 @@ class Memory:
                 not_saved=tuple(sorted(refused)),
                 error=_first_error(refused),
                 errors=errors,
+                reason="refused" if refused else None,
             )
         if action is EndAction.MANUAL:
             pending[mount.name] = _Pending(mount, changes, refused, provenance)

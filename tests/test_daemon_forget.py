@@ -188,3 +188,44 @@ async def test_dropping_a_file_in_a_folder_nobody_opened_keeps_it_gone(tmp_path:
     assert [n.name for n in overlay.children(folder.inode)] == ["k.md"]
     assert mount.read_only
     assert not overlay.drop_path("s1", "me", "a/none.md")
+
+
+READER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+sys.stdout.write(os.pread(fd, 100, 0).decode() + "|")
+sys.stdout.flush()
+sys.stdin.readline()  # the forget happens here
+try:
+    sys.stdout.write(os.pread(fd, 100, 0).decode())
+except OSError as exc:
+    sys.stdout.write(f"error {exc.errno}")
+"""
+
+
+async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1")
+        reader = await trio.lowlevel.open_process(
+            [sys.executable, "-c", READER, str(root / "me" / "g.md")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert reader.stdin is not None and reader.stdout is not None
+            first = b""
+            while not first.endswith(b"|"):
+                first += await reader.stdout.receive_some()
+            assert first == SECRET + b"|"  # read once: the kernel holds the page
+
+            await manage(daemon, "forget-user", "u_dana")
+            await reader.stdin.send_all(b"go\n")
+            rest = b""
+            while chunk := await reader.stdout.receive_some():
+                rest += chunk
+        finally:
+            reader.kill()
+            await reader.wait()
+        assert SECRET not in rest, rest
+        await daemon.service.end_turn("s1")
