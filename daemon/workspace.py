@@ -28,7 +28,10 @@ from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
-DONE_FILE = "done.json"  # the spaces of an ending turn already stored
+# The spaces of an ending turn already stored, and those kept because their
+# store failed: {"turn": ID, "done": {NAME: SpaceResult}, "kept": {NAME:
+# SpaceResult without its change set, which the working copy holds}}.
+DONE_FILE = "done.json"
 MANIFEST_FORMAT = 1  # turn.json: a JSON header line, then NUL-separated manifest fields
 
 
