@@ -411,4 +411,23 @@ def invalidate_names(names: Sequence[tuple[int, str]]) -> None:
                 log.warning("could not invalidate %s in %d: %s", name, parent_inode, exc)
 
 
-__all__ = ["CACHE_SECONDS", "MemfsOperations", "fuse_errors", "invalidate_names"]
+def invalidate_inodes(inodes: Sequence[int]) -> None:
+    """Make the kernel drop what it cached of these files (attributes and pages).
+
+    Blocks, as :func:`invalidate_names` does: call it from a worker thread.
+    """
+    for inode in inodes:
+        try:
+            pyfuse3.invalidate_inode(inode, attr_only=False)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                log.warning("could not invalidate inode %d: %s", inode, exc)
+
+
+__all__ = [
+    "CACHE_SECONDS",
+    "MemfsOperations",
+    "fuse_errors",
+    "invalidate_inodes",
+    "invalidate_names",
+]

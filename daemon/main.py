@@ -32,7 +32,7 @@ from memfs.stores.open import open_store
 from memfs.turns import Memory
 from memfsd.blobs import BlobCache
 from memfsd.control import serve_control, socket_in_use
-from memfsd.fs import MemfsOperations, invalidate_names
+from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
 from memfsd.notify import notify, watchdog_interval
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
@@ -118,7 +118,12 @@ async def serve(
         settings.limits,
         sync_on_close=settings.sync_on_close,
     )
-    workspace = OverlayWorkspace(overlay, settings.mount_root, invalidate=invalidate_names)
+    workspace = OverlayWorkspace(
+        overlay,
+        settings.mount_root,
+        invalidate=invalidate_names,
+        invalidate_inodes=invalidate_inodes,
+    )
 
     def report(exc: BaseException, space: str) -> None:
         log.warning("memory space %s: %s", space, exc)

@@ -324,6 +324,8 @@ class Overlay:
         # back, as (parent inode, name); the workspace tells the kernel (it must
         # not happen inside a FUSE request, or the kernel would wait on itself).
         self.stale_names: list[tuple[int, str]] = []
+        # Inodes whose cached contents the kernel must drop (forgotten files).
+        self.stale_inodes: list[int] = []
         self._next_inode = ROOT_INODE + 1
         self._next_fh = 1
         now = clock()
@@ -1403,6 +1405,72 @@ class Overlay:
                 return True
             queue.extend(kid for kid in kids if kid.is_dir)
         return False
+
+    # -- forgetting --------------------------------------------------------------
+
+    def drop_path(self, session: str, name: str, path: str) -> bool:
+        """A forgotten file leaves the turn at once: its node, handles, data file and blob.
+
+        The mount turns read-only too: nothing of it can be stored any more
+        (the store refuses a turn that loaded before the forget). Returns
+        whether the turn held the path.
+        """
+        mount = self._forget_target(session, name)
+        if mount is None:
+            return False
+        mount.read_only = True
+        node: Node | None = mount.root
+        for part in path.split("/"):
+            node = None if node is None or not node.is_dir else node.children.get(part)
+        found = node is not None and not node.is_dir
+        if node is not None and not node.is_dir:
+            self._drop_nodes(mount, [node])
+        file = mount.snapshot.pop(path, None)
+        if file is not None:
+            at = bisect.bisect_left(mount.paths, path)
+            if at < len(mount.paths) and mount.paths[at] == path:
+                del mount.paths[at]
+            if mount.private:
+                self.blobs.release([file[0]], discard=True)
+        return found or file is not None
+
+    def drop_mount(self, session: str, name: str) -> bool:
+        """A forgotten person's space leaves the turn at once, with every byte it held here."""
+        mount = self._forget_target(session, name)
+        if mount is None:
+            return False
+        mount.read_only = True
+        nodes = [n for n in self._walk_raw(mount.root) if not n.is_dir]
+        nodes += [h.node for h in self.handles.values() if h.node.tree is mount]
+        self._drop_nodes(mount, nodes)
+        self._detach(mount.root)
+        self.stale_names.append((mount.turn.session.node.inode, mount.name))
+        self._release_blobs(mount)
+        mount.snapshot, mount.paths = {}, []
+        return True
+
+    def _forget_target(self, session: str, name: str) -> MountTree | None:
+        tree = self.sessions.get(session)
+        if tree is None or tree.turn is None:
+            return None
+        return tree.turn.mounts.get(name)
+
+    def _drop_nodes(self, mount: MountTree, nodes: list[Node]) -> None:
+        for node in nodes:
+            for fh in [fh for fh, h in self.handles.items() if h.node is node]:
+                self._close_handle(fh)
+            if node.data is not None:
+                mount.turn.data_path(node.data).unlink(missing_ok=True)
+            if node.attached and node.parent is not None:
+                self.stale_names.append((node.parent.inode, node.name))
+                self._detach(node)
+            self.stale_inodes.append(node.inode)
+
+    def _walk_raw(self, node: Node) -> Iterator[Node]:
+        """Every node under ``node`` made so far (planting nothing)."""
+        yield node
+        for child in list(node.kids.values()):
+            yield from self._walk_raw(child)
 
     # -- recovery --------------------------------------------------------------
 

@@ -19,6 +19,11 @@ from memfs import __version__
 from memfs.api.models import (
     DaemonStatus,
     FileAccess,
+    ForgetApplied,
+    ForgetNotice,
+    KeptFile,
+    KeptSpace,
+    KeptTurn,
     MountInfo,
     SessionClosed,
     SessionStatus,
@@ -27,9 +32,9 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
-from memfs.core.errors import NotFound, TurnOpen
+from memfs.core.errors import BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceResult
-from memfs.core.names import check_identity, check_new_name
+from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.turns import CommitResult, Memory, TurnState
 from memfsd.overlay import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
@@ -45,6 +50,9 @@ def outcome(result: SpaceResult) -> SpaceOutcome:
         error=result.error,
         conflicts=list(result.conflicts),
         errors=dict(result.errors),
+        reason=result.reason,
+        kept=result.kept,
+        bases=dict(result.bases),
     )
 
 
@@ -80,6 +88,13 @@ class DaemonService:
                 log.exception("could not bring back the open turn of session %s", state.session)
                 continue
             log.info("brought back open turn %s of session %s", state.turn, state.session)
+            if turn.orphaned:
+                log.warning(
+                    "the open turn of session %s mounts %s, which the configuration no longer "
+                    "has; end or discard it",
+                    state.session,
+                    ", ".join(sorted(turn.orphaned)),
+                )
             back.append(state.session)
         return back
 
@@ -113,16 +128,72 @@ class DaemonService:
     async def end_turn(self, session: str) -> TurnEnded:
         turn = self.memory.open_turn(session)
         result = await turn.end()
-        if any(space.status == "manual" for space in result.spaces.values()):
+        # A retried end reports a manual space from the first; the first holds its changes.
+        if (session, result.turn) not in self.manual and any(
+            space.status == "manual" for space in result.spaces.values()
+        ):
             self.manual[(session, result.turn)] = result
+        if turn.kept:  # still open: the access log stays with the turn
+            return ended(result, self.workspace.access_log(session))
         return ended(result, self.workspace.pop_access(session))
+
+    async def discard_turn(self, session: str) -> TurnEnded:
+        check_identity(session, what="session id")
+        result = await self.memory.discard_turn(session)
+        return ended(result, self.workspace.pop_access(session))
+
+    async def kept(self, session: str) -> KeptTurn:
+        check_identity(session, what="session id")
+        turn = self.memory.open_turn(session)
+        spaces: dict[str, KeptSpace] = {}
+        for name, (mount, result, changes) in (await self.memory.kept_changes(session)).items():
+            files = {
+                **{
+                    p: KeptFile(change="created", base=None, size=len(c))
+                    for p, c in changes.created.items()
+                },
+                **{
+                    p: KeptFile(change="updated", base=mount.snapshot.get(p), size=len(c))
+                    for p, c in changes.updated.items()
+                },
+                **{
+                    p: KeptFile(change="deleted", base=mount.snapshot.get(p), size=None)
+                    for p in changes.deleted
+                },
+            }
+            spaces[name] = KeptSpace(
+                space=mount.space,
+                layer=mount.layer,
+                reason=result.reason,
+                error=result.error,
+                conflicts=list(result.conflicts),
+                files=dict(sorted(files.items())),
+            )
+        return KeptTurn(session=session, turn=turn.id, spaces=spaces)
+
+    async def kept_file(self, session: str, name: str, path: str) -> bytes:
+        check_identity(session, what="session id")
+        check_path(path)
+        found = await self.memory.kept_changes(session)
+        if name not in found:
+            raise NotFound("the session's open turn keeps no space by that name", path=name)
+        changes = found[name][2]
+        for files in (changes.created, changes.updated):
+            if path in files:
+                return files[path]
+        if path in changes.deleted:
+            raise NotFound("the kept turn deleted this file", path=path)
+        raise NotFound("the kept space did not change this file", path=path)
 
     async def commit_turn(self, session: str, turn: str) -> TurnEnded:
         result = self.manual.get((session, turn))
         if result is None:
             raise NotFound("no ended turn with manual mounts by that id", path=f"{session}/{turn}")
         committed = await result.commit_manual()
-        del self.manual[(session, turn)]
+        if committed.pending:  # a failed store: held again, for the next commit
+            self.manual[(session, turn)] = committed
+        else:
+            del self.manual[(session, turn)]
         return ended(committed, {})
 
     async def close_session(self, session: str) -> SessionClosed:
@@ -151,6 +222,7 @@ class DaemonService:
                     mounts=[] if tree.turn is None else sorted(tree.turn.mounts),
                     uid=tree.uid if tree.node.mode == 0o700 else None,
                     gid=tree.gid if tree.node.mode == 0o700 else None,
+                    **self._open_turn_status(name),
                 )
             )
         return DaemonStatus(
@@ -162,6 +234,35 @@ class DaemonService:
             sessions=sessions,
             requests=dict(sorted(self.requests.items())),
         )
+
+    def _open_turn_status(self, session: str) -> dict[str, list[str]]:
+        try:
+            turn = self.memory.open_turn(session)
+        except NotFound:
+            return {}
+        return {"kept": sorted(turn.kept), "orphaned": sorted(turn.orphaned)}
+
+    async def forgotten(self, notice: ForgetNotice) -> ForgetApplied:
+        """A store forgot a person, or one file of theirs: every open turn over it drops it."""
+        check_identity(notice.org, what="org id")
+        check_identity(notice.user, what="user id")
+        if notice.path is not None:
+            check_path(notice.path)
+            if notice.space is None:
+                raise BadRequest("a forgotten file needs the space it was in")
+        dropped: dict[str, list[str]] = {}
+        for turn in self.memory.open_turns():
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
+                    continue
+                if notice.space is not None and ref.space != notice.space:
+                    continue
+                if name not in turn.done:  # a space stored before the forget stays reported so
+                    await self.memory.forget_in_turn(turn, name)
+                await self.workspace.drop_forgotten(turn.session, name, notice.path)
+                dropped.setdefault(turn.session, []).append(name)
+        return ForgetApplied(dropped=dropped)
 
 
 __all__ = ["DaemonService"]

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ import trio
 
 from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
-from memfs.core.errors import ConfigError, MemfsError, NotFound, StoreUnavailable
+from memfs.core.errors import ConfigError, InvalidName, MemfsError, NotFound, StoreUnavailable
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
+from memfs.core.names import check_path
 from memfs.core.policy import is_shared
 from memfs.private import make_private_dirs, open_private
 from memfs.sources import StoreSource
@@ -38,7 +39,10 @@ from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
-DONE_FILE = "done.json"  # the spaces of an ending turn already stored
+# The spaces of an ending turn already stored, and those kept because their
+# store failed: {"turn": ID, "done": {NAME: SpaceResult}, "kept": {NAME:
+# SpaceResult without its change set, which the working copy holds}}.
+DONE_FILE = "done.json"
 MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
 
@@ -54,10 +58,12 @@ class OverlayWorkspace:
         mount_root: Path,
         *,
         invalidate: Callable[[Sequence[tuple[int, str]]], None] | None = None,
+        invalidate_inodes: Callable[[Sequence[int]], None] | None = None,
     ) -> None:
         self.overlay = overlay
         self.mount_root = mount_root
         self._invalidate = invalidate
+        self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         self._access: dict[str, dict[str, FileAccess]] = {}
 
@@ -263,23 +269,31 @@ class OverlayWorkspace:
         if state is None:
             raise NotFound("the session has no turn attached", path=session)
         tree = state.mounts[mount.name]
+        # A path no store can hold (however it got here: a journal from before
+        # the rename check, say) is named and left out, file or folder, so it
+        # cannot sink the rest of the space.
+        refused: dict[str, MemfsError] = {}
+        touched_paths = _storable(tree.touched, refused)
         # Walk the tree here, in trio, where nothing else moves it; read the
         # bytes in a thread.
-        sources = {path: self.overlay.source(tree, path) for path in tree.touched}
-        bases = {path: self.overlay.base(tree, path) for path in tree.touched}
-        meta = self.overlay.meta_at_end(tree)
-        folders = diff_folders(
+        sources = {path: self.overlay.source(tree, path) for path in touched_paths}
+        bases = {path: self.overlay.base(tree, path) for path in touched_paths}
+        meta = {
+            path: m for path, m in self.overlay.meta_at_end(tree).items() if path not in refused
+        }
+        made, removed = diff_folders(
             self.overlay.folders_at_end(tree),
             stored=set(tree.folders),
             implied_before=_Implied(tree),
         )
+        folders = (tuple(_storable(made, refused)), tuple(_storable(removed, refused)))
 
         def read() -> ChangeSet:
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
             return diff_touched(base, touched, base_meta=tree.meta, meta=meta, folders=folders)
 
-        return await trio.to_thread.run_sync(read), {}
+        return await trio.to_thread.run_sync(read), refused
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
@@ -287,6 +301,11 @@ class OverlayWorkspace:
         done = {
             "turn": turn.id,
             "done": {space: r.model_dump(mode="json") for space, r in turn.done.items()},
+            # Without the change set: the working copy holds it, and is read again.
+            "kept": {
+                space: r.model_dump(mode="json", exclude={"changes"})
+                for space, r in turn.kept.items()
+            },
         }
         target = self.turn_file(turn.session).with_name(DONE_FILE)
         await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
@@ -323,6 +342,9 @@ class OverlayWorkspace:
         names, self.overlay.stale_names = self.overlay.stale_names, []
         if names and self._invalidate is not None:
             await trio.to_thread.run_sync(self._invalidate, names)
+        inodes, self.overlay.stale_inodes = self.overlay.stale_inodes, []
+        if inodes and self._invalidate_inodes is not None:
+            await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
 
     def pop_access(self, session: str) -> dict[str, FileAccess]:
         return self._access.pop(session, {})
@@ -338,6 +360,7 @@ class OverlayWorkspace:
                 done = json.loads(done_file.read_text())
                 if done.get("turn") == record["state"]["turn"]:
                     record["state"]["done"] = {**record["state"].get("done", {}), **done["done"]}
+                    record["state"]["kept"] = done.get("kept", {})
             found.append(record)
         return found
 
@@ -365,6 +388,22 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+        if turn.kept:
+            # It was ending when the daemon stopped: what is kept is what was there.
+            self.overlay.freeze(turn.session)
+        for name, result in turn.done.items():
+            if result.reason == "forgotten":
+                # Forgotten while the turn was open: nothing of it comes back.
+                self.overlay.drop_mount(turn.session, name)
+
+    async def drop_forgotten(self, session: str, name: str, path: str | None) -> bool:
+        """Take a forgotten file (or, with no path, the whole space) out of an open turn."""
+        if path is None:
+            dropped = self.overlay.drop_mount(session, name)
+        else:
+            dropped = self.overlay.drop_path(session, name, path)
+        await self.forget_names()
+        return dropped
 
 
 class _Implied:
@@ -379,6 +418,19 @@ class _Implied:
 
 def _ns(value: int | None) -> str:
     return "" if value is None else str(value)
+
+
+def _storable(paths: Iterable[str], refused: dict[str, MemfsError]) -> list[str]:
+    """The ``paths`` a store can hold; each other one goes into ``refused`` with why."""
+    kept = []
+    for path in paths:
+        try:
+            check_path(path)
+        except InvalidName as exc:
+            refused[path] = exc
+        else:
+            kept.append(path)
+    return kept
 
 
 def _real_id(value: Any) -> bool:

@@ -21,6 +21,7 @@ from memfs.core.errors import BadRequest as BadRequest
 from memfs.core.errors import ConfigError as ConfigError
 from memfs.core.errors import Conflict as Conflict
 from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
+from memfs.core.errors import Forgotten as Forgotten
 from memfs.core.errors import IllegalTransition as IllegalTransition
 from memfs.core.errors import InvalidName as InvalidName
 from memfs.core.errors import MemfsError as MemfsError

@@ -281,6 +281,32 @@ def turn_end(session: str, socket_path: Path | None) -> None:
     call(socket_path, lambda c: c.end_turn(session))
 
 
+@turn.command("discard")
+@click.argument("session")
+@socket_option
+def turn_discard(session: str, socket_path: Path | None) -> None:
+    """Drop what SESSION's open turn holds unsaved (spaces a failed store kept) and end it."""
+    call(socket_path, lambda c: c.discard_turn(session))
+
+
+@turn.command("kept")
+@click.argument("session")
+@click.argument("name", required=False)
+@click.argument("path", required=False)
+@socket_option
+def turn_kept(session: str, name: str | None, path: str | None, socket_path: Path | None) -> None:
+    """List the files SESSION's failed store kept; with NAME and PATH, print one's content."""
+    if name is None:
+        call(socket_path, lambda c: c.kept(session))
+        return
+    if path is None:
+        fail(BadRequest("give both NAME (the mount) and PATH, or neither"))
+    with reported(), Client(socket_path) as client:
+        content = client.kept_file(session, name, path)
+    sys.stdout.buffer.write(content)
+    sys.stdout.flush()
+
+
 @turn.command("commit")
 @click.argument("session")
 @click.argument("turn_id", metavar="TURN")

@@ -19,7 +19,8 @@ import click
 import trio
 
 from memfs.acting import Acting, act_as
-from memfs.client import DEFAULT_STATE_DIR
+from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.errors import MemfsError
 from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
 from memfs.core.roles import Role
@@ -35,6 +36,26 @@ def default_store() -> str:
         return os.environ["MEMFS_STORE"]
     state_dir = Path(os.environ.get("MEMFS_STATE_DIR") or DEFAULT_STATE_DIR)
     return f"sqlite://{state_dir.absolute() / 'memfs.db'}"
+
+
+FORGET_NOTICE_TIMEOUT = 10.0  # seconds: the daemon only drops files it already holds
+
+
+def tell_daemon(
+    org: str, user: str, *, space: str | None = None, path: str | None = None
+) -> dict[str, list[str]] | None:
+    """Tell a running daemon what was forgotten, so its open turns drop it at once.
+
+    Best effort: the store already refuses whatever an open turn that loaded
+    before the forget would store, so with no daemon (or another one's
+    socket) nothing is lost; the answer is then ``None``. Otherwise: the open
+    turns that held it, session -> mount names.
+    """
+    try:
+        with Client(timeout=FORGET_NOTICE_TIMEOUT) as client:
+            return client.forgotten(org, user, space=space, path=path).dropped
+    except MemfsError:
+        return None
 
 
 def actor_options(command: F) -> F:
@@ -341,7 +362,8 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         """Forget an org file (kept in history) or purge a person's file (admins)."""
         with guard():
             acting(store_url, org, actor, role, lambda a: a.forget(space, path, user=user))
-        echo({"space": space, "org": org, "forgotten": [path]})
+        reached = None if user is None else tell_daemon(org, user, space=space, path=path)
+        echo({"space": space, "org": org, "forgotten": [path], "open_turns": reached})
 
     @main.command("forget-user")
     @click.argument("user")
@@ -350,7 +372,14 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         """Remove everything a person's memory holds in the org (admins)."""
         with guard():
             spaces = acting(store_url, org, actor, role, lambda a: a.forget_user(user))
-        echo({"org": org, "forgotten_spaces": [ref.space for ref in spaces]})
+        reached = tell_daemon(org, user)
+        echo(
+            {
+                "org": org,
+                "forgotten_spaces": [ref.space for ref in spaces],
+                "open_turns": reached,
+            }
+        )
 
     @main.command()
     @click.option(

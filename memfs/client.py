@@ -22,6 +22,9 @@ from pydantic import BaseModel, ValidationError
 
 from memfs.api.models import (
     DaemonStatus,
+    ForgetApplied,
+    ForgetNotice,
+    KeptTurn,
     Problem,
     SessionClosed,
     StartTurnRequest,
@@ -129,6 +132,26 @@ class Client:
         """End the session's open turn: commit its changes and report what it did."""
         return self._call(TurnEnded, "POST", f"/sessions/{_segment(session)}/turn/end")
 
+    def discard_turn(self, session: str) -> TurnEnded:
+        """Drop what the session's open turn holds unsaved (its kept spaces) and end it."""
+        return self._call(TurnEnded, "POST", f"/sessions/{_segment(session)}/turn/discard")
+
+    def kept(self, session: str) -> KeptTurn:
+        """The spaces a failed store kept: each changed path, what it did, its base revision."""
+        return self._call(KeptTurn, "GET", f"/sessions/{_segment(session)}/kept")
+
+    def kept_file(self, session: str, name: str, path: str) -> bytes:
+        """The content a kept space holds at ``path`` (``NotFound`` for a deletion)."""
+        url = f"/sessions/{_segment(session)}/kept/{_segment(name)}/{quote(path, safe='/')}"
+        return self._request("GET", url).content
+
+    def forgotten(
+        self, org: str, user: str, *, space: str | None = None, path: str | None = None
+    ) -> ForgetApplied:
+        """Tell the daemon a store forgot a person (or one file): open turns drop it."""
+        notice = ForgetNotice(org=org, user=user, space=space, path=path)
+        return self._call(ForgetApplied, "POST", "/forgotten", json=notice.model_dump())
+
     def commit_turn(self, session: str, turn: str) -> TurnEnded:
         """Commit what an ended turn left waiting in ``manual`` spaces."""
         return self._call(
@@ -158,6 +181,9 @@ class Client:
         self.close()
 
     def _call(self, model: type[M], method: str, url: str, **kwargs: Any) -> M:
+        return model.model_validate_json(self._request(method, url, **kwargs).content)
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, url, **kwargs)
         except httpx.TransportError as exc:
@@ -165,7 +191,7 @@ class Client:
                 _close_failed_connect(exc)
             raise _unavailable(self.socket, exc) from exc
         if response.is_success:
-            return model.model_validate_json(response.content)
+            return response
         try:
             problem = Problem.model_validate_json(response.content)
         except ValidationError:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from memfs.core.audit import GENESIS, entry_hash
-from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
+from memfs.core.errors import Conflict, Forgotten, IllegalTransition, NotFound, SpaceFull, TooLarge
 from memfs.core.models import (
     DEFAULT_ORG,
     MIB,
@@ -225,6 +225,65 @@ async def _raises_not_found(call: Awaitable[object]) -> None:
     raise AssertionError("expected NotFound")
 
 
+async def _raises_forgotten(call: Awaitable[object]) -> None:
+    try:
+        await call
+    except Forgotten:
+        return
+    raise AssertionError("expected Forgotten")
+
+
+async def check_a_repeated_store_of_one_turn_is_stored_once(store: Store) -> None:
+    """A turn end repeated after a crash sends the same change set with the same turn again."""
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a1"}))
+    await _save(store, ORG, ChangeSet(created={"a.md": b"a1"}))
+    for ref in (DANA, ORG):
+        loaded = await store.load(ref, "s9")
+        changes = ChangeSet(updated={"a.md": b"a2"}, created={"b.md": b"b"})
+        first = await store.store(ref, changes, cursor=loaded.cursor, provenance=_prov("s9", "t9"))
+        again = await store.store(ref, changes, cursor=loaded.cursor, provenance=_prov("s9", "t9"))
+        assert first.status == again.status == "saved"
+        assert again.revisions == first.revisions
+        assert [r.provenance.turn for r in await store.history(ref, "a.md")] == ["t1", "t9"]
+        assert len(await store.history(ref, "b.md")) == 1
+        # The same turn with other changes, or another turn, is a store of its own.
+        other = await store.store(
+            ref,
+            ChangeSet(updated={"b.md": b"b2"}),
+            cursor=loaded.cursor,
+            provenance=_prov("s9", "t10"),
+        )
+        assert other.status == "conflict"  # b.md moved on since that load
+
+
+async def check_a_trace_is_kept_once_per_turn(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    trace = _trace("s1", "t1", {"rules": ORG})
+    await store.record_trace(trace)
+    await store.record_trace(trace)
+    assert await store.traces() == [trace]
+
+
+async def check_a_load_after_forgetting_stores_again(store: Store) -> None:
+    """Forgetting refuses turns that loaded before it, never those that load after."""
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    await store.forget_file(DANA, "a.md", by=None)
+    await _save(store, DANA, ChangeSet(updated={"b.md": b"b2"}))
+    await store.forget_user("dana", "bank-1", by=None)
+    await _save(store, DANA, ChangeSet(created={"c.md": b"c"}))
+    assert await store.files(DANA) == {"c.md": b"c"}
+    # Org memory is never a person's: forgetting there stays a deletion.
+    await _save(store, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    before = await store.load(ORG, "s1")
+    await store.forget_file(ORG, "a.md", by=None)
+    kept = await store.store(
+        ORG, ChangeSet(created={"c.md": b"c"}), cursor=before.cursor, provenance=_prov(turn="x")
+    )
+    assert kept.status == "saved"
+
+
 async def check_restore_brings_back_an_earlier_revision_as_an_edit(store: Store) -> None:
     assert isinstance(store, ManagedStore)
     first = await _save(store, ORG, ChangeSet(created={"a.md": b"one"}))
@@ -320,16 +379,17 @@ async def check_forget_user_file_purges_its_history(store: Store) -> None:
     # Another person's file of the same name is untouched.
     assert await store.files(CAROL) == {"secret.md": b"carol's"}
     assert len(await store.history(CAROL, "secret.md")) == 1
-    # A turn that loaded the file before it was forgotten cannot write it back.
-    late = await store.store(
-        DANA,
+    # A turn that loaded the file before it was forgotten cannot write it back,
+    # not even as a copy under another name: nothing of that turn is stored there.
+    for late in (
         ChangeSet(updated={"secret.md": b"s2 and more"}),
-        cursor=before.cursor,
-        provenance=_prov(),
-    )
-    assert late.status == "conflict"
-    assert late.conflicts == ("secret.md",)
+        ChangeSet(created={"copy.md": b"s2"}),
+    ):
+        await _raises_forgotten(
+            store.store(DANA, late, cursor=before.cursor, provenance=_prov(turn="late"))
+        )
     assert await store.history(DANA, "secret.md") == []
+    assert await store.history(DANA, "copy.md") == []
     # A new file of that name starts a new history.
     await _save(store, DANA, ChangeSet(created={"secret.md": b"new"}))
     assert [r.deleted for r in await store.history(DANA, "secret.md")] == [False]
@@ -374,12 +434,14 @@ async def check_forget_user_removes_every_space_of_that_person_in_that_org(
     assert DANA not in spaces and drafts not in spaces
     await _raises_not_found(store.restore(DANA, "prefs.md", first.revisions["prefs.md"], by=None))
     await _raises_not_found(store.forget_file(DANA, "prefs.md", by=None))
-    # A turn that loaded before the person was forgotten cannot write it back.
-    late = await store.store(
-        DANA, ChangeSet(updated={"prefs.md": b"p3"}), cursor=before.cursor, provenance=_prov()
-    )
-    assert late.status == "conflict"
+    # A turn that loaded before the person was forgotten cannot write it back,
+    # under its own name or another.
+    for late in (ChangeSet(updated={"prefs.md": b"p3"}), ChangeSet(created={"p.md": b"p2"})):
+        await _raises_forgotten(
+            store.store(DANA, late, cursor=before.cursor, provenance=_prov(turn="late"))
+        )
     assert await store.history(DANA, "prefs.md") == []
+    assert await store.history(DANA, "p.md") == []
     # Forgetting someone with nothing stored is not an error.
     assert await store.forget_user("dana", "bank-1", by=None) == []
     assert await store.forget_user("nobody", "bank-1", by=None) == []
@@ -1171,6 +1233,11 @@ MANAGED_CHECKS: dict[str, Check] = {
         check_forget_user_removes_every_space_of_that_person_in_that_org
     ),
     "forget_user_leaves_other_people_and_orgs": check_forget_user_leaves_other_people_and_orgs,
+    "a_repeated_store_of_one_turn_is_stored_once": (
+        check_a_repeated_store_of_one_turn_is_stored_once
+    ),
+    "a_trace_is_kept_once_per_turn": check_a_trace_is_kept_once_per_turn,
+    "a_load_after_forgetting_stores_again": check_a_load_after_forgetting_stores_again,
     "every_sensitive_act_is_audited_with_actor_and_time": (
         check_every_sensitive_act_is_audited_with_actor_and_time
     ),

@@ -6,6 +6,14 @@ none), asks ``can_write``, loads each space, writes it out as a working copy
 against the snapshot and does what :func:`memfs.core.policy.end_action` says:
 store, hold for ``commit_manual``, skip (read-only) or refuse (loaded from the
 last known copy). Every decision is the core's; this module does the I/O.
+
+Nothing a turn wrote is deleted until it is stored or discarded: a space
+whose store fails or conflicts is *kept* (``SpaceResult.kept``), the turn
+stays open with its working copies, ``Turn.end`` again retries only the kept
+spaces, and ``Memory.discard_turn`` drops them. A path the store refuses is
+named in ``not_saved`` and the rest of its space is stored. A store that
+refuses a turn because the person's memory was forgotten since it loaded
+(``Forgotten``) ends that space ``not_saved``, and nothing of it is kept.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from __future__ import annotations
 import inspect
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,6 +33,8 @@ from pydantic import Field
 from memfs.core.errors import (
     AlreadyCommitted,
     ConfigError,
+    Forgotten,
+    InvalidName,
     MemfsError,
     NotFound,
     StoreUnavailable,
@@ -43,6 +53,7 @@ from memfs.core.models import (
     Provenance,
     SpaceRef,
     SpaceResult,
+    Stored,
     Trace,
     TraceMount,
     TurnContext,
@@ -116,6 +127,8 @@ class TurnState(Frozen):
     note: str
     mounts: dict[str, MountState]
     done: dict[str, SpaceResult] = Field(default_factory=dict)
+    # Spaces whose store failed at an earlier end of this turn, kept for a retry.
+    kept: dict[str, SpaceResult] = Field(default_factory=dict)
 
 
 @dataclass
@@ -156,11 +169,20 @@ class CommitResult:
             )
         self._committed = True
         spaces = dict(self.spaces)
+        left: dict[str, _Pending] = {}
         for name, pending in self._pending.items():
             spaces[name] = await self._memory._store(
                 pending.mount, pending.changes, pending.refused, pending.provenance
             )
-        return CommitResult(self._memory, self.session, self.turn, spaces, {})
+            if spaces[name].kept:
+                # The store did not take it: the returned result holds it, to commit again.
+                left[name] = pending
+        return CommitResult(self._memory, self.session, self.turn, spaces, left)
+
+    @property
+    def pending(self) -> list[str]:
+        """The manual mounts this result still holds uncommitted."""
+        return sorted(self._pending)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -197,8 +219,14 @@ class Turn:
         self.mounts = mounts
         self.note = note
         self.ended = False
+        self.ending = False  # an end (or discard) is running
         # Mounts already committed before a crash, by name: ending skips them.
         self.done: dict[str, SpaceResult] = {}
+        # Mounts whose store failed at an earlier end: their working copies stay
+        # until a later end stores them or a discard drops them.
+        self.kept: dict[str, SpaceResult] = {}
+        # Mounts whose spec the configuration no longer has (restored from the record).
+        self.orphaned: set[str] = set()
 
     def state(self) -> TurnState:
         return TurnState(
@@ -227,17 +255,29 @@ class Turn:
                 for name, m in self.mounts.items()
             },
             done=dict(self.done),
+            kept=dict(self.kept),
         )
 
     async def end(self) -> CommitResult:
-        """Scan each working copy, commit what changed, and remove the session's folder."""
+        """Scan each working copy, commit what changed, and remove the session's folder.
+
+        A space whose store fails is kept (see the module docstring): the turn
+        then stays open, and ending it again retries only those spaces. So
+        does a failure of ending itself: nothing is removed until it is stored.
+        """
         if self.ended:
             raise NotFound("this turn has already ended", path=self.id)
-        self.ended = True
+        if self.ending:
+            raise TurnOpen("this turn is already ending", path=self.session)
+        self.ending = True
         try:
-            return await self._memory._end(self)
+            result = await self._memory._end(self)
         finally:
+            self.ending = False
+        if not self.kept:
+            self.ended = True
             self._memory._close(self)
+        return result
 
 
 class Memory:
@@ -301,6 +341,14 @@ class Memory:
         """Mount every spec for this session's next turn."""
         check_identity(session, what="session id")
         if session in self._open:
+            kept = self._open[session].kept
+            if kept:
+                raise TurnOpen(
+                    "this session's last turn kept spaces its store did not take "
+                    f"({', '.join(sorted(kept))}); end the turn again to retry them, or "
+                    "discard it to drop them",
+                    path=session,
+                )
             raise TurnOpen("this session already has an open turn; end it first", path=session)
         body: ExtraBody = dict(extra_body or {})
         turn_id = turn or f"t-{uuid.uuid4().hex[:12]}"
@@ -367,13 +415,20 @@ class Memory:
         )
         for name, m in state.mounts.items():
             spec = specs.get(name)
+            source: Source
             if spec is None:
-                raise ConfigError(
-                    "an open turn mounts a space the configuration no longer has", path=name
+                # The turn's own record names its space: it is still ended (or
+                # discarded) through the store that record names, never orphaned.
+                turn.orphaned.add(name)
+                source = (
+                    _GoneSource(name)
+                    if m.ref.layer == "dir"
+                    else StoreSource(self.store, m.ref, state.session, m.review)
                 )
-            source = self.source_for(
-                spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
-            )
+            else:
+                source = self.source_for(
+                    spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
+                )
             if isinstance(source, StoreSource):
                 source.review = m.review
             turn.mounts[name] = Mount(
@@ -395,8 +450,83 @@ class Memory:
                 folders=tuple(m.folders),
             )
         turn.done = dict(state.done)
+        turn.kept = dict(state.kept)
         self._open[state.session] = turn
         return turn
+
+    async def discard_turn(self, session: str) -> CommitResult:
+        """Drop what the session's open turn holds that is not stored yet, and end it.
+
+        The explicit way to let go of kept spaces (or of a whole open turn):
+        their working copies are removed and nothing of them is stored. Spaces
+        already stored stay as they were.
+        """
+        turn = self.open_turn(session)
+        if turn.ending:
+            raise TurnOpen("this turn is ending; discard it after", path=session)
+        turn.ending = True
+        spaces: dict[str, SpaceResult] = {}
+        try:
+            for name, mount in turn.mounts.items():
+                if name in turn.done:
+                    spaces[name] = turn.done[name]
+                    continue
+                try:
+                    changes, refused = await self.workspace.collect(turn.session, mount)
+                except MemfsError:
+                    changes, refused = ChangeSet(), {}
+                dropped = tuple(sorted({*changes.paths, *refused}))
+                spaces[name] = SpaceResult(
+                    status="not_saved" if dropped else "skipped",
+                    changes=changes,
+                    not_saved=dropped,
+                    error="discarded; nothing of it was stored" if dropped else None,
+                    errors={path: "discarded" for path in dropped},
+                    reason="discarded",
+                )
+            turn.kept = {}
+            if isinstance(self.store, ManagedStore):
+                await self._record_trace(self.store, turn, spaces)
+        finally:
+            turn.ending = False
+        turn.ended = True
+        self._close(turn)
+        await self.workspace.close(turn.session)
+        return CommitResult(self, turn.session, turn.id, spaces, {})
+
+    async def kept_changes(self, session: str) -> dict[str, tuple[Mount, SpaceResult, ChangeSet]]:
+        """The kept spaces of the session's open turn: mount, last result, and change set.
+
+        The change set is read again from the working copy, which holds the
+        kept files until they are stored or discarded (after a restart too).
+        """
+        turn = self.open_turn(session)
+        found: dict[str, tuple[Mount, SpaceResult, ChangeSet]] = {}
+        for name, result in sorted(turn.kept.items()):
+            mount = turn.mounts[name]
+            changes, _ = await self.workspace.collect(session, mount)
+            found[name] = (mount, result, changes)
+        return found
+
+    def open_turns(self) -> list[Turn]:
+        """Every open turn (ended ones that keep spaces too), by session."""
+        return [self._open[session] for session in sorted(self._open)]
+
+    async def forget_in_turn(self, turn: Turn, name: str) -> None:
+        """A person's memory mounted as ``name`` was forgotten: nothing of it is stored.
+
+        Its result is settled now (and written down, for a restart), so the
+        turn's end never sends it; the store would refuse it anyway.
+        """
+        result = SpaceResult(
+            status="not_saved",
+            error="this person's memory was forgotten during the turn; nothing of this "
+            "space is stored",
+            reason="forgotten",
+        )
+        turn.kept.pop(name, None)
+        turn.done[name] = result
+        await self.workspace.record(turn, name, result)
 
     def open_turn(self, session: str) -> Turn:
         """The session's open turn, or ``NotFound``."""
@@ -563,30 +693,35 @@ class Memory:
     async def _end(self, turn: Turn) -> CommitResult:
         spaces: dict[str, SpaceResult] = {}
         pending: dict[str, _Pending] = {}
-        try:
-            for name, mount in turn.mounts.items():
-                if name in turn.done:
-                    spaces[name] = turn.done[name]
-                    continue
-                changes, refused = await self.workspace.collect(turn.session, mount)
-                provenance = Provenance(
-                    session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
-                )
-                action = end_action(
-                    commit=mount.commit,
-                    read_only=mount.read_only,
-                    from_last_known_copy=mount.from_last_known_copy,
-                    has_changes=not changes.is_empty(),
-                )
-                spaces[name] = await self._finish(
-                    action, mount, changes, refused, provenance, pending
-                )
+        # Only once every space is stored (or dropped) do the working copies go:
+        # an exception here leaves the turn open, to be ended again.
+        for name, mount in turn.mounts.items():
+            if name in turn.done:
+                spaces[name] = turn.done[name]
+                continue
+            changes, refused = await self.workspace.collect(turn.session, mount)
+            provenance = Provenance(
+                session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
+            )
+            action = end_action(
+                commit=mount.commit,
+                read_only=mount.read_only,
+                from_last_known_copy=mount.from_last_known_copy,
+                has_changes=not changes.is_empty(),
+            )
+            spaces[name] = await self._finish(action, mount, changes, refused, provenance, pending)
+            if spaces[name].kept:
+                turn.kept[name] = spaces[name]
+            else:
+                turn.kept.pop(name, None)
                 turn.done[name] = spaces[name]
-                await self.workspace.record(turn, name, spaces[name])
-            if isinstance(self.store, ManagedStore):
-                await self._record_trace(self.store, turn, spaces)
-        finally:
-            await self.workspace.close(turn.session)
+            await self.workspace.record(turn, name, spaces[name])
+        if turn.kept:
+            return CommitResult(self, turn.session, turn.id, spaces, pending)
+        # Traced once the turn is over, so a retried end traces it once.
+        if isinstance(self.store, ManagedStore):
+            await self._record_trace(self.store, turn, spaces)
+        await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, pending)
 
     async def _record_trace(
@@ -650,6 +785,7 @@ class Memory:
                 not_saved=tuple(sorted(refused)),
                 error=_first_error(refused),
                 errors=errors,
+                reason="refused" if refused else None,
             )
         if action is EndAction.MANUAL:
             pending[mount.name] = _Pending(mount, changes, refused, provenance)
@@ -674,6 +810,7 @@ class Memory:
                 not_saved=unsaved,
                 error=str(exc),
                 errors={**errors, **{p: "loaded from the last known copy" for p in changes.paths}},
+                reason="last known copy",
             )
         return await self._store(mount, changes, refused, provenance)
 
@@ -697,20 +834,45 @@ class Memory:
                 error=_first_error(refused),
                 errors=errors,
             )
-        try:
-            stored = await mount.source.store(accepted, cursor=mount.cursor, provenance=provenance)
-        except Exception as exc:
-            if isinstance(exc, ConfigError):
-                raise  # a mistake in the app or config: fail loudly
-            await self._report(exc, mount.space)
-            unsaved = tuple(sorted({*accepted.paths, *refused}))
-            return SpaceResult(
-                status="not_saved",
-                changes=changes,
-                not_saved=unsaved,
-                error=f"the store failed: {exc}",
-                errors={**errors, **{p: f"the store failed: {exc}" for p in accepted.paths}},
-            )
+        while True:
+            try:
+                stored = await mount.source.store(
+                    accepted, cursor=mount.cursor, provenance=provenance
+                )
+            except InvalidName as exc:
+                if exc.path not in accepted.paths:
+                    return await self._store_failed(mount, changes, accepted, refused, exc)
+                # The store refused one path (its own name rules, or a file it
+                # does not hold): that path is named, the rest is stored.
+                refused = {**refused, exc.path: exc}
+                errors[exc.path] = str(exc)
+                accepted = accepted.without([exc.path])
+                if accepted.is_empty():
+                    return SpaceResult(
+                        status="not_saved",
+                        changes=changes,
+                        not_saved=tuple(sorted(refused)),
+                        error=_first_error(refused),
+                        errors=errors,
+                        reason="refused",
+                    )
+                continue
+            except Forgotten as exc:
+                await self._report(exc, mount.space)
+                unsaved = tuple(sorted({*changes.paths, *refused}))
+                return SpaceResult(
+                    status="not_saved",
+                    changes=changes,
+                    not_saved=unsaved,
+                    error=str(exc),
+                    errors={**errors, **{p: "forgotten" for p in changes.paths}},
+                    reason="forgotten",
+                )
+            except Exception as exc:
+                if isinstance(exc, ConfigError):
+                    raise  # a mistake in the app or config: fail loudly
+                return await self._store_failed(mount, changes, accepted, refused, exc)
+            break
         if stored.status == "conflict":
             moved = stored.conflicts or accepted.paths
             unsaved = tuple(sorted({*accepted.paths, *refused}))
@@ -721,9 +883,12 @@ class Memory:
                 conflicts=tuple(moved),
                 error=(
                     "changed by someone else since this turn loaded it, so nothing of this "
-                    f"space was saved: {', '.join(moved)}"
+                    f"space was saved (its files are kept to merge): {', '.join(moved)}"
                 ),
                 errors={**errors, **{p: "changed since this turn loaded it" for p in moved}},
+                reason="conflict",
+                kept=True,
+                bases={p: mount.snapshot.get(p) for p in accepted.paths},
             )
         return SpaceResult(
             status=stored.status,
@@ -733,7 +898,57 @@ class Memory:
             errors=errors,
             revisions=stored.revisions,
             change=stored.change,
+            reason="refused" if refused else None,
         )
+
+    async def _store_failed(
+        self,
+        mount: Mount,
+        changes: ChangeSet,
+        accepted: ChangeSet,
+        refused: Mapping[str, MemfsError],
+        exc: Exception,
+    ) -> SpaceResult:
+        """The store did not take the space (down, locked, full): it is kept for a retry."""
+        await self._report(exc, mount.space)
+        unsaved = tuple(sorted({*accepted.paths, *refused}))
+        errors = {path: str(error) for path, error in refused.items()}
+        return SpaceResult(
+            status="not_saved",
+            changes=changes,
+            not_saved=unsaved,
+            error=f"the store failed (the files are kept; end the turn again to retry): {exc}",
+            errors={**errors, **{p: f"the store failed: {exc}" for p in accepted.paths}},
+            reason="store failed",
+            kept=True,
+            bases={p: mount.snapshot.get(p) for p in accepted.paths},
+        )
+
+
+class _GoneSource:
+    """The source of an app-defined dir the configuration no longer has: it cannot store.
+
+    Its open turn is still restored, so the space is kept (and readable) until
+    discarded, instead of being orphaned on disk.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _gone(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            "the configuration no longer has this app-defined dir, so nothing can store it; "
+            "discard the turn to drop it",
+            path=self.name,
+        )
+
+    async def load(self, have: Container[str] | None = None) -> Loaded:
+        raise self._gone()
+
+    async def store(
+        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+    ) -> Stored:
+        raise self._gone()
 
 
 def _trace_mount(mount: Mount, result: SpaceResult, seen: set[str] | None) -> TraceMount:

@@ -50,7 +50,11 @@ class Workspace(Protocol):
         ...
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
-        """One mount of an ending turn is done; a durable workspace remembers it."""
+        """One mount of an ending turn is done, or kept (``turn.kept``: its store failed).
+
+        A durable workspace remembers both, so a restart neither stores a done
+        mount twice nor forgets a kept one.
+        """
         ...
 
     # Whether ``access`` reports every file a turn opened or changed (a mount
@@ -66,7 +70,7 @@ class Workspace(Protocol):
         ...
 
     async def close(self, session: str) -> None:
-        """Drop the session's working copies."""
+        """Drop the session's working copies (every mount is stored or discarded by now)."""
         ...
 
 

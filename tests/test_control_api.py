@@ -179,6 +179,10 @@ async def test_openapi_document_lists_every_route(client: httpx.AsyncClient) -> 
         ("POST", "/sessions/{session}/turns/{turn}/commit"),
         ("DELETE", "/sessions/{session}"),
         ("GET", "/status"),
+        ("POST", "/sessions/{session}/turn/discard"),
+        ("GET", "/sessions/{session}/kept"),
+        ("GET", "/sessions/{session}/kept/{name}/{path}"),
+        ("POST", "/forgotten"),
     }
     schemas = document["components"]["schemas"]
     assert {"StartTurnRequest", "TurnStarted", "TurnEnded", "Problem", "DaemonStatus"} <= set(

@@ -137,6 +137,7 @@ def test_cursors_a_store_never_issued_are_refused(cursor: str) -> None:
         (errors.NoIdentity, errno.EACCES, 401),
         (errors.ConfigError, errno.EINVAL, 500),
         (errors.Unsupported, errno.EPERM, 422),
+        (errors.Forgotten, errno.ENOENT, 410),
     ],
 )
 def test_every_error_carries_errno_http_status_and_exit_code(

@@ -55,13 +55,27 @@ def memfs(*args: str, root: Path, check: bool = True) -> Any:
 
 
 class DaemonProcess:
-    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        env: dict[str, str] | None = None,
+        *,
+        config: str = CONFIG,
+        python: list[str] | None = None,
+    ) -> None:
+        """``python``: what runs the CLI (default ``-m memfs.cli``; a test may pass ``-c CODE``)."""
         self.root = root
         self.config = root / "memfs.toml"
-        self.config.write_text(CONFIG.format(root=root))
+        self.config.write_text(config.format(root=root))
         self.log = open(root / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(self.config)],
+            [
+                sys.executable,
+                *(python or ["-m", "memfs.cli"]),
+                "daemon",
+                "--config",
+                str(self.config),
+            ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},

@@ -515,7 +515,8 @@ async def test_migration_from_v3_adds_an_empty_trace_table_and_keeps_files(
     assert await store.files(DANA) == {"a.md": b"a"}
     await store.aclose()
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        assert version == SCHEMA_VERSION == len(MIGRATIONS)
 
 
 async def test_migration_to_v5_indexes_the_manifest_and_lean_loads_use_it(tmp_path: Path) -> None:

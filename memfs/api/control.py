@@ -22,11 +22,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memfs.api.models import (
     DaemonStatus,
+    ForgetApplied,
+    ForgetNotice,
+    KeptTurn,
     Problem,
     SessionClosed,
     StartTurnRequest,
@@ -229,6 +232,46 @@ def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY
     )
     async def end_turn(session: str) -> TurnEnded:
         return await target.end_turn(session)
+
+    @app.post(
+        "/sessions/{session}/turn/discard",
+        response_model=TurnEnded,
+        responses=_PROBLEMS,
+        summary="Drop what the session's open turn holds unsaved (kept spaces) and end it",
+    )
+    async def discard_turn(session: str) -> TurnEnded:
+        return await target.discard_turn(session)
+
+    @app.get(
+        "/sessions/{session}/kept",
+        response_model=KeptTurn,
+        responses=_PROBLEMS,
+        summary="The spaces a failed store kept: their files, with the revision each started from",
+    )
+    async def kept(session: str) -> KeptTurn:
+        return await target.kept(session)
+
+    @app.get(
+        "/sessions/{session}/kept/{name}/{path:path}",
+        response_class=Response,
+        responses={
+            **_PROBLEMS,
+            200: {"content": {"application/octet-stream": {}}, "description": "The bytes."},
+        },
+        summary="The content a kept space holds at one path (404 for a deletion)",
+    )
+    async def kept_file(session: str, name: str, path: str) -> Response:
+        content = await target.kept_file(session, name, path)
+        return Response(content, media_type="application/octet-stream")
+
+    @app.post(
+        "/forgotten",
+        response_model=ForgetApplied,
+        responses=_PROBLEMS,
+        summary="A store forgot a person or a file of theirs: open turns drop it at once",
+    )
+    async def forgotten(notice: ForgetNotice) -> ForgetApplied:
+        return await target.forgotten(notice)
 
     @app.post(
         "/sessions/{session}/turns/{turn}/commit",

@@ -90,6 +90,54 @@ class SpaceOutcome(Model):
     errors: dict[str, str] = Field(default_factory=dict)
     folders_created: list[str] = Field(default_factory=list)  # folders the space now stores
     folders_deleted: list[str] = Field(default_factory=list)
+    # Why it was not saved: "store failed", "conflict", "forgotten", "discarded",
+    # "refused" (the store refused some paths), "last known copy".
+    reason: str | None = None
+    # The store did not take it: its files stay (GET /sessions/{session}/kept)
+    # until `turn end` again stores them or `turn discard` drops them.
+    kept: bool = False
+    # For a kept space: each changed path -> the revision the turn loaded (null: new).
+    bases: dict[str, str | None] = Field(default_factory=dict)
+
+
+class KeptFile(Model):
+    """One file of a kept space: what the turn did to it, and what it started from."""
+
+    change: Literal["created", "updated", "deleted"]
+    base: str | None  # the revision the turn loaded; null for a file it created
+    size: int | None  # null for a deletion
+
+
+class KeptSpace(Model):
+    """A space whose store failed at turn end, kept on disk with everything needed to merge."""
+
+    space: str
+    layer: Layer
+    reason: str | None
+    error: str | None
+    conflicts: list[str] = Field(default_factory=list)
+    files: dict[str, KeptFile] = Field(default_factory=dict)
+
+
+class KeptTurn(Model):
+    session: str
+    turn: str
+    spaces: dict[str, KeptSpace]
+
+
+class ForgetNotice(Model):
+    """A store forgot a person (``path`` null) or one file of theirs; open turns drop it."""
+
+    org: str
+    user: str
+    space: str | None = None  # with ``path``: the space the file was in
+    path: str | None = None
+
+
+class ForgetApplied(Model):
+    """What a running daemon dropped from its open turns: session -> mount names."""
+
+    dropped: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class FileAccess(Model):
@@ -122,6 +170,11 @@ class SessionStatus(Model):
     mounts: list[str]
     uid: int | None = None
     gid: int | None = None
+    # Mounts of the open turn whose store failed at its end, kept for a retry or discard.
+    kept: list[str] = Field(default_factory=list)
+    # Mounts of the open turn that the configuration no longer has (restored from
+    # the turn's own record; they can still be ended or discarded).
+    orphaned: list[str] = Field(default_factory=list)
 
 
 class DaemonStatus(Model):
@@ -151,6 +204,11 @@ __all__ = [
     "MAX_ID",
     "DaemonStatus",
     "FileAccess",
+    "ForgetApplied",
+    "ForgetNotice",
+    "KeptFile",
+    "KeptSpace",
+    "KeptTurn",
     "MountInfo",
     "Problem",
     "SessionClosed",

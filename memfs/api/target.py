@@ -10,6 +10,9 @@ from typing import Protocol
 
 from memfs.api.models import (
     DaemonStatus,
+    ForgetApplied,
+    ForgetNotice,
+    KeptTurn,
     SessionClosed,
     StartTurnRequest,
     TurnEnded,
@@ -27,6 +30,14 @@ class ControlTarget(Protocol):
     async def close_session(self, session: str) -> SessionClosed: ...
 
     async def status(self) -> DaemonStatus: ...
+
+    async def discard_turn(self, session: str) -> TurnEnded: ...
+
+    async def kept(self, session: str) -> KeptTurn: ...
+
+    async def kept_file(self, session: str, name: str, path: str) -> bytes: ...
+
+    async def forgotten(self, notice: ForgetNotice) -> ForgetApplied: ...
 
 
 __all__ = ["ControlTarget"]

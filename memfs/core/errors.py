@@ -212,6 +212,17 @@ def sole_memfs_error(exc: BaseException) -> MemfsError | None:
     return exc if isinstance(exc, MemfsError) else None
 
 
+class Forgotten(Conflict):
+    """A store from a turn that loaded a person's memory before part or all of it was forgotten.
+
+    Refused whole: the turn may hold (or have copied) what was erased, and
+    storing any of it would write the erased content back.
+    """
+
+    errno = _errno.ENOENT
+    http_status = 410
+
+
 class IllegalTransition(Conflict):
     """A review action the change's state does not allow, such as approving a rejected change."""
 
@@ -224,6 +235,7 @@ __all__ = [
     "Conflict",
     "DaemonUnavailable",
     "Exists",
+    "Forgotten",
     "IllegalTransition",
     "InvalidName",
     "IsADirectory",

@@ -222,6 +222,20 @@ class ChangeSet(Frozen):
         keep = set(paths)
         return self.without(p for p in (*self.paths, *self.folders) if p not in keep)
 
+    def fingerprint(self) -> str:
+        """A sha256 naming exactly this change set: what a store compares to tell a repeat.
+
+        A turn end repeated after a crash sends the same change set again; a
+        store that kept this with the turn's first store knows it is one.
+        """
+        h = hashlib.sha256()
+        for kind, files in (("c", self.created), ("u", self.updated)):
+            for path in sorted(files):
+                h.update(f"{kind}\0{path}\0{digest(files[path])}\0".encode())
+        for path in sorted(self.deleted):
+            h.update(f"d\0{path}\0".encode())
+        return h.hexdigest()
+
     def summary(self) -> dict[str, list[str]]:
         """Paths only, for JSON output and logs."""
         out = {
@@ -383,6 +397,14 @@ class SpaceResult(Frozen):
     errors: dict[str, str] = Field(default_factory=dict)
     revisions: dict[str, str] = Field(default_factory=dict)
     change: str | None = None  # the change this turn's edit went into, if the store holds one
+    # Why a space was not saved, in one word: "store failed", "conflict",
+    # "forgotten", "discarded", "refused" (the store refused some paths).
+    reason: str | None = None
+    # Kept: the store did not take this space's change set, so its working
+    # copy stays on disk until a later turn end stores it or a discard drops it.
+    kept: bool = False
+    # For a kept space: each changed path -> the revision the turn loaded (None: new).
+    bases: dict[str, str | None] = Field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The JSON shape the CLI and control API print."""

@@ -13,7 +13,7 @@ from typing import Literal
 from memfs.core import audit as audit_rules
 from memfs.core import review as rules
 from memfs.core.audit import GENESIS, AuditCheck
-from memfs.core.errors import InvalidName, NotFound
+from memfs.core.errors import Forgotten, InvalidName, NotFound
 from memfs.core.limits import require_within
 from memfs.core.models import (
     FILE_MODE,
@@ -81,6 +81,12 @@ class MemoryStore:
         # Append-only: entries are added by the acts below and never changed or removed.
         self._audit: list[AuditEntry] = []
         self._traces: list[Trace] = []  # in the order turns ended
+        # What each turn's store got, so a repeated store of one turn writes once.
+        # (space, session, turn) -> (fingerprint of the change set, what it got).
+        self._stored_turns: dict[tuple[SpaceRef, str, str], tuple[str, Stored]] = {}
+        # (org, user, space) -> the sequence number when it was last forgotten;
+        # space "" is the whole person. No path, no content.
+        self._forgotten: dict[tuple[str, str, str], int] = {}
 
     def _log(
         self,
@@ -157,8 +163,40 @@ class MemoryStore:
         provenance: Provenance,
         review: ReviewMode = "none",
     ) -> Stored:
-        space = self._space(ref)
         base = parse_cursor(cursor)
+        key = _turn_key(ref, provenance)
+        earlier = None if key is None else self._stored_turns.get(key)
+        if earlier is not None and earlier[0] == changes.fingerprint():
+            return earlier[1]
+        if base is not None and self._forgotten_at(ref) > base:
+            raise Forgotten(
+                "this person's memory was forgotten after the turn loaded it; nothing of the "
+                "turn is stored in it",
+                path=str(ref),
+            )
+        stored = self._store(ref, changes, base, provenance, review)
+        if key is not None and stored.status != "conflict" and not changes.is_empty():
+            self._stored_turns[key] = (changes.fingerprint(), stored)
+        return stored
+
+    def _forgotten_at(self, ref: SpaceRef) -> int:
+        if ref.layer != "user":
+            return 0
+        user = ref.user or ""
+        return max(
+            self._forgotten.get((ref.org, user, ref.space), 0),
+            self._forgotten.get((ref.org, user, ""), 0),
+        )
+
+    def _store(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        base: int | None,
+        provenance: Provenance,
+        review: ReviewMode,
+    ) -> Stored:
+        space = self._space(ref)
         mode = self._review.get(ref, review)
         if not rules.saves_at_once(ref.layer, mode):
             return self._hold(ref, changes, base, provenance, mode)
@@ -498,6 +536,14 @@ class MemoryStore:
         space.last_change.pop(path, None)
         # The space changed, so its cursor moves on, though no revision records it.
         self._next(space)
+        self._forgotten[(ref.org, ref.user or "", ref.space)] = self._seq
+        for key, (print_, stored) in self._stored_turns.items():
+            if key[0] == ref and path in stored.revisions:
+                revisions = {p: r for p, r in stored.revisions.items() if p != path}
+                self._stored_turns[key] = (
+                    print_,
+                    stored.model_copy(update={"revisions": revisions}),
+                )
         # The event log is part of the store: earlier events must not keep the
         # content either. Events that touched only this file go entirely, with
         # the prompt that came with them.
@@ -543,6 +589,9 @@ class MemoryStore:
             self._spaces.pop(ref, None)
             self._review.pop(ref, None)
         self._changes = {id: c for id, c in self._changes.items() if c.ref not in refs}
+        self._stored_turns = {k: v for k, v in self._stored_turns.items() if k[0] not in refs}
+        self._seq += 1
+        self._forgotten[(org, user, "")] = self._seq
         # Events keep content and prompts, and even a "purged" event names the
         # person, so every event of these spaces goes and none is added.
         self.events = [event for event in self.events if event.ref not in refs]
@@ -554,6 +603,9 @@ class MemoryStore:
         return purged
 
     async def record_trace(self, trace: Trace) -> None:
+        # Once per (session, turn): a turn end repeated after a crash traces nothing twice.
+        if any(t.session == trace.session and t.turn == trace.turn for t in self._traces):
+            return
         self._traces.append(trace)
 
     async def traces(self, *, session: str | None = None) -> list[Trace]:
@@ -589,6 +641,13 @@ class MemoryStore:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def _turn_key(ref: SpaceRef, provenance: Provenance) -> tuple[SpaceRef, str, str] | None:
+    """The (space, session, turn) a store comes from, if it comes from a turn."""
+    if provenance.origin != "conversation" or not provenance.session or not provenance.turn:
+        return None
+    return ref, provenance.session, provenance.turn
 
 
 __all__ = ["MemoryStore", "StoredEvent"]

@@ -19,6 +19,19 @@ Schema 7 also gives every revision its file's ``mode`` (the
 permission bits) and ``mtime_ns``/``ctime_ns`` (see ``memfs.core.models.FileMeta``);
 revisions written before it read as mode 0644 with their ``created_at`` as
 both times, which the step writes into them once.
+    stored_turns     (space, session, turn) -> the fingerprint of the change set a turn
+                     stored and the ``Stored`` it got (schema 8)
+    forgotten        digest of (org, user, space) -> the clock when it was forgotten;
+                     space '' is the whole person (schema 8)
+
+A turn's store is exactly once: a second store of the same change set from the
+same (space, session, turn) returns the ``Stored`` the first got and writes nothing, so a turn end
+repeated after a crash between the store and the daemon's own record is
+reported as saved, not as a conflict. A person's space keeps, in
+``forgotten``, when it (or a file of it) was last forgotten, with no path or
+content; a store from a turn that loaded before then is refused
+(``Forgotten``), whatever it touches, and a load after it gets a cursor no
+older than that moment.
 
 Revision ids and the ``edited`` number of every file put into a review
 change come from one sequence, ``clock``, so the review rules
@@ -81,6 +94,7 @@ from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import (
     AuditTampered,
     ConfigError,
+    Forgotten,
     InvalidName,
     NotFound,
     StoreUnavailable,
@@ -328,6 +342,30 @@ _SCHEMA_FILE_METADATA = (
 )
 
 
+_SCHEMA_TURNS = (
+    # WITHOUT ROWID, keyed as looked up: one seek per turn store.
+    """
+    CREATE TABLE stored_turns (
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        session TEXT NOT NULL,
+        turn TEXT NOT NULL,
+        changes TEXT NOT NULL,
+        stored TEXT NOT NULL,
+        PRIMARY KEY (space_id, session, turn)
+    ) WITHOUT ROWID
+    """,
+    # Not tied to spaces: forgetting a person deletes their spaces rows, and
+    # this must outlive them. Keyed by a digest of (org, user, space), so the
+    # file names nobody it forgot (only the audit entry does); no path, no content.
+    """
+    CREATE TABLE forgotten (
+        key TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
+
 def _chain_audit(conn: sqlite3.Connection) -> None:
     """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
 
@@ -365,6 +403,11 @@ def _add_file_metadata(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _add_turn_records(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_TURNS:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
@@ -373,6 +416,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_manifest_index,
     _chain_audit,
     _add_file_metadata,
+    _add_turn_records,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -605,7 +649,7 @@ def _load_lean(
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
     space_id = _space_id(conn, ref)
     if space_id is None:
-        return Loaded(files={}, cursor="0", revisions={})
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     files: dict[str, bytes] = {}
     # Plain tuples and comprehensions: this runs over every file at every turn start.
     cursor = conn.cursor()
@@ -638,7 +682,7 @@ def _load_lean(
     # and validating 10,000 entries three times would cost more than the query.
     return Loaded.model_construct(
         files=files,
-        cursor=str(_cursor(conn, space_id)),
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
         revisions=dict(sorted(revisions.items())),
         shas=shas,
         sizes=sizes,
@@ -781,7 +825,7 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     """The live files; with ``session``, that conversation's waiting change laid over them."""
     space_id = _space_id(conn, ref)
     if space_id is None:
-        return Loaded(files={}, cursor="0", revisions={})
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     files, revisions, shas = _live_files(conn, space_id)
     meta = _live_metas(conn, space_id)
     folders = _folders(conn, space_id)
@@ -791,7 +835,7 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
         )
     return Loaded(
         files=dict(sorted(files.items())),
-        cursor=str(_cursor(conn, space_id)),
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
         revisions=revisions,
         shas=shas,
         meta=meta,
@@ -958,6 +1002,8 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) ->
     if gone.rowcount == 0:
         raise nothing
     _forget_file_in_traces(conn, ref, path)
+    _mark_forgotten(conn, ref.org, ref.user or "", ref.space)
+    _scrub_stored_turns(conn, space_id, path)
     # Neither path nor content: the name can say as much as what was forgotten.
     target, detail = audit_rules.about_file(ref, path)
     _log(conn, "forget", ref.org, by=by, space=ref.space, target=target, detail=detail)
@@ -990,9 +1036,11 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
         conn.execute("DELETE FROM review_settings WHERE space_id = ?", (space_id,))
         conn.execute("DELETE FROM folders WHERE space_id = ?", (space_id,))
+        conn.execute("DELETE FROM stored_turns WHERE space_id = ?", (space_id,))
         # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
+    _mark_forgotten(conn, org, user, "")
     # The audit entry does name them, on purpose: an erasure must be accountable.
     # How many spaces went, never what they held.
     detail = audit_rules.count(len(purged), "space")
@@ -1037,9 +1085,18 @@ def _forget_file_in_traces(conn: sqlite3.Connection, ref: SpaceRef, path: str) -
 
 
 def _record_trace(conn: sqlite3.Connection, trace: Trace) -> None:
+    # Once per (session, turn): a turn end repeated after a crash traces nothing twice.
     conn.execute(
-        "INSERT INTO traces (session, turn, at, data) VALUES (?, ?, ?, ?)",
-        (trace.session, trace.turn, _timestamp(trace.at), trace.model_dump_json()),
+        "INSERT INTO traces (session, turn, at, data) SELECT ?, ?, ?, ?"
+        " WHERE NOT EXISTS (SELECT 1 FROM traces WHERE session = ? AND turn = ?)",
+        (
+            trace.session,
+            trace.turn,
+            _timestamp(trace.at),
+            trace.model_dump_json(),
+            trace.session,
+            trace.turn,
+        ),
     )
 
 
@@ -1351,6 +1408,94 @@ def _store_reviewed(
         provenance=provenance,
     )
     return stored.model_copy(update={"change": change_id, "cursor": str(_cursor(conn, space_id))})
+
+
+def _turn_key(provenance: Provenance) -> tuple[str, str] | None:
+    """The (session, turn) a store comes from, if it comes from a turn."""
+    if provenance.origin != "conversation" or not provenance.session or not provenance.turn:
+        return None
+    return provenance.session, provenance.turn
+
+
+def _forgotten_at(conn: sqlite3.Connection, ref: SpaceRef) -> int:
+    """When ``ref`` (or its whole person) was last forgotten; 0 if never, or not a person's."""
+    if ref.layer != "user":
+        return 0
+    user = ref.user or ""
+    (seq,) = conn.execute(
+        "SELECT MAX(seq) FROM forgotten WHERE key IN (?, ?)",
+        (_forgotten_key(ref.org, user, ref.space), _forgotten_key(ref.org, user, "")),
+    ).fetchone()
+    return int(seq or 0)
+
+
+def _forgotten_key(org: str, user: str, space: str) -> str:
+    return digest(f"{org}\0{user}\0{space}".encode())
+
+
+def _mark_forgotten(conn: sqlite3.Connection, org: str, user: str, space: str) -> None:
+    conn.execute(
+        "INSERT INTO forgotten (key, seq) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET seq = excluded.seq",
+        (_forgotten_key(org, user, space), _tick(conn)),
+    )
+
+
+def _scrub_stored_turns(conn: sqlite3.Connection, space_id: int, path: str) -> None:
+    """Take a forgotten path out of the turn records that name it."""
+    for row in conn.execute(
+        "SELECT session, turn, stored FROM stored_turns WHERE space_id = ?", (space_id,)
+    ).fetchall():
+        stored = Stored.model_validate_json(row["stored"])
+        if path in stored.revisions:
+            kept = stored.model_copy(
+                update={"revisions": {p: r for p, r in stored.revisions.items() if p != path}}
+            )
+            conn.execute(
+                "UPDATE stored_turns SET stored = ? WHERE space_id = ? AND session = ?"
+                " AND turn = ?",
+                (kept.model_dump_json(), space_id, row["session"], row["turn"]),
+            )
+
+
+def _store_turn(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+    requested: ReviewMode,
+) -> Stored:
+    """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
+    key = _turn_key(provenance)
+    if key is not None:
+        space_id = _space_id(conn, ref)
+        row = (
+            None
+            if space_id is None
+            else conn.execute(
+                "SELECT changes, stored FROM stored_turns"
+                " WHERE space_id = ? AND session = ? AND turn = ?",
+                (space_id, *key),
+            ).fetchone()
+        )
+        if row is not None and row["changes"] == changes.fingerprint():
+            return Stored.model_validate_json(row["stored"])
+    if base is not None and _forgotten_at(conn, ref) > base:
+        raise Forgotten(
+            "this person's memory was forgotten after the turn loaded it; nothing of the "
+            "turn is stored in it",
+            path=str(ref),
+        )
+    stored = _store_reviewed(conn, ref, changes, base, provenance, requested)
+    if key is not None and stored.status != "conflict" and not changes.is_empty():
+        conn.execute(
+            "INSERT INTO stored_turns (space_id, session, turn, changes, stored)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
+            " SET changes = excluded.changes, stored = excluded.stored",
+            (_ensure_space(conn, ref), *key, changes.fingerprint(), stored.model_dump_json()),
+        )
+    return stored
 
 
 def _last_live_change(conn: sqlite3.Connection, space_id: int) -> dict[str, int]:
@@ -1694,7 +1839,7 @@ class SqliteStore:
         # The review setting is read in the same transaction as the write, so a
         # setting changed meanwhile cannot let a change skip review.
         return self._run(
-            lambda conn: _store_reviewed(conn, ref, changes, base, provenance, mode), write=True
+            lambda conn: _store_turn(conn, ref, changes, base, provenance, mode), write=True
         )
 
     async def put(

@@ -1,0 +1,231 @@
+"""Real mounts: forgetting a person (or a file of theirs) reaches their open turns at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+import memfs
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, digest
+from memfs.stores.memory import MemoryStore
+from memfs.stores.sqlite import SqliteStore
+from memfs.turns import Memory, TurnState
+from memfsd.blobs import BlobCache
+from memfsd.overlay import Overlay
+from memfsd.workspace import OverlayWorkspace
+from tests.daemon_harness import Daemon, running_daemon, sh
+from tests.test_daemon_mount import SPECS, start
+
+ME = SpaceRef(layer="user", space="me", user="u_dana")
+SECRET = b"my diagnosis\n"
+ADMIN = ("--as", "root-admin", "--role", "admin")
+
+
+async def seeded(daemon: Daemon) -> SqliteStore:
+    store = daemon.service.memory.store
+    assert isinstance(store, SqliteStore)
+    await store.put(
+        ME, ChangeSet(created={"g.md": SECRET, "keep.md": b"keep\n"}), provenance=Provenance()
+    )
+    return store
+
+
+def blob(daemon: Daemon, content: bytes) -> Path:
+    sha = digest(content)
+    return daemon.settings.state_dir / "blobs" / sha[:2] / sha
+
+
+async def manage(daemon: Daemon, *args: str) -> dict[str, object]:
+    """``memfs ARGS`` as an admin would run it, against this daemon's store and socket."""
+    db = daemon.settings.state_dir / "memfs.db"
+    done = await trio.run_process(
+        [sys.executable, "-m", "memfs.cli", *args, "--store", f"sqlite://{db}", *ADMIN],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, "MEMFS_SOCKET": str(daemon.settings.socket)},
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+async def test_forget_user_empties_the_persons_open_turn_at_once(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        # Read (so the kernel caches it) and keep a descriptor open on it.
+        await sh("cat me/g.md > /dev/null && printf new > me/new.md", root)
+        assert await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+
+        gone = await manage(daemon, "forget-user", "u_dana")
+
+        assert gone["open_turns"] == {"s1": ["me"]}
+        seen = await sh("cat me/g.md; ls me; cp me/g.md me/g2.md", root, check=False)
+        assert SECRET not in seen.stdout
+        assert b"No such file or directory" in seen.stderr
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        ended = await daemon.service.end_turn("s1")
+        me = ended.spaces["me"]
+        assert (me.status, me.reason) == ("not_saved", "forgotten")
+        assert await store.user_files("u_dana", "default") == {}
+        assert await store.history(ME, "g2.md") == []
+        turn_dir = daemon.settings.state_dir / "sessions" / "s1" / ended.turn
+        assert not await trio.to_thread.run_sync(turn_dir.exists)
+
+
+async def test_forgetting_one_file_drops_it_from_the_open_turn_and_its_blob(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md me/keep.md > /dev/null", root)
+
+        gone = await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        assert gone["open_turns"] == {"s1": ["me"]}
+        seen = await sh("cat me/g.md; ls me", root, check=False)
+        assert SECRET not in seen.stdout
+        assert seen.stdout == b"keep.md\n"
+        copy = await sh("cp me/keep.md me/k2.md", root, check=False)
+        assert b"Read-only file system" in copy.stderr
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+        assert me.reason == "forgotten"
+        assert await store.user_files("u_dana", "default") == {"me": {"keep.md": b"keep\n"}}
+
+
+async def test_a_turn_that_never_heard_of_the_forget_cannot_write_it_back(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        # Straight in the store: this daemon is never told.
+        await store.forget_user("u_dana", "default", by=None)
+        await sh("cp me/g.md me/g2.md", root)  # the erased content, under a new name
+
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+
+        assert (me.status, me.reason, me.kept) == ("not_saved", "forgotten", False)
+        assert me.not_saved == ["g2.md"]
+        assert await store.user_files("u_dana", "default") == {}
+        assert await store.history(ME, "g2.md") == []
+
+
+def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+
+    async def put() -> None:
+        store = SqliteStore(db)
+        await store.put(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+        await store.aclose()
+
+    trio.run(put)
+    argv = ["forget-user", "u_dana", f"--store=sqlite://{db}", *ADMIN]
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "MEMFS_SOCKET": str(tmp_path / "nobody.sock")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "org": "default",
+        "forgotten_spaces": ["me"],
+        "open_turns": None,
+    }
+
+
+async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"sub/g.md": SECRET}), provenance=Provenance())
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, [memfs.user_memory()], workspace=ws), ws
+
+    memory, ws = desk()
+    turn = await memory.start_turn("s1", {"userId": "u_dana"})
+    sha = digest(SECRET)
+    assert sha in ws.overlay.blobs
+    await store.forget_user("u_dana", "default", by=None)
+    await memory.forget_in_turn(turn, "me")
+    assert await ws.drop_forgotten("s1", "me", None)
+    assert sha not in ws.overlay.blobs
+    assert "me" not in ws.overlay.sessions["s1"].node.kids
+
+    memory, ws = desk()  # a restart
+    [record] = ws.saved_turns()
+    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+    ws.reattach(restored, record)
+    assert "me" not in ws.overlay.sessions["s1"].node.kids
+    me = (await restored.end()).spaces["me"]
+    assert (me.status, me.reason) == ("not_saved", "forgotten")
+    assert store.files_nowait(ME) == {}
+
+
+async def test_dropping_a_file_in_a_folder_nobody_opened_keeps_it_gone(tmp_path: Path) -> None:
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    sha = overlay.blobs.put(SECRET)
+    overlay.blobs.hold([sha])
+    overlay.open_session("s1")
+    overlay.attach_turn(
+        "s1",
+        "t1",
+        {"me": (False, {"a/g.md": (sha, len(SECRET), "1"), "a/k.md": (sha, len(SECRET), "2")})},
+        private={"me"},
+    )
+    assert overlay.drop_path("s1", "me", "a/g.md")
+    mount = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+    folder = overlay.lookup(mount.root.inode, "a")
+    assert [n.name for n in overlay.children(folder.inode)] == ["k.md"]
+    assert mount.read_only
+    assert not overlay.drop_path("s1", "me", "a/none.md")
+
+
+READER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+sys.stdout.write(os.pread(fd, 100, 0).decode() + "|")
+sys.stdout.flush()
+sys.stdin.readline()  # the forget happens here
+try:
+    sys.stdout.write(os.pread(fd, 100, 0).decode())
+except OSError as exc:
+    sys.stdout.write(f"error {exc.errno}")
+"""
+
+
+async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1")
+        reader = await trio.lowlevel.open_process(
+            [sys.executable, "-c", READER, str(root / "me" / "g.md")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert reader.stdin is not None and reader.stdout is not None
+            first = b""
+            while not first.endswith(b"|"):
+                first += await reader.stdout.receive_some()
+            assert first == SECRET + b"|"  # read once: the kernel holds the page
+
+            await manage(daemon, "forget-user", "u_dana")
+            await reader.stdin.send_all(b"go\n")
+            rest = b""
+            while chunk := await reader.stdout.receive_some():
+                rest += chunk
+        finally:
+            reader.kill()
+            await reader.wait()
+        assert SECRET not in rest, rest
+        await daemon.service.end_turn("s1")
