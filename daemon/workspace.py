@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from memfs.core.diff import diff_touched
-from memfs.core.errors import MemfsError, NotFound, StoreUnavailable
+from memfs.core.errors import MemfsError, NotFound, StoreUnavailable, TooLarge
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.policy import is_shared
 from memfs.sources import StoreSource
@@ -224,13 +224,21 @@ class OverlayWorkspace:
         # bytes in a thread.
         sources = {path: self.overlay.source(tree, path) for path in tree.touched}
         bases = {path: self.overlay.base(tree, path) for path in tree.touched}
+        # A file a write was refused for holds only what came before the
+        # refusal: it is named as not saved, never stored cut off.
+        refused: dict[str, MemfsError] = {}
+        for path in tree.touched:
+            why = self.overlay.cut(tree, path)
+            if why is not None:
+                refused[path] = TooLarge(why, path=path)
 
         def read() -> ChangeSet:
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
             return diff_touched(base, touched)
 
-        return await trio.to_thread.run_sync(read), {}
+        changes = await trio.to_thread.run_sync(read)
+        return changes.without(refused), refused
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
