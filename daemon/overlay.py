@@ -841,11 +841,13 @@ class Overlay:
             else:
                 self._remove_file(mount, target)
         for n in moved:
-            if n.is_dir:
-                mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
-            else:
+            if not n.is_dir:
                 mount.touched.add(old_paths[id(n)])
                 mount.turn.log({"o": "x", "m": mount.name, "p": old_paths[id(n)]})
+        # Folders after their files, deepest first: a replay removes only empty ones.
+        for n in reversed(moved):
+            if n.is_dir:
+                mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
         del old_parent.children[old_name]
         node.name = new_name
         node.parent = new_parent
