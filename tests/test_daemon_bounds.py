@@ -23,8 +23,10 @@ import pytest
 from memfs.core.errors import DiskFull, TooLarge
 from memfs.core.models import Limits
 from memfsd.blobs import BlobCache
+from memfsd.config import load_config
 from memfsd.fs import MemfsOperations
 from memfsd.overlay import ROOT_INODE, Node, Overlay, SnapshotFile
+from tests.test_daemon_config import REPO, config_error, write
 from tests.test_daemon_operations import CTX
 
 FILES = {
@@ -481,3 +483,20 @@ async def test_a_refused_write_marks_the_file_cut_until_truncated_or_rewritten(
     again, _ = make(tmp_path, Limits(max_file_bytes=10), replay=True)
     remount = again.sessions["s1"].turn.mounts["m"]
     assert [again.cut(remount, n) is not None for n in ("a", "b", "c")] == [False, False, True]
+
+
+# -- the settings ---------------------------------------------------------------------------
+
+
+def test_the_resource_bounds_are_limits_keys_with_the_examples_values(tmp_path: Path) -> None:
+    example = load_config(REPO / "systemd" / "memfs.toml.example", env={})
+    assert example.limits == Limits()  # the example shows the defaults
+    assert (Limits().max_open_files, Limits().journal_bytes) == (1024, 4 * 1024 * 1024)
+    assert Limits().disk_reserve_bytes == 256 * 1024 * 1024
+    text = "[limits]\nmax_open_files = 20\njournal_bytes = 4096\ndisk_reserve_bytes = 0\n"
+    config = load_config(write(tmp_path, text), env={})
+    assert config.limits == Limits(max_open_files=20, journal_bytes=4096, disk_reserve_bytes=0)
+    bad = "[limits]\ndisk_reserve_bytes = -1\nmax_open_files = 0\n"
+    message = config_error(tmp_path, bad)
+    assert "limits.disk_reserve_bytes: must be at least 0" in message
+    assert "limits.max_open_files: must be greater than 0" in message
