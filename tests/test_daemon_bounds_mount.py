@@ -11,9 +11,12 @@ import errno
 import json
 import os
 import resource
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +32,18 @@ from tests.test_daemon_process import CONFIG
 from tests.test_daemon_process import memfs as memfs_cli
 
 MIB = 1024 * 1024
+
+HOG = 43001  # the hostile agent's uid and gid
+OTHER = 43002
+
+
+def as_user(uid: int, *command: str) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command]
+
+
+def shell_as(uid: int, script: str) -> str:
+    """``script`` for :func:`sh`, run by an unprivileged user."""
+    return " ".join(as_user(uid, "sh", "-c", shlex.quote(script)))
 
 
 def du(path: Path) -> int:
@@ -150,35 +165,39 @@ async def test_a_file_unlinked_while_open_on_a_mount_still_gets_efbig_and_enospc
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 48 MiB tmpfs as state_dir, unmounted afterwards."""
+def small_disk() -> Iterator[Path]:
+    """A folder others can pass through, whose ``state`` is a 48 MiB tmpfs (unmounted after)."""
     require_fuse()
-    state = tmp_path / "state"
+    base = Path(tempfile.mkdtemp(prefix="memfs-disk-", dir="/tmp"))
+    base.chmod(0o755)
+    state = base / "state"
     state.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(state)],
                    check=True)  # fmt: skip
     try:
-        yield state
+        yield base
     finally:
         subprocess.run(["umount", "-l", str(state)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 async def test_one_agent_filling_the_disk_gets_enospc_and_anothers_edit_is_still_stored(
-    tmp_path: Path, small_disk: Path
+    small_disk: Path,
 ) -> None:
     limits = memfs.Limits(
         max_file_bytes=256 * MIB, max_space_bytes=256 * MIB, disk_reserve_bytes=16 * MIB
     )
-    async with running_daemon(tmp_path, SPECS, limits=limits) as daemon:
-        carol = await start(daemon, "carol", CAROL)
-        await sh("echo 'Carol prefers email' > me/prefs.md", carol)  # acknowledged
-        dana = await start(daemon, "dana", DANA)
-        done = await sh("head -c 100M /dev/zero > me/fill.bin", dana, check=False)
+    async with running_daemon(small_disk, SPECS, limits=limits) as daemon:
+        carol = await start(daemon, "carol", CAROL, uid=OTHER, gid=OTHER)
+        mine = await sh(shell_as(OTHER, "echo 'Carol prefers email' > me/prefs.md"), carol)
+        assert mine.returncode == 0  # acknowledged
+        dana = await start(daemon, "dana", DANA, uid=HOG, gid=HOG)
+        done = await sh(shell_as(HOG, "head -c 100M /dev/zero > me/fill.bin"), dana, check=False)
         assert b"No space left on device" in done.stderr
-        free = os.statvfs(small_disk)
+        free = os.statvfs(small_disk / "state")
         assert free.f_bavail * free.f_frsize >= 15 * MIB  # the reserve held
-        again = await sh("echo more > me/more.md", dana, check=False)
-        assert again.returncode != 0  # still below the reserve
+        again = await sh(shell_as(HOG, "echo more > me/more.md"), dana, check=False)
+        assert b"No space left on device" in again.stderr  # still below the reserve
         ended = await daemon.service.end_turn("carol")
         assert ended.spaces["me"].status == "saved"
         assert ended.spaces["me"].created == ["prefs.md"]
@@ -231,10 +250,24 @@ class Daemon:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
+def root() -> Iterator[Path]:
+    """A folder other users can pass through (pytest's tmp dirs are root's alone)."""
     require_fuse()
-    yield tmp_path
-    subprocess.run(["fusermount3", "-u", "-z", str(tmp_path / "mnt")], capture_output=True)
+    base = Path(tempfile.mkdtemp(prefix="memfs-bounds-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(base / "mnt")], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def start_as(root: Path, session: str, body: dict[str, str], uid: int) -> Path:
+    started = memfs_cli(
+        "turn", "start", session, "--extra-body", json.dumps(body),
+        "--uid", str(uid), "--gid", str(uid), root=root,
+    )  # fmt: skip
+    return Path(started["root"])
 
 
 def nofile(soft: int, hard: int) -> Callable[[], None]:
@@ -266,26 +299,39 @@ for f in files:
 """
 
 
+def hold_files(folder: Path, count: int) -> subprocess.Popen[bytes]:
+    """The hostile agent: opens ``count`` files in ``folder``, writes and holds them."""
+    return hold_files_as(HOG, folder, count)
+
+
+def hold_files_as(uid: int, folder: Path, count: int) -> subprocess.Popen[bytes]:
+    """An unprivileged agent that opens ``count`` files in ``folder``, writes and holds them."""
+    agent = subprocess.Popen(
+        as_user(uid, "/usr/bin/python3", "-c", AGENT, str(folder), str(count)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=nofile(4096, 4096),
+    )
+    assert agent.stdout is not None
+    assert agent.stdout.readline() == b"holding\n", agent.communicate()[1]
+    return agent
+
+
 def test_one_agent_holding_a_thousand_files_open_leaves_another_its_reads_writes_and_turn_end(
     root: Path,
 ) -> None:
     # The daemon may hold 256 descriptors in all; the agent opens 1,000 files through it.
     daemon = Daemon(root, preexec=nofile(256, 256))
     try:
-        hog = memfs_cli("turn", "start", "hog", "--extra-body", json.dumps(DANA), root=root)
-        other = memfs_cli("turn", "start", "other", "--extra-body", json.dumps(CAROL), root=root)
-        agent = subprocess.Popen(
-            [sys.executable, "-c", AGENT, str(Path(hog["root"]) / "me"), "1000"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=nofile(4096, 4096),
-        )
-        assert agent.stdout is not None
-        assert agent.stdout.readline() == b"holding\n", agent.communicate()[1]
-        me = Path(other["root"]) / "me"
-        (me / "notes.md").write_text("still works\n")
-        assert (me / "notes.md").read_text() == "still works\n"
+        hog = start_as(root, "hog", DANA, HOG)
+        other = start_as(root, "other", CAROL, OTHER)
+        agent = hold_files(hog / "me", 1000)
+        work = subprocess.run(
+            as_user(OTHER, "sh", "-c", "echo still works > me/notes.md && cat me/notes.md"),
+            cwd=other, capture_output=True, check=False,
+        )  # fmt: skip
+        assert work.stdout == b"still works\n", work.stderr
         ended = memfs_cli("turn", "end", "other", root=root)
         assert ended["spaces"]["me"]["status"] == "saved"
         assert ended["spaces"]["me"]["created"] == ["notes.md"]
@@ -300,20 +346,20 @@ def test_one_agent_holding_a_thousand_files_open_leaves_another_its_reads_writes
 def test_a_session_past_max_open_files_gets_emfile_on_a_mount(root: Path) -> None:
     daemon = Daemon(root, limits="max_open_files = 20")
     try:
-        hog = memfs_cli("turn", "start", "hog", "--extra-body", json.dumps(DANA), root=root)
-        other = memfs_cli("turn", "start", "other", "--extra-body", json.dumps(CAROL), root=root)
-        agent = subprocess.run(
-            [sys.executable, "-c", AGENT, str(Path(hog["root"]) / "me"), "21"],
-            input=b"",
-            capture_output=True,
-            timeout=60,
+        hog = start_as(root, "hog", DANA, HOG)
+        other = start_as(root, "other", CAROL, OTHER)
+        agent = hold_files(hog / "me", 20)  # at the cap: every open works
+        past = subprocess.run(
+            as_user(HOG, "sh", "-c", "cat me/f0000"), cwd=hog, capture_output=True, check=False
         )
-        assert b"Too many open files" in agent.stderr
-        held = [open(Path(other["root"]) / "me" / f"n{i}", "w") for i in range(20)]  # noqa: SIM115
-        for f in held:
-            f.close()
-        memfs_cli("turn", "end", "hog", root=root)
-        memfs_cli("turn", "end", "other", root=root)
+        assert b"Too many open files" in past.stderr
+        # The other session opens as many at once while the hog holds its 20.
+        theirs = hold_files_as(OTHER, other / "me", 20)
+        theirs.communicate(b"", timeout=60)
+        agent.communicate(b"", timeout=60)
+        assert agent.returncode == theirs.returncode == 0
+        assert len(memfs_cli("turn", "end", "hog", root=root)["spaces"]["me"]["created"]) == 20
+        assert len(memfs_cli("turn", "end", "other", root=root)["spaces"]["me"]["created"]) == 20
     finally:
         daemon.stop()
 
