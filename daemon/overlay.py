@@ -1282,21 +1282,26 @@ class Overlay:
         )
         target = state.dir / "journal"
         tmp = state.dir / "journal.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # One descriptor, opened before anything is replaced: it becomes the
+        # journal's, so no failure after the rename leaves appends going to
+        # the old, unlinked file.
+        journal = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         try:
             view = memoryview(body)
             while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-        folder = os.open(state.dir, os.O_RDONLY)
+                view = view[os.write(journal, view) :]
+            os.fsync(journal)
+            folder = os.open(state.dir, os.O_RDONLY)
+        except BaseException:
+            os.close(journal)
+            tmp.unlink(missing_ok=True)
+            raise
         try:
-            os.fsync(folder)
-        finally:
+            os.replace(tmp, target)
+        except BaseException:
+            os.close(journal)
             os.close(folder)
-        journal = os.open(target, os.O_WRONLY | os.O_APPEND)
+            raise
         os.close(state.journal)
         state.journal = journal
         # Held reads are in the access log the new journal carries.
@@ -1304,6 +1309,10 @@ class Overlay:
         state.unsynced = False
         state.journal_size = len(body)
         state.compact_at = max(self.limits.journal_bytes, 2 * len(body))
+        try:
+            os.fsync(folder)  # the rename itself is durable before anything is appended
+        finally:
+            os.close(folder)
 
     def _state_records(self, mount: MountTree) -> list[dict[str, Any]]:
         """The journal records that rebuild ``mount``'s files and folders from its snapshot."""
