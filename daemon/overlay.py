@@ -1140,7 +1140,7 @@ class Overlay:
                 self._mark_cut(mount, node, exc)
             raise
         written = os.pwrite(self._fd(handle), data, offset)
-        if offset + written > node.size:
+        if written and offset + written > node.size:  # writing nothing extends nothing
             mount.bytes += offset + written - node.size
             node.size = offset + written
         node.mtime_ns = node.ctime_ns = self.clock()
