@@ -290,8 +290,8 @@ async def test_data_files_an_open_handle_kept_are_freed_when_the_turn_comes_back
     mount = again.sessions["s1"].turn.mounts["m"]
     assert again.source(mount, "b.md").read_bytes() == b"bee\n"
     # A new file after the restart gets a data file of its own, not a reused name.
-    await write_file(MemfsOperations(again), await inode_of(MemfsOperations(again), "s1", "m"),
-                     "c.md", b"sea\n")  # fmt: skip
+    ops_again = MemfsOperations(again)
+    await write_file(ops_again, await inode_of(ops_again, "s1", "m"), "c.md", b"sea\n")
     assert again.source(mount, "b.md").read_bytes() == b"bee\n"
     assert again.source(mount, "c.md").read_bytes() == b"sea\n"
 

@@ -184,8 +184,8 @@ def small_disk() -> Iterator[Path]:
     base.chmod(0o755)
     state = base / "state"
     state.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(state)],
-                   check=True)  # fmt: skip
+    tmpfs = ["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(state)]
+    subprocess.run(tmpfs, check=True)
     try:
         yield base
     finally:
@@ -276,10 +276,8 @@ def root() -> Iterator[Path]:
 
 
 def start_as(root: Path, session: str, body: dict[str, str], uid: int) -> Path:
-    started = memfs_cli(
-        "turn", "start", session, "--extra-body", json.dumps(body),
-        "--uid", str(uid), "--gid", str(uid), root=root,
-    )  # fmt: skip
+    identity = ["--extra-body", json.dumps(body), "--uid", str(uid), "--gid", str(uid)]
+    started = memfs_cli("turn", "start", session, *identity, root=root)
     return Path(started["root"])
 
 
@@ -342,8 +340,10 @@ def test_one_agent_holding_a_thousand_files_open_leaves_another_its_reads_writes
         agent = hold_files(hog / "me", 1000)
         work = subprocess.run(
             as_user(OTHER, "sh", "-c", "echo still works > me/notes.md && cat me/notes.md"),
-            cwd=other, capture_output=True, check=False,
-        )  # fmt: skip
+            cwd=other,
+            capture_output=True,
+            check=False,
+        )
         assert work.stdout == b"still works\n", work.stderr
         ended = memfs_cli("turn", "end", "other", root=root)
         assert ended["spaces"]["me"]["status"] == "saved"
@@ -385,13 +385,13 @@ def test_a_churned_journal_stays_bounded_and_a_kill_9_still_recovers_every_write
     mnt = Path(started["root"])
     journal = root / "state" / "sessions" / "s1" / started["turn"] / "journal"
     sizes = []
-    for round in range(20):
-        subprocess.run(
-            ["bash", "-c", "for i in $(seq 20); do echo $i > me/t && mv me/t me/spin.md; done; "
-             f"mkdir -p me/d{round}; echo {round} > me/d{round}/f.md; rm -f me/d{round - 1}/f.md; "
-             f"rmdir me/d{round - 1} 2>/dev/null; true"],
-            cwd=mnt, check=True,
-        )  # fmt: skip
+    for step in range(20):
+        script = (
+            "for i in $(seq 20); do echo $i > me/t && mv me/t me/spin.md; done; "
+            f"mkdir -p me/d{step}; echo {step} > me/d{step}/f.md; "
+            f"rm -f me/d{step - 1}/f.md; rmdir me/d{step - 1} 2>/dev/null; true"
+        )
+        subprocess.run(["bash", "-c", script], cwd=mnt, check=True)
         sizes.append(journal.stat().st_size)
     assert max(sizes) <= 16384
     assert sum(sizes) > 16384  # it did churn past the bound
