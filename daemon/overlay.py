@@ -464,9 +464,13 @@ class Overlay:
         tree.turn = state
         if replay:
             self._replay(state)
-            self._free_unreferenced(state)
-            if state.journal_size > state.compact_at:
-                self.compact(state)
+            try:
+                self._free_unreferenced(state)
+                if state.journal_size > state.compact_at:
+                    self.compact(state)
+            except OSError as exc:
+                # Tidying up must never keep a turn from coming back: its journal still holds all.
+                log.warning("could not tidy %s after replaying it: %s", turn_dir, exc)
         return state
 
     def _plant(self, folder: Node) -> None:

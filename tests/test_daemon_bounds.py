@@ -687,3 +687,18 @@ def test_random_changes_with_compactions_and_crashes_replay_to_the_same_turn(
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         ),
     )
+
+
+async def test_a_turn_comes_back_even_if_tidying_its_journal_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overlay, ops = make(tmp_path, LIMITS)
+    await churn(ops, rounds=40)
+    expected = state_of(overlay)
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("memfsd.overlay.os.replace", full)
+    again, _ = make(tmp_path, LIMITS.model_copy(update={"journal_bytes": 100}), replay=True)
+    assert state_of(again) == expected
