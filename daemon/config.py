@@ -456,6 +456,8 @@ def _reason(error: Mapping[str, Any]) -> str:
         return simple[kind]
     if kind == "greater_than":
         return f"must be greater than {ctx.get('gt')}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
     message = str(error["msg"])
     return message[:1].lower() + message[1:]
 

@@ -45,8 +45,9 @@ def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        if args and isinstance(args[0], MemfsOperations):
-            args[0].requests[name] += 1
+        ops = args[0] if args and isinstance(args[0], MemfsOperations) else None
+        if ops is not None:
+            ops.requests[name] += 1
         try:
             return await method(*args, **kwargs)
         except pyfuse3.FUSEError:
@@ -59,6 +60,11 @@ def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         except Exception:
             log.exception("unexpected error in FUSE handler %s", method.__name__)
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            # Between requests, where every change is whole: a journal past its
+            # bound is rewritten here, never in the middle of one.
+            if ops is not None and ops.overlay.due:
+                ops.overlay.compact_due()
 
     return wrapper
 

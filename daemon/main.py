@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -93,6 +94,34 @@ def clear_stale_mount(mount_root: Path) -> bool:
     return True
 
 
+def raise_descriptor_limit() -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit; return the soft limit now.
+
+    Agents' open files cost the daemon descriptors only while in use (the
+    overlay closes idle ones), but the more it may hold, the less often it
+    reopens one.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError) as exc:
+            log.warning("could not raise the descriptor limit from %d to %d: %s", soft, hard, exc)
+    return soft
+
+
+def data_descriptors(limit: int) -> int:
+    """How many descriptors the overlay keeps on data files and blobs, of ``limit`` in all.
+
+    Half of them: the rest stay for journals, the store, the control API,
+    blob writes and copy-ups.
+    """
+    return max(16, limit // 2)
+
+
 def mount_options() -> set[str]:
     options = set(pyfuse3.default_options)  # default_permissions: the kernel checks modes
     options |= {"fsname=memfs", "subtype=memfs", "noatime"}
@@ -111,12 +140,14 @@ async def serve(
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
+    descriptors = data_descriptors(raise_descriptor_limit())
     store = open_store(settings.store)
     overlay = Overlay(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),
         settings.limits,
         sync_on_close=settings.sync_on_close,
+        descriptors=descriptors,
     )
     workspace = OverlayWorkspace(
         overlay,
@@ -218,4 +249,11 @@ def run_daemon(config: Any) -> None:
     trio.run(serve, settings)
 
 
-__all__ = ["Settings", "clear_stale_mount", "run_daemon", "serve"]
+__all__ = [
+    "Settings",
+    "clear_stale_mount",
+    "data_descriptors",
+    "raise_descriptor_limit",
+    "run_daemon",
+    "serve",
+]

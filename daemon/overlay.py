@@ -25,12 +25,24 @@ mtime, and any of them moving would make a read-only ``git status`` rewrite
 ``.git/index``. A number still held by the kernel for an earlier node falls
 back to the counter (a file renamed within a turn keeps its number, so it
 gets its new path's only in the next turn).
+
+Bounds, so one agent cannot exhaust what the others need: a removed file's
+data file is unlinked as soon as no handle holds it (while one does, the file
+still counts toward its space's limits); a journal past
+``Limits.journal_bytes`` is rewritten to what the turn holds now
+(:meth:`Overlay.compact`); a session holds at most ``Limits.max_open_files``
+handles, and the daemon at most ``descriptors`` descriptors on data files and
+blobs, closing the least recently used and reopening on demand; and when free
+space under ``state_dir`` falls below ``Limits.disk_reserve_bytes``, agents'
+writes get ENOSPC so ending and storing turns still find room.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
+import errno
 import itertools
 import json
 import logging
@@ -39,6 +51,7 @@ import shutil
 import stat
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +59,7 @@ from typing import Any, Literal, NamedTuple
 
 from memfs.core.diff import FolderEnd
 from memfs.core.errors import (
+    DiskFull,
     Exists,
     InvalidName,
     IsADirectory,
@@ -55,6 +69,8 @@ from memfs.core.errors import (
     NotFound,
     PermissionDenied,
     ReadOnly,
+    TooLarge,
+    TooManyOpen,
 )
 from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import MODE_BITS, FileMeta, Limits
@@ -77,6 +93,8 @@ ROOT_MODE = 0o711
 READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
 # Inodes derived from a path live in [2**62, 2**63), far above the counter's.
 _STABLE_INODES = 1 << 62
+DESCRIPTORS = 512  # descriptors on data files and blobs kept open at once, by default
+ROOM_SECONDS = 1.0  # free space under state_dir is looked at again at least this often
 
 
 @dataclass(eq=False, slots=True)
@@ -109,6 +127,12 @@ class Node:
     # link count is 2 + this, and counting at every getattr would make each
     # create in a folder of n files cost O(n).
     subdirs: int = 0
+    # Why a write to this file was refused (EFBIG, ENOSPC): what it holds is
+    # cut off, so it is not stored until truncated or rewritten.
+    cut: str | None = None
+    synced: bool = False  # an fsync reached its data file
+    # Removed while a handle holds it: it still counts toward its space.
+    orphan: bool = False
 
     @property
     def is_dir(self) -> bool:
@@ -208,6 +232,17 @@ class TurnTree:
     # that no surviving change came after: one write saved per file read.
     held_reads: list[bytes] = field(default_factory=list)
     batching: bool = False
+    # How many bytes the journal holds, and past how many it is compacted;
+    # ``due`` is the overlay's list of turns to compact after this request.
+    journal_size: int = 0
+    compact_at: int = 0
+    due: list[TurnTree] | None = None
+    unsynced: bool = False  # the journal took records since its last fsync
+    # Data files of removed files no handle holds: unlinked once the records
+    # that dropped them are in the journal (synced first if ``sync_freed``).
+    freeing: list[int] = field(default_factory=list)
+    sync_freed: bool = False
+    gone: bool = False  # detached: its whole folder goes at once
 
     def data_path(self, data: int) -> Path:
         return self.dir / "data" / str(data)
@@ -239,12 +274,44 @@ class TurnTree:
 
     def write_held(self) -> None:
         if self.held_reads:
-            os.write(self.journal, b"".join(self.held_reads))
+            chunk = b"".join(self.held_reads)
+            os.write(self.journal, chunk)
             self.held_reads.clear()
+            self.unsynced = True
+            self.journal_size += len(chunk)
+            due = self.due
+            if self.journal_size > self.compact_at and due is not None and self not in due:
+                due.append(self)
 
     def sync(self) -> None:
         self.write_held()
         os.fsync(self.journal)
+        self.unsynced = False
+
+    def release(self, data: int, *, sync: bool) -> None:
+        """A removed file's data file is no one's any more: free it at :meth:`free_released`."""
+        if not self.gone:
+            self.freeing.append(data)
+            self.sync_freed |= sync
+
+    def free_released(self) -> None:
+        """Unlink released data files, after the records that dropped them.
+
+        A replayed journal then never needs one: every record naming a freed
+        data file is followed by one removing its path. If the file was ever
+        synced, the journal is synced first, so not even a power cut can
+        bring its path back without its data.
+        """
+        if not self.freeing:
+            return
+        self.write_held()
+        if self.sync_freed and self.unsynced:
+            self.sync()
+        for data in self.freeing:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.data_path(data))
+        self.freeing.clear()
+        self.sync_freed = False
 
     def note(self, record: Mapping[str, Any]) -> None:
         """Fold one journal record into the access log (live, and on replay)."""
@@ -270,6 +337,8 @@ class TurnTree:
                 entry.read = record.get("r")
         elif op == "n":
             entry.renamed_from = record["from"]
+        elif op == "L":  # a compacted journal's access log entry, whole
+            self.access[(mount, path)] = FileAccess(**record["a"])
 
     def access_log(self) -> dict[str, FileAccess]:
         out: dict[str, FileAccess] = {}
@@ -289,6 +358,7 @@ class SessionTree:
     uid: int
     gid: int
     turn: TurnTree | None = None
+    open_files: int = 0  # handles its agents hold (at most Limits.max_open_files)
 
 
 @dataclass(eq=False)
@@ -314,6 +384,8 @@ class Overlay:
         *,
         clock: Callable[[], int] = time.time_ns,
         sync_on_close: bool = False,
+        descriptors: int = DESCRIPTORS,
+        free_bytes: Callable[[], int] | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.sync_on_close = sync_on_close
@@ -335,6 +407,14 @@ class Overlay:
         self.nodes: dict[int, Node] = {ROOT_INODE: self.root}
         self.sessions: dict[str, SessionTree] = {}
         self.handles: dict[int, Handle] = {}
+        # Handles holding a descriptor, least recently used first.
+        self.descriptors = max(1, descriptors)
+        self._fds: OrderedDict[Handle, None] = OrderedDict()
+        # Turns whose journal passed its bound: compacted after the request.
+        self.due: list[TurnTree] = []
+        self.free_bytes = free_bytes or self._statvfs_free
+        self._room = 0  # bytes agents may still write before free space is looked at again
+        self._room_at = -ROOM_SECONDS
 
     # -- sessions and turns -------------------------------------------------
 
@@ -446,7 +526,9 @@ class Overlay:
         turn_dir = self.session_dir(session) / turn
         make_private_dirs(turn_dir / "data")
         journal = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        state = TurnTree(tree, turn, turn_dir, journal)
+        state = TurnTree(tree, turn, turn_dir, journal, due=self.due)
+        state.journal_size = os.fstat(journal).st_size
+        state.compact_at = self.limits.journal_bytes
         for name, (read_only, snapshot) in mounts.items():
             root = self._new_node(
                 "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
@@ -467,6 +549,13 @@ class Overlay:
         tree.turn = state
         if replay:
             self._replay(state)
+            try:
+                self._free_unreferenced(state)
+                if state.journal_size > state.compact_at:
+                    self.compact(state)
+            except OSError as exc:
+                # Tidying up must never keep a turn from coming back: its journal still holds all.
+                log.warning("could not tidy %s after replaying it: %s", turn_dir, exc)
         return state
 
     def _plant(self, folder: Node) -> None:
@@ -538,12 +627,15 @@ class Overlay:
         for mount in state.mounts.values():
             self._detach(mount.root)
             self.stale_names.append((tree.node.inode, mount.name))
+        state.gone = True
         for fh in [
             fh
             for fh, h in self.handles.items()
             if h.node.tree is not None and h.node.tree.turn is state
         ]:
             self._close_handle(fh)
+        if state in self.due:
+            self.due.remove(state)
         os.close(state.journal)
         tree.turn = None
         shutil.rmtree(state.dir, ignore_errors=True)
@@ -738,6 +830,7 @@ class Overlay:
         if kind == "file" and (error := too_many_files(name, mount.files, self.limits)):
             raise error
         # Mode 0 is a mode like any other (POSIX): no default replaces it.
+        self._need_room(0, parent)
         node = self._new_node(
             kind,
             "entry",
@@ -759,6 +852,9 @@ class Overlay:
         self, parent_inode: int, name: str, mode: int, uid: int, gid: int, flags: int
     ) -> tuple[Node, int]:
         """Create a file and open it (FUSE ``CREATE``): one data file, opened once."""
+        parent = self.node(parent_inode)
+        if parent.tree is not None:
+            self._check_open_files(parent.tree.turn.session)
         node, fd = self._create(parent_inode, name, mode, uid, gid)
         try:
             fh, handle = self.open(node.inode, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL))
@@ -766,7 +862,7 @@ class Overlay:
             os.close(fd)
             raise
         if handle.writable:
-            handle.fd, handle.source = fd, node.data
+            self._keep_fd(handle, fd, node.data)
         else:
             os.close(fd)
         return node, fh
@@ -802,14 +898,25 @@ class Overlay:
         # The folder changed, and so did the file's link count (an open descriptor sees it).
         parent.mtime_ns = parent.ctime_ns = node.ctime_ns = self.clock()
         self._synced_names(mount)
+        mount.turn.free_released()
 
     def _remove_file(self, mount: MountTree, node: Node) -> None:
         path = node.path()
         mount.touched.add(path)
         mount.turn.log({"o": "x", "m": mount.name, "p": path})
+        self._detach(node)
+        if node.opens > 0:
+            node.orphan = True  # counts toward the space until the last handle goes
+        else:
+            self._let_go(mount, node)
+
+    def _let_go(self, mount: MountTree, node: Node) -> None:
+        """A removed file no handle holds: it leaves the space's counts and its data goes."""
+        node.orphan = False
         mount.files -= 1
         mount.bytes -= node.size
-        self._detach(node)
+        if node.data is not None:
+            mount.turn.release(node.data, sync=node.synced or self.sync_on_close)
 
     def rmdir(self, parent_inode: int, name: str) -> None:
         parent = self.node(parent_inode)
@@ -861,6 +968,7 @@ class Overlay:
         with mount.turn.batch():
             self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
         self._synced_names(mount)
+        mount.turn.free_released()
 
     def _check_moved_paths(self, node: Node, new_parent: Node, new_name: str) -> None:
         """Refuse a move that would put anything under ``node`` past the path limit.
@@ -944,8 +1052,11 @@ class Overlay:
                 mount.touched.add(path)
                 mount.turn.log(self._holds(mount, n, path))
                 mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
+                mount.turn.log(self._attributes(mount, n, path))
                 if n.written:
                     mount.turn.log({"o": "w", "m": mount.name, "p": path})
+                if n.cut is not None:
+                    mount.turn.log({"o": "E", "m": mount.name, "p": path, "why": n.cut})
         self._synced_names(mount)
 
     def _move(
@@ -967,13 +1078,14 @@ class Overlay:
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
-        # Deepest first, so a replay empties each old folder before removing it.
+        for n in moved:
+            if not n.is_dir:
+                mount.touched.add(old_paths[id(n)])
+                mount.turn.log({"o": "x", "m": mount.name, "p": old_paths[id(n)]})
+        # Folders after their files, deepest first: a replay removes only empty ones.
         for n in reversed(moved):
             if n.is_dir:
                 mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
-            else:
-                mount.touched.add(old_paths[id(n)])
-                mount.turn.log({"o": "x", "m": mount.name, "p": old_paths[id(n)]})
         del old_parent.children[old_name]
         node.name = new_name
         node.parent = new_parent
@@ -992,8 +1104,12 @@ class Overlay:
             mount.touched.add(path)
             mount.turn.log(self._holds(mount, n, path))
             mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
+            # The file keeps its mode and times under its new name, after a crash too.
+            mount.turn.log(self._attributes(mount, n, path))
             if n.written:
                 mount.turn.log({"o": "w", "m": mount.name, "p": path})
+            if n.cut is not None:
+                mount.turn.log({"o": "E", "m": mount.name, "p": path, "why": n.cut})
 
     def _synced_names(self, mount: MountTree) -> None:
         if self.sync_on_close:
@@ -1115,16 +1231,20 @@ class Overlay:
         return mount
 
     def _truncate_unlinked(self, mount: MountTree, node: Node, size: int) -> None:
-        """Truncate a file no name holds any more: nothing to journal, no space holds it."""
-        error = file_too_large(node.name, size, self.limits)
-        if error is not None:
-            raise error
+        """Truncate a file no name holds any more: nothing to journal, but it still counts.
+
+        Until its last handle goes it counts toward its space's limits (see
+        ``_remove_file``), so growing it is checked as growing any file is.
+        """
+        self._check_size(mount, node, size)
         if node.data is None:
             node.data, _ = self._new_data(mount.turn)
             if size > 0 and node.blob is not None:
                 shutil.copyfile(self.blobs.path(node.blob), mount.turn.data_path(node.data))
             node.blob = node.revision = None
         os.truncate(mount.turn.data_path(node.data), size)
+        if node.orphan:
+            mount.bytes += size - node.size
         node.size = size
         node.mtime_ns = node.ctime_ns = self.clock()
 
@@ -1146,12 +1266,15 @@ class Overlay:
             return
         mount = self._writable(node)
         self._check_size(mount, node, size)
+        if size > node.size:
+            self._need_room(size - node.size, node)
         self._copy_up(mount, node, keep=size > 0)
         os.truncate(mount.turn.data_path(self._data(node)), size)
         mount.bytes += size - node.size
         node.size = size
         node.mtime_ns = node.ctime_ns = self.clock()
         self._mark_written(mount, node)
+        self._uncut(mount, node)
 
     def _check_size(self, mount: MountTree, node: Node, size: int) -> None:
         error = file_too_large(node.name, size, self.limits) or (
@@ -1186,6 +1309,7 @@ class Overlay:
         """Give a snapshot file its own data file before its first change."""
         if node.data is not None:
             return
+        self._need_room(node.size if keep else 0, node)
         data, _ = self._new_data(mount.turn)
         target = mount.turn.data_path(data)
         if keep and node.blob is not None:
@@ -1203,12 +1327,39 @@ class Overlay:
             node.written = True
             mount.turn.log({"o": "w", "m": mount.name, "p": node.path()})
 
+    def _mark_cut(self, mount: MountTree, node: Node, error: TooLarge | DiskFull) -> None:
+        """A write to ``node`` was refused: what it holds now is cut off, and is not stored."""
+        if isinstance(error, DiskFull):
+            why = "no room: a write to it was refused (the disk is full), so it is cut off"
+        elif isinstance(error, TooLarge) and error.errno == errno.EFBIG:
+            why = (
+                f"too large: a write past the {self.limits.max_file_bytes}-byte file limit "
+                "was refused, so it is cut off"
+            )
+        else:
+            why = "no room: a write to it was refused (the space is full), so it is cut off"
+        if node.cut != why:
+            node.cut = why
+            mount.turn.log({"o": "E", "m": mount.name, "p": node.path(), "why": why})
+
+    def _uncut(self, mount: MountTree, node: Node) -> None:
+        """Truncated (or rewritten from empty) within the limits: the file may be stored again."""
+        if node.cut is not None:
+            node.cut = None
+            mount.turn.log({"o": "e", "m": mount.name, "p": node.path()})
+
+    def cut(self, mount: MountTree, path: str) -> str | None:
+        """Why the file at ``path`` is not to be stored (a write to it was refused), or None."""
+        node = self.node_at(mount, path)
+        return None if node is None or node.is_dir else node.cut
+
     def open(self, inode: int, flags: int) -> tuple[int, Handle]:
         node = self.node(inode)
         if node.is_dir:
             raise IsADirectory("cannot open a folder as a file", path=node.name)
         mount = node.tree
         assert mount is not None
+        self._check_open_files(mount.turn.session)
         access = flags & os.O_ACCMODE
         writable = access in (os.O_WRONLY, os.O_RDWR)
         truncate = bool(flags & os.O_TRUNC)
@@ -1221,6 +1372,7 @@ class Overlay:
                 node.size = 0
                 node.mtime_ns = node.ctime_ns = self.clock()
                 self._mark_written(mount, node)
+                self._uncut(mount, node)
             else:
                 self._copy_up(mount, node, keep=True)
         if access in (os.O_RDONLY, os.O_RDWR) and not mount.turn.frozen:
@@ -1230,7 +1382,16 @@ class Overlay:
         handle = Handle(node, writable, bool(flags & os.O_APPEND))
         self.handles[fh] = handle
         node.opens += 1
+        mount.turn.session.open_files += 1
         return fh, handle
+
+    def _check_open_files(self, session: SessionTree) -> None:
+        if session.open_files >= self.limits.max_open_files:
+            raise TooManyOpen(
+                f"the session already holds {session.open_files} open files; the limit is "
+                f"{self.limits.max_open_files}",
+                path=session.session,
+            )
 
     @staticmethod
     def _log_read(mount: MountTree, node: Node) -> None:
@@ -1244,20 +1405,42 @@ class Overlay:
         """The descriptor that reads what ``handle``'s file holds now, opened if need be."""
         node = handle.node
         source = node.data if node.data is not None else node.blob
-        if handle.fd is None or handle.source != source:
-            if handle.fd is not None:
-                os.close(handle.fd)
-                handle.fd = None
-            mount = node.tree
-            assert mount is not None
-            path = (
-                f"{mount.turn.dir}/data/{node.data}"
-                if node.data is not None
-                else self.blobs.location(node.blob or "")
-            )
-            handle.fd = os.open(path, os.O_RDWR if handle.writable else os.O_RDONLY)
-            handle.source = source
-        return handle.fd
+        fd = handle.fd
+        if fd is not None and handle.source == source:
+            self._fds.move_to_end(handle)
+            return fd
+        self._drop_fd(handle)
+        mount = node.tree
+        assert mount is not None
+        path = (
+            f"{mount.turn.dir}/data/{node.data}"
+            if node.data is not None
+            else self.blobs.location(node.blob or "")
+        )
+        fd = os.open(path, os.O_RDWR if handle.writable else os.O_RDONLY)
+        self._keep_fd(handle, fd, source)
+        return fd
+
+    def _keep_fd(self, handle: Handle, fd: int, source: int | str | None) -> None:
+        """``handle`` now holds ``fd``; past ``descriptors``, the least recently used is closed.
+
+        A handle whose descriptor was closed reopens one at its next read or
+        write (:meth:`_fd`): agents' open files cost the daemon no descriptor
+        while idle, so however many one agent holds, the others still get one.
+        """
+        handle.fd, handle.source = fd, source
+        self._fds[handle] = None
+        while len(self._fds) > self.descriptors:
+            idle, _ = self._fds.popitem(last=False)
+            if idle.fd is not None:
+                os.close(idle.fd)
+            idle.fd = idle.source = None
+
+    def _drop_fd(self, handle: Handle) -> None:
+        if handle.fd is not None:
+            os.close(handle.fd)
+            handle.fd = handle.source = None
+            self._fds.pop(handle, None)
 
     def handle(self, fh: int) -> Handle:
         try:
@@ -1273,22 +1456,27 @@ class Overlay:
         node = handle.node
         if not handle.writable:
             raise PermissionDenied("the file was not opened for writing", path=node.name)
-        # A file unlinked while open still takes writes, as on any disk; they
-        # count against nothing, since the file is no longer in the space.
-        mount = self._writable(node) if node.attached else None
+        # A file unlinked while open still takes writes, as on any disk, and
+        # still counts toward its space's limits until its last handle goes.
+        mount = self._changeable(node)
         if handle.append:
             offset = node.size
         end = offset + len(data)
-        if mount is not None and end > node.size:
-            self._check_size(mount, node, end)
+        try:
+            if end > node.size:
+                self._check_size(mount, node, end)
+            self._need_room(len(data), node)
+        except (TooLarge, DiskFull) as exc:
+            if node.attached:
+                self._mark_cut(mount, node, exc)
+            raise
         written = os.pwrite(self._fd(handle), data, offset)
-        if offset + written > node.size:
-            if mount is not None:
-                mount.bytes += offset + written - node.size
+        if written and offset + written > node.size:  # writing nothing extends nothing
+            mount.bytes += offset + written - node.size
             node.size = offset + written
         node.mtime_ns = node.ctime_ns = self.clock()
         handle.wrote = True
-        if mount is not None:
+        if node.attached:
             self._mark_written(mount, node)
         return written
 
@@ -1301,8 +1489,11 @@ class Overlay:
     def fsync(self, fh: int) -> None:
         """Make what the file and the turn's journal hold durable before returning."""
         handle = self.handle(fh)
-        if handle.writable and handle.fd is not None:
-            os.fsync(handle.fd)
+        node = handle.node
+        if handle.writable and node.data is not None:
+            # Its descriptor may have been closed while idle: any one syncs the file.
+            os.fsync(self._fd(handle))
+            node.synced = True
         tree = handle.node.tree
         if tree is not None:
             tree.turn.sync()
@@ -1314,10 +1505,16 @@ class Overlay:
         handle = self.handles.pop(fh, None)
         if handle is None:
             return
-        if handle.fd is not None:
-            os.close(handle.fd)
-        handle.node.opens -= 1
-        self._maybe_free(handle.node)
+        self._drop_fd(handle)
+        node = handle.node
+        node.opens -= 1
+        mount = node.tree
+        if mount is not None:
+            mount.turn.session.open_files -= 1
+            if node.orphan and node.opens <= 0:
+                self._let_go(mount, node)
+                mount.turn.free_released()
+        self._maybe_free(node)
 
     # -- turn end --------------------------------------------------------------
 
@@ -1351,6 +1548,140 @@ class Overlay:
         """The blob holding what ``path`` held in the turn's snapshot; ``None`` if nothing."""
         file = mount.snapshot.get(path)
         return None if file is None else self.blobs.path(file[0])
+
+    # -- bounds: disk room and the journal -------------------------------------
+
+    def _statvfs_free(self) -> int:
+        st = os.statvfs(self.state_dir)
+        return st.f_bavail * st.f_frsize
+
+    def _need_room(self, size: int, node: Node) -> None:
+        """Refuse an agent's write of ``size`` bytes if it would dip into the disk reserve.
+
+        Free space is looked at once a second, or sooner when the agents'
+        writes since the last look could have used up what was left above
+        the reserve, so the check costs a ``statvfs`` only now and then.
+        """
+        reserve = self.limits.disk_reserve_bytes
+        if reserve == 0:
+            return
+        now = time.monotonic()
+        if size > self._room or now - self._room_at > ROOM_SECONDS:
+            self._room = self.free_bytes() - reserve
+            self._room_at = now
+            if size > self._room:
+                raise DiskFull(
+                    f"the disk under state_dir is down to its reserve of {reserve} bytes, "
+                    "kept for storing turns",
+                    path=node.name,
+                )
+        self._room -= size
+
+    def compact_due(self) -> None:
+        """Compact every journal that passed its bound (called between requests)."""
+        while self.due:
+            state = self.due.pop()
+            if state.gone:
+                continue
+            try:
+                self.compact(state)
+            except OSError as exc:
+                # The journal as it is still holds everything; try again once it grows more.
+                log.warning("could not compact the journal of %s: %s", state.dir, exc)
+                state.compact_at = state.journal_size + self.limits.journal_bytes
+
+    def compact(self, state: TurnTree) -> None:
+        """Rewrite the turn's journal as the records of what it holds now, atomically.
+
+        Replaying the new journal over the snapshot rebuilds the same turn:
+        each touched path removed (``x``) or held as it is now (what a rename
+        journals for a moved file), snapshot folders gone (``R``, deepest
+        first), new folders (``D``), and the access log entry by entry
+        (``L``). It is written beside the old one, synced and renamed over
+        it, so a crash leaves one or the other whole. The next compaction
+        comes at ``journal_bytes`` or twice what this one wrote, whichever is
+        more, so a turn holding much is not rewritten at every request.
+        """
+        records: list[dict[str, Any]] = []
+        for mount in state.mounts.values():
+            records += self._state_records(mount)
+        for (name, path), entry in state.access.items():
+            fields = {k: v for k, v in dataclasses.asdict(entry).items() if v}
+            records.append({"o": "L", "m": name, "p": path, "a": fields})
+        body = b"".join(
+            (json.dumps(record, separators=(",", ":")) + "\n").encode() for record in records
+        )
+        target = state.dir / "journal"
+        tmp = state.dir / "journal.tmp"
+        # One descriptor, opened before anything is replaced: it becomes the
+        # journal's, so no failure after the rename leaves appends going to
+        # the old, unlinked file.
+        journal = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(journal, view) :]
+            os.fsync(journal)
+            folder = os.open(state.dir, os.O_RDONLY)
+        except BaseException:
+            os.close(journal)
+            tmp.unlink(missing_ok=True)
+            raise
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            os.close(journal)
+            os.close(folder)
+            raise
+        os.close(state.journal)
+        state.journal = journal
+        # Held reads are in the access log the new journal carries.
+        state.held_reads.clear()
+        state.unsynced = False
+        state.journal_size = len(body)
+        state.compact_at = max(self.limits.journal_bytes, 2 * len(body))
+        try:
+            os.fsync(folder)  # the rename itself is durable before anything is appended
+        finally:
+            os.close(folder)
+
+    def _state_records(self, mount: MountTree) -> list[dict[str, Any]]:
+        """The journal records that rebuild ``mount``'s files and folders from its snapshot."""
+        name = mount.name
+        removed: list[dict[str, Any]] = []
+        held: list[dict[str, Any]] = []
+        for path in sorted(mount.touched):
+            node = self.node_at(mount, path)
+            if node is None or node.is_dir:
+                removed.append({"o": "x", "m": name, "p": path})
+            else:
+                held += self._node_records(mount, node, path)
+        # The folders the snapshot's files imply, and its stored (maybe empty) ones.
+        snapshot_dirs = {path[:at] for path in mount.paths for at, c in enumerate(path) if c == "/"}
+        for folder in mount.folders:
+            snapshot_dirs.add(folder)
+            snapshot_dirs.update(folder[:at] for at, c in enumerate(folder) if c == "/")
+        gone = sorted(
+            (d for d in snapshot_dirs if not self._has_dir(mount, d)),
+            key=lambda d: -d.count("/"),
+        )
+        made = sorted(d for d in self._planted_dirs(mount.root, "") if d not in snapshot_dirs)
+        return [
+            *removed,
+            *({"o": "R", "m": name, "p": d} for d in gone),
+            *({"o": "D", "m": name, "p": d} for d in made),
+            *held,
+        ]
+
+    def _node_records(self, mount: MountTree, node: Node, path: str) -> list[dict[str, Any]]:
+        """What the journal says of a file held at ``path``: its content and what is known of it."""
+        # Its mode and times too: a compacted journal must keep a chmod.
+        records = [self._holds(mount, node, path), self._attributes(mount, node, path)]
+        if node.written:
+            records.append({"o": "w", "m": mount.name, "p": path})
+        if node.cut is not None:
+            records.append({"o": "E", "m": mount.name, "p": path, "why": node.cut})
+        return records
 
     def node_at(self, mount: MountTree, path: str) -> Node | None:
         """The node at ``path`` in ``mount`` now, or None."""
@@ -1472,10 +1803,36 @@ class Overlay:
         for child in list(node.kids.values()):
             yield from self._walk_raw(child)
 
+    @staticmethod
+    def _has_dir(mount: MountTree, path: str) -> bool:
+        """Whether a folder stands at ``path``, planting nothing that is still as loaded."""
+        node = mount.root
+        walked = ""
+        for part in path.split("/"):
+            if node.unplanted is not None and node.unplanted == walked:
+                return True  # a folder nobody looked into holds all its snapshot folders
+            child = node.children.get(part)
+            if child is None or not child.is_dir:
+                return False
+            node = child
+            walked = f"{walked}/{part}" if walked else part
+        return True
+
+    def _planted_dirs(self, folder: Node, prefix: str) -> Iterator[str]:
+        """The paths of the folders under ``folder`` that are nodes (the rest are as loaded)."""
+        for child in folder.kids.values():
+            if child.is_dir:
+                path = f"{prefix}/{child.name}" if prefix else child.name
+                yield path
+                if child.unplanted is None:
+                    yield from self._planted_dirs(child, path)
+
     # -- recovery --------------------------------------------------------------
 
     def _replay(self, state: TurnTree) -> None:
         journal = state.dir / "journal"
+        # A compaction the crash cut short: the journal itself is the old one, whole.
+        (state.dir / "journal.tmp").unlink(missing_ok=True)
         lines = journal.read_bytes().splitlines()
         highest = 0
         for raw in lines:
@@ -1490,7 +1847,8 @@ class Overlay:
             state.note(record)
             if record["o"] == "f":
                 highest = max(highest, int(record["d"]))
-        state.next_data = highest + 1
+        on_disk = [int(name) for name in os.listdir(state.dir / "data") if name.isdigit()]
+        state.next_data = max([highest, *on_disk]) + 1
 
     def _apply(self, mount: MountTree, record: Mapping[str, Any]) -> None:
         op, path = record["o"], record["p"]
@@ -1529,6 +1887,32 @@ class Overlay:
             self._find(
                 mount, path, lambda n: self._detach(n) if n.is_dir and not n.children else None
             )
+        elif op == "E":
+            self._find(mount, path, lambda n: setattr(n, "cut", record["why"]))
+        elif op == "e":
+            self._find(mount, path, lambda n: setattr(n, "cut", None))
+
+    def _free_unreferenced(self, state: TurnTree) -> None:
+        """Unlink the data files no path of the replayed turn holds (removed before the crash).
+
+        The journal is synced first: the records that dropped them must be
+        on disk before their data is gone.
+        """
+        held = {
+            node.data
+            for node in self.nodes.values()
+            if node.tree is not None and node.tree.turn is state and node.attached
+        }
+        loose = [
+            name
+            for name in os.listdir(state.dir / "data")
+            if not (name.isdigit() and int(name) in held)
+        ]
+        if loose:
+            os.fsync(state.journal)
+            for name in loose:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(state.dir / "data" / name)
 
     def _rewritten(self, mount: MountTree) -> Callable[[Node], None]:
         def mark(node: Node) -> None:

@@ -29,7 +29,14 @@ import trio
 
 from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
-from memfs.core.errors import ConfigError, InvalidName, MemfsError, NotFound, StoreUnavailable
+from memfs.core.errors import (
+    ConfigError,
+    InvalidName,
+    MemfsError,
+    NotFound,
+    StoreUnavailable,
+    TooLarge,
+)
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.names import check_path
 from memfs.core.policy import is_shared
@@ -287,13 +294,20 @@ class OverlayWorkspace:
             implied_before=_Implied(tree),
         )
         folders = (tuple(_storable(made, refused)), tuple(_storable(removed, refused)))
+        # A file a write was refused for holds only what came before the
+        # refusal: it is named as not saved, never stored cut off.
+        for path in touched_paths:
+            why = self.overlay.cut(tree, path)
+            if why is not None:
+                refused[path] = TooLarge(why, path=path)
 
         def read() -> ChangeSet:
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
             return diff_touched(base, touched, base_meta=tree.meta, meta=meta, folders=folders)
 
-        return await trio.to_thread.run_sync(read), refused
+        changes = await trio.to_thread.run_sync(read)
+        return changes.without(refused), refused
 
     async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)

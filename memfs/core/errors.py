@@ -96,6 +96,25 @@ class SpaceFull(TooLarge):
     errno = _errno.ENOSPC
 
 
+class DiskFull(MemfsError):
+    """The disk under ``state_dir`` is down to its reserve: agents' writes wait for room.
+
+    The reserve is kept so that ending turns and storing them still succeed.
+    """
+
+    errno = _errno.ENOSPC
+    http_status = 507
+    exit_code = 6
+
+
+class TooManyOpen(MemfsError):
+    """A session already holds as many open files as it may (``Limits.max_open_files``)."""
+
+    errno = _errno.EMFILE
+    http_status = 429
+    exit_code = 6
+
+
 class Unsupported(MemfsError):
     """A kind of file memfs does not keep: symlinks, devices, FIFOs, sockets."""
 
@@ -234,6 +253,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DaemonUnavailable",
+    "DiskFull",
     "Exists",
     "Forgotten",
     "IllegalTransition",
@@ -251,6 +271,7 @@ __all__ = [
     "SpaceFull",
     "StoreUnavailable",
     "TooLarge",
+    "TooManyOpen",
     "TurnOpen",
     "Unsupported",
     "sole_memfs_error",

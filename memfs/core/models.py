@@ -76,6 +76,13 @@ class Limits(Frozen):
     max_folders: int = Field(default=10_000, gt=0)
     max_space_bytes: int = Field(default=64 * MIB, gt=0)
     note_file_list_bytes: int = Field(default=8_000, gt=0)
+    # What one session may hold of the daemon's resources, so that no agent
+    # can exhaust what the others need (the daemon enforces these).
+    max_open_files: int = Field(default=1024, gt=0)  # per session, at once; past it EMFILE
+    journal_bytes: int = Field(default=4 * MIB, gt=0)  # a turn's journal is compacted past it
+    # Free space kept on the disk under state_dir for ending turns and storing
+    # them: below it, agents' writes get ENOSPC. 0 keeps none.
+    disk_reserve_bytes: int = Field(default=256 * MIB, ge=0)
 
 
 MODE_BITS = 0o777  # the permission bits memfs keeps: not setuid, setgid or sticky
