@@ -501,6 +501,43 @@ async def test_chmod_and_utime_are_journaled_and_replayed_after_a_crash(tmp_path
     )
 
 
+async def test_a_file_renamed_or_exchanged_after_a_chmod_keeps_its_mode_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    bin_inode = await inode_of(ops, "s1", "rules", "bin")
+    overlay.setattr(await inode_of(ops, "s1", "rules", "bin", "run.sh"), mode=0o100700)
+    await ops.rename(bin_inode, b"run.sh", bin_inode, b"go.sh", 0, CTX)
+    await ops.create(bin_inode, b"other.sh", 0o100640, os.O_WRONLY, CTX)
+    await ops.rename(bin_inode, b"go.sh", bin_inode, b"other.sh", pyfuse3.RENAME_EXCHANGE, CTX)
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    assert again.node_at(state, "bin/other.sh").mode == 0o700
+    assert again.node_at(state, "bin/go.sh").mode == 0o640
+
+
+async def test_a_compacted_journal_keeps_modes_times_and_the_snapshots_empty_folders(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    overlay.setattr(await inode_of(ops, "s1", "rules", "bin", "run.sh"), mode=0o100700)
+    await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
+    turn = overlay.sessions["s1"].turn
+    overlay.compact(turn)
+    assert b'"o":"a"' in (turn.dir / "journal").read_bytes()
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    assert again.node_at(state, "bin/run.sh").mode == 0o700
+    assert again.node_at(state, "empty") is not None
+    assert again.node_at(state, "empty/inner") is None
+
+
 async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Path) -> None:
     overlay = with_meta(tmp_path)
     ops = MemfsOperations(overlay)
