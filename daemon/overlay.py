@@ -1044,19 +1044,7 @@ class Overlay:
             for changed in (one_parent, other_parent):
                 changed.mtime_ns = changed.ctime_ns = now
             one.ctime_ns = other.ctime_ns = now
-            for n in moved:
-                path = n.path()
-                if n.is_dir:
-                    mount.turn.log({"o": "D", "m": mount.name, "p": path})
-                    continue
-                mount.touched.add(path)
-                mount.turn.log(self._holds(mount, n, path))
-                mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
-                mount.turn.log(self._attributes(mount, n, path))
-                if n.written:
-                    mount.turn.log({"o": "w", "m": mount.name, "p": path})
-                if n.cut is not None:
-                    mount.turn.log({"o": "E", "m": mount.name, "p": path, "why": n.cut})
+            self._journal_arrivals(mount, moved, old_paths)
         self._synced_names(mount)
 
     def _move(
@@ -1096,20 +1084,25 @@ class Overlay:
         now = self.clock()
         old_parent.mtime_ns = old_parent.ctime_ns = new_parent.mtime_ns = now
         new_parent.ctime_ns = node.ctime_ns = now
+        self._journal_arrivals(mount, moved, old_paths)
+
+    def _journal_arrivals(
+        self, mount: MountTree, moved: list[Node], old_paths: Mapping[int, str]
+    ) -> None:
+        """Journal moved nodes at their new paths: folders made, files held as they are.
+
+        A file keeps all it had under its new name, after a crash too: its
+        content, its mode and times, whether it was written, and a cut mark.
+        """
         for n in moved:
             path = n.path()
             if n.is_dir:
                 mount.turn.log({"o": "D", "m": mount.name, "p": path})
                 continue
             mount.touched.add(path)
-            mount.turn.log(self._holds(mount, n, path))
-            mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
-            # The file keeps its mode and times under its new name, after a crash too.
-            mount.turn.log(self._attributes(mount, n, path))
-            if n.written:
-                mount.turn.log({"o": "w", "m": mount.name, "p": path})
-            if n.cut is not None:
-                mount.turn.log({"o": "E", "m": mount.name, "p": path, "why": n.cut})
+            held, *known = self._node_records(mount, n, path)
+            renamed = {"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]}
+            mount.turn.log(held, renamed, *known)
 
     def _synced_names(self, mount: MountTree) -> None:
         if self.sync_on_close:
