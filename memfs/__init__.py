@@ -17,10 +17,12 @@ from memfs.acting import Acting as Acting
 from memfs.acting import act_as as act_as
 from memfs.client import Client as Client
 from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
+from memfs.core.errors import AuditTampered as AuditTampered
 from memfs.core.errors import BadRequest as BadRequest
 from memfs.core.errors import ConfigError as ConfigError
 from memfs.core.errors import Conflict as Conflict
 from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
+from memfs.core.errors import DiskFull as DiskFull
 from memfs.core.errors import Forgotten as Forgotten
 from memfs.core.errors import IllegalTransition as IllegalTransition
 from memfs.core.errors import InvalidName as InvalidName
@@ -33,10 +35,12 @@ from memfs.core.errors import ReadOnly as ReadOnly
 from memfs.core.errors import SpaceFull as SpaceFull
 from memfs.core.errors import StoreUnavailable as StoreUnavailable
 from memfs.core.errors import TooLarge as TooLarge
+from memfs.core.errors import TooManyOpen as TooManyOpen
 from memfs.core.errors import TurnOpen as TurnOpen
 from memfs.core.errors import Unsupported as Unsupported
 from memfs.core.models import By as By
 from memfs.core.models import ChangeSet as ChangeSet
+from memfs.core.models import FileMeta as FileMeta
 from memfs.core.models import Limits as Limits
 from memfs.core.models import Loaded as Loaded
 from memfs.core.models import Provenance as Provenance
