@@ -935,15 +935,7 @@ class Overlay:
                 changed.mtime_ns = changed.ctime_ns = now
             one.ctime_ns = other.ctime_ns = now
             for n in moved:
-                path = n.path()
-                if n.is_dir:
-                    mount.turn.log({"o": "D", "m": mount.name, "p": path})
-                    continue
-                mount.touched.add(path)
-                mount.turn.log(self._holds(mount, n, path))
-                mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
-                if n.written:
-                    mount.turn.log({"o": "w", "m": mount.name, "p": path})
+                self._log_arrival(mount, n, old_paths[id(n)])
         self._synced_names(mount)
 
     def _move(
@@ -983,15 +975,25 @@ class Overlay:
         old_parent.mtime_ns = old_parent.ctime_ns = new_parent.mtime_ns = now
         new_parent.ctime_ns = node.ctime_ns = now
         for n in moved:
-            path = n.path()
-            if n.is_dir:
-                mount.turn.log({"o": "D", "m": mount.name, "p": path})
-                continue
+            self._log_arrival(mount, n, old_paths[id(n)])
+
+    def _log_arrival(self, mount: MountTree, node: Node, old_path: str) -> None:
+        """Journal a moved node at its new path: what it holds, then its mode and times.
+
+        The mode and times travel in an ``a`` record (after ``w``, whose replay
+        takes the data file's times): a replay plants an arrival at the
+        defaults, and a chmod'ed file, or a stored script, would come back 0644.
+        """
+        path = node.path()
+        if node.is_dir:
+            mount.turn.log({"o": "D", "m": mount.name, "p": path})
+        else:
             mount.touched.add(path)
-            mount.turn.log(self._holds(mount, n, path))
-            mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]})
-            if n.written:
+            mount.turn.log(self._holds(mount, node, path))
+            mount.turn.log({"o": "n", "m": mount.name, "p": path, "from": old_path})
+            if node.written:
                 mount.turn.log({"o": "w", "m": mount.name, "p": path})
+        mount.turn.log(self._attributes(mount, node, path))
 
     def _synced_names(self, mount: MountTree) -> None:
         if self.sync_on_close:

@@ -515,3 +515,43 @@ async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Pa
         "empty/inner": None,
         "bin": False,
     }
+
+
+async def test_a_renamed_or_exchanged_file_or_folder_keeps_its_mode_and_times_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    # A rename was journaled as "gone here, arrives there with its bytes": the
+    # mode and times did not travel, so a replay planted the arrival at the
+    # defaults (a chmod'ed file came back 0644, a stored 0755 script too, and
+    # that mode change was then stored).
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    bin_ = await inode_of(ops, "s1", "rules", "bin")
+    overlay.rename(bin_, "run.sh", bin_, "go.sh")  # from the snapshot, never copied up
+    _, made = await ops.create(bin_, b"a.sh", 0o100644, os.O_WRONLY, CTX)
+    overlay.setattr(made.st_ino, mode=0o100700, mtime_ns=5)
+    _, other = await ops.create(bin_, b"b.md", 0o100644, os.O_WRONLY, CTX)
+    overlay.setattr(other.st_ino, mode=0o100640, mtime_ns=7)
+    overlay.exchange(bin_, "a.sh", bin_, "b.md")
+    mount_inode = await inode_of(ops, "s1", "rules")
+    await ops.mkdir(mount_inode, b"private", 0o40755, CTX)
+    private = await inode_of(ops, "s1", "rules", "private")
+    overlay.setattr(private, mode=0o40700)
+    overlay.rename(mount_inode, "private", mount_inode, "secret")
+    live = overlay.sessions["s1"].turn.mounts["rules"]
+    before = {
+        path: (overlay.node_at(live, path).mode, overlay.node_at(live, path).mtime_ns)
+        for path in ("bin/go.sh", "bin/a.sh", "bin/b.md", "secret")
+    }
+    assert before["bin/go.sh"] == (0o755, MTIME)
+    assert before["bin/b.md"] == (0o700, 5) and before["bin/a.sh"] == (0o640, 7)
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    after = {
+        path: (again.node_at(state, path).mode, again.node_at(state, path).mtime_ns)
+        for path in before
+    }
+    assert after == before
+    assert again.meta_at_end(state)["bin/go.sh"].mode == 0o755
