@@ -787,7 +787,9 @@ class Overlay:
 
     def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
         mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
-        mount.turn.log({"o": "D", "m": mount.name, "p": node.path()})
+        path = node.path()
+        # Its mode too (a replay makes folders 0755): a 0700 folder stays private.
+        mount.turn.log({"o": "D", "m": mount.name, "p": path}, self._attributes(mount, node, path))
         return node
 
     def unlink(self, parent_inode: int, name: str) -> None:

@@ -314,7 +314,7 @@ async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) 
     assert journal.read_text() == ""  # held: no write per file read
     await ops.mkdir(folder, b"sub", 0o40755, CTX)
     ops_in_order = [line.split('"o":"')[1][0] for line in journal.read_text().splitlines()]
-    assert ops_in_order == ["r", "D"]
+    assert ops_in_order == ["r", "D", "a"]  # the folder, then its mode
 
 
 async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> None:
@@ -555,3 +555,21 @@ async def test_a_renamed_or_exchanged_file_or_folder_keeps_its_mode_and_times_af
     }
     assert after == before
     assert again.meta_at_end(state)["bin/go.sh"].mode == 0o755
+
+
+async def test_a_folder_keeps_the_mode_mkdir_gave_it_after_a_crash(tmp_path: Path) -> None:
+    # mkdir journaled only "a folder is here": after kill -9 a folder made 0700
+    # (umask 077) or mode 0 came back 0755.
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    mount_inode = await inode_of(ops, "s1", "rules")
+    await ops.mkdir(mount_inode, b"private", 0o40700, CTX)
+    await ops.mkdir(mount_inode, b"closed", 0o40000, CTX)
+    live = overlay.sessions["s1"].turn.mounts["rules"]
+    made = {path: overlay.node_at(live, path).mode for path in ("private", "closed")}
+    assert made == {"private": 0o700, "closed": 0}
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    assert {path: again.node_at(state, path).mode for path in made} == made
