@@ -170,3 +170,15 @@ async def test_an_extra_body_nested_past_the_depth_limit_is_400_and_starts_no_tu
         )
         assert started.session == "s1"
         await daemon.service.end_turn("s1")
+
+
+async def test_a_uid_or_gid_given_as_a_bool_or_a_string_is_400(tmp_path: Path) -> None:
+    # pydantic's lax mode took true as uid 1 and "0" as root.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        extra = json.dumps(DANA)
+        for ids in ('"uid": true, "gid": 1', '"uid": "0", "gid": "0"', '"uid": 1, "gid": false'):
+            body = ('{"session": "s1", "extra_body": ' + extra + ", " + ids + "}").encode()
+            response = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, body)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"] == "BadRequest"
+        await nothing_changed(daemon)

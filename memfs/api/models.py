@@ -3,8 +3,8 @@
 Field names here are public interface: the CLI prints exactly these objects.
 
 What a turn start may carry is checked here, for the daemon and
-``memfs.Client`` alike: a uid or gid is a real id (0 ≤ id < 2**32 - 1; the
-last value is the kernel's "no id"), and every string of the request (the
+``memfs.Client`` alike: a uid or gid is a real id, a JSON integer (0 ≤ id <
+2**32 - 1; the last value is the kernel's "no id"), and every string of the request (the
 session, the prompt, the extra body's keys and values at any depth) is text
 that encodes as UTF-8, which a lone surrogate (``"\\ud800"`` in JSON) does not.
 The extra body nests at most ``MAX_EXTRA_BODY_DEPTH`` levels (the object itself
@@ -76,8 +76,9 @@ class StartTurnRequest(Model):
     session: str
     extra_body: dict[str, Any] = Field(default_factory=dict)
     prompt: str | None = None
-    uid: int | None = Field(default=None, ge=0, le=MAX_ID)
-    gid: int | None = Field(default=None, ge=0, le=MAX_ID)
+    # Strict: lax mode would take true as uid 1 and "0" as root.
+    uid: int | None = Field(default=None, ge=0, le=MAX_ID, strict=True)
+    gid: int | None = Field(default=None, ge=0, le=MAX_ID, strict=True)
 
     @field_validator("extra_body", mode="before")
     @classmethod
