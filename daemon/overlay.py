@@ -885,7 +885,9 @@ class Overlay:
 
     def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
         mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
-        mount.turn.log({"o": "D", "m": mount.name, "p": node.path()})
+        path = node.path()
+        # Its mode too (a replay makes folders 0755): a 0700 folder stays private.
+        mount.turn.log({"o": "D", "m": mount.name, "p": path}, self._attributes(mount, node, path))
         return node
 
     def unlink(self, parent_inode: int, name: str) -> None:
@@ -1089,20 +1091,26 @@ class Overlay:
     def _journal_arrivals(
         self, mount: MountTree, moved: list[Node], old_paths: Mapping[int, str]
     ) -> None:
-        """Journal moved nodes at their new paths: folders made, files held as they are.
-
-        A file keeps all it had under its new name, after a crash too: its
-        content, its mode and times, whether it was written, and a cut mark.
-        """
         for n in moved:
-            path = n.path()
-            if n.is_dir:
-                mount.turn.log({"o": "D", "m": mount.name, "p": path})
-                continue
+            self._log_arrival(mount, n, old_paths[id(n)])
+
+    def _log_arrival(self, mount: MountTree, node: Node, old_path: str) -> None:
+        """Journal a moved node at its new path, with all it had (``_node_records``).
+
+        A replay plants an arrival at the defaults, so without its ``a``
+        record a chmod'ed file, a stored script or a 0700 folder would come
+        back 0644 or 0755 after a crash.
+        """
+        path = node.path()
+        if node.is_dir:
+            mount.turn.log({"o": "D", "m": mount.name, "p": path})
+        else:
             mount.touched.add(path)
-            held, *known = self._node_records(mount, n, path)
-            renamed = {"o": "n", "m": mount.name, "p": path, "from": old_paths[id(n)]}
+            held, *known = self._node_records(mount, node, path)
+            renamed = {"o": "n", "m": mount.name, "p": path, "from": old_path}
             mount.turn.log(held, renamed, *known)
+            return
+        mount.turn.log(self._attributes(mount, node, path))
 
     def _synced_names(self, mount: MountTree) -> None:
         if self.sync_on_close:
@@ -1658,22 +1666,32 @@ class Overlay:
             (d for d in snapshot_dirs if not self._has_dir(mount, d)),
             key=lambda d: -d.count("/"),
         )
-        made = sorted(d for d in self._planted_dirs(mount.root, "") if d not in snapshot_dirs)
+        planted = sorted(self._planted_dirs(mount.root, ""))
+        made = [d for d in planted if d not in snapshot_dirs]
+        # Every folder that is a node keeps its mode and times (a chmod, a
+        # mkdir's mode); the rest are as loaded.
+        folder_modes = []
+        for d in planted:
+            node = self.node_at(mount, d)
+            if node is not None:
+                folder_modes.append(self._attributes(mount, node, d))
         return [
             *removed,
             *({"o": "R", "m": name, "p": d} for d in gone),
             *({"o": "D", "m": name, "p": d} for d in made),
+            *folder_modes,
             *held,
         ]
 
     def _node_records(self, mount: MountTree, node: Node, path: str) -> list[dict[str, Any]]:
         """What the journal says of a file held at ``path``: its content and what is known of it."""
-        # Its mode and times too: a compacted journal must keep a chmod.
-        records = [self._holds(mount, node, path), self._attributes(mount, node, path)]
+        records = [self._holds(mount, node, path)]
         if node.written:
             records.append({"o": "w", "m": mount.name, "p": path})
         if node.cut is not None:
             records.append({"o": "E", "m": mount.name, "p": path, "why": node.cut})
+        # Its mode and times last: a replay of ``w`` takes the data file's times.
+        records.append(self._attributes(mount, node, path))
         return records
 
     def node_at(self, mount: MountTree, path: str) -> Node | None:

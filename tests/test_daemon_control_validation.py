@@ -12,6 +12,7 @@ import httpx
 import pyfuse3
 import trio
 
+from memfs.api.models import MAX_EXTRA_BODY_DEPTH, StartTurnRequest
 from memfs.core.models import Limits
 from memfsd.main import Settings, serve
 from tests.daemon_harness import Daemon, require_fuse, running_daemon
@@ -142,4 +143,42 @@ async def test_a_session_id_with_a_control_character_is_400_and_makes_no_folder(
         assert response.status_code == 400
         assert response.json()["error"] == "InvalidName"
         assert "control characters" in response.json()["detail"]
+        await nothing_changed(daemon)
+
+
+async def test_an_extra_body_nested_past_the_depth_limit_is_400_and_starts_no_turn(
+    tmp_path: Path,
+) -> None:
+    # 400 levels parse as JSON, but the turn's record cannot be written (pydantic
+    # stops serialising past its own depth): the daemon answered 500 after
+    # loading the store, not a clean 400 before anything.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        for depth in (MAX_EXTRA_BODY_DEPTH + 1, 400):
+            deep = "[" * depth + "]" * depth
+            extra = json.dumps(DANA)[:-1] + ', "x": ' + deep + "}"
+            body = ('{"session": "s1", "extra_body": ' + extra + "}").encode()
+            response = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, body)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"] == "BadRequest"
+            assert "nested" in response.json()["detail"]
+        await nothing_changed(daemon)
+        at_limit = {"x": []}
+        for _ in range(MAX_EXTRA_BODY_DEPTH - 2):  # the extra body itself is level 1
+            at_limit = {"x": at_limit}
+        started = await daemon.service.start_turn(
+            StartTurnRequest(session="s1", extra_body={**DANA, **at_limit})
+        )
+        assert started.session == "s1"
+        await daemon.service.end_turn("s1")
+
+
+async def test_a_uid_or_gid_given_as_a_bool_or_a_string_is_400(tmp_path: Path) -> None:
+    # pydantic's lax mode took true as uid 1 and "0" as root.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        extra = json.dumps(DANA)
+        for ids in ('"uid": true, "gid": 1', '"uid": "0", "gid": "0"', '"uid": 1, "gid": false'):
+            body = ('{"session": "s1", "extra_body": ' + extra + ", " + ids + "}").encode()
+            response = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, body)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"] == "BadRequest"
         await nothing_changed(daemon)

@@ -314,7 +314,7 @@ async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) 
     assert journal.read_text() == ""  # held: no write per file read
     await ops.mkdir(folder, b"sub", 0o40755, CTX)
     ops_in_order = [line.split('"o":"')[1][0] for line in journal.read_text().splitlines()]
-    assert ops_in_order == ["r", "D"]
+    assert ops_in_order == ["r", "D", "a"]  # the folder, then its mode
 
 
 async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> None:
@@ -519,13 +519,14 @@ async def test_a_file_renamed_or_exchanged_after_a_chmod_keeps_its_mode_after_a_
     assert again.node_at(state, "bin/go.sh").mode == 0o640
 
 
-async def test_a_compacted_journal_keeps_modes_times_and_the_snapshots_empty_folders(
+async def test_a_compacted_journal_keeps_file_and_folder_modes_and_the_snapshots_folders(
     tmp_path: Path,
 ) -> None:
     overlay = with_meta(tmp_path)
     ops = MemfsOperations(overlay)
     overlay.setattr(await inode_of(ops, "s1", "rules", "bin", "run.sh"), mode=0o100700)
     await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
+    await ops.mkdir(await inode_of(ops, "s1", "rules"), b"private", 0o40700, CTX)
     turn = overlay.sessions["s1"].turn
     overlay.compact(turn)
     assert b'"o":"a"' in (turn.dir / "journal").read_bytes()
@@ -536,6 +537,7 @@ async def test_a_compacted_journal_keeps_modes_times_and_the_snapshots_empty_fol
     assert again.node_at(state, "bin/run.sh").mode == 0o700
     assert again.node_at(state, "empty") is not None
     assert again.node_at(state, "empty/inner") is None
+    assert again.node_at(state, "private").mode == 0o700
 
 
 async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Path) -> None:
@@ -552,3 +554,61 @@ async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Pa
         "empty/inner": None,
         "bin": False,
     }
+
+
+async def test_a_renamed_or_exchanged_file_or_folder_keeps_its_mode_and_times_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    # A rename was journaled as "gone here, arrives there with its bytes": the
+    # mode and times did not travel, so a replay planted the arrival at the
+    # defaults (a chmod'ed file came back 0644, a stored 0755 script too, and
+    # that mode change was then stored).
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    bin_ = await inode_of(ops, "s1", "rules", "bin")
+    overlay.rename(bin_, "run.sh", bin_, "go.sh")  # from the snapshot, never copied up
+    _, made = await ops.create(bin_, b"a.sh", 0o100644, os.O_WRONLY, CTX)
+    overlay.setattr(made.st_ino, mode=0o100700, mtime_ns=5)
+    _, other = await ops.create(bin_, b"b.md", 0o100644, os.O_WRONLY, CTX)
+    overlay.setattr(other.st_ino, mode=0o100640, mtime_ns=7)
+    overlay.exchange(bin_, "a.sh", bin_, "b.md")
+    mount_inode = await inode_of(ops, "s1", "rules")
+    await ops.mkdir(mount_inode, b"private", 0o40755, CTX)
+    private = await inode_of(ops, "s1", "rules", "private")
+    overlay.setattr(private, mode=0o40700)
+    overlay.rename(mount_inode, "private", mount_inode, "secret")
+    live = overlay.sessions["s1"].turn.mounts["rules"]
+    before = {
+        path: (overlay.node_at(live, path).mode, overlay.node_at(live, path).mtime_ns)
+        for path in ("bin/go.sh", "bin/a.sh", "bin/b.md", "secret")
+    }
+    assert before["bin/go.sh"] == (0o755, MTIME)
+    assert before["bin/b.md"] == (0o700, 5) and before["bin/a.sh"] == (0o640, 7)
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    after = {
+        path: (again.node_at(state, path).mode, again.node_at(state, path).mtime_ns)
+        for path in before
+    }
+    assert after == before
+    assert again.meta_at_end(state)["bin/go.sh"].mode == 0o755
+
+
+async def test_a_folder_keeps_the_mode_mkdir_gave_it_after_a_crash(tmp_path: Path) -> None:
+    # mkdir journaled only "a folder is here": after kill -9 a folder made 0700
+    # (umask 077) or mode 0 came back 0755.
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    mount_inode = await inode_of(ops, "s1", "rules")
+    await ops.mkdir(mount_inode, b"private", 0o40700, CTX)
+    await ops.mkdir(mount_inode, b"closed", 0o40000, CTX)
+    live = overlay.sessions["s1"].turn.mounts["rules"]
+    made = {path: overlay.node_at(live, path).mode for path in ("private", "closed")}
+    assert made == {"private": 0o700, "closed": 0}
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = again.sessions["s1"].turn.mounts["rules"]
+    assert {path: again.node_at(state, path).mode for path in made} == made

@@ -3,10 +3,14 @@
 Field names here are public interface: the CLI prints exactly these objects.
 
 What a turn start may carry is checked here, for the daemon and
-``memfs.Client`` alike: a uid or gid is a real id (0 ≤ id < 2**32 - 1; the
-last value is the kernel's "no id"), and every string of the request (the
+``memfs.Client`` alike: a uid or gid is a real id, a JSON integer (0 ≤ id <
+2**32 - 1; the last value is the kernel's "no id"), and every string of the request (the
 session, the prompt, the extra body's keys and values at any depth) is text
 that encodes as UTF-8, which a lone surrogate (``"\\ud800"`` in JSON) does not.
+The extra body nests at most ``MAX_EXTRA_BODY_DEPTH`` levels (the object itself
+is level 1): it is written into the turn's record and its trace, and pydantic
+refuses to serialise past a depth of its own, so a deeper one would fail the
+start only after the store was read.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from memfs.core.models import Layer, Status
 
 # uid_t and gid_t are 32 bits, and (uid_t)-1 means "leave unchanged" to chown.
 MAX_ID = 2**32 - 2
+# Far past any identity an app sends, well below what pydantic will serialise.
+MAX_EXTRA_BODY_DEPTH = 64
 
 
 class Model(BaseModel):
@@ -47,12 +53,43 @@ def _unencodable(value: Any, where: str) -> str | None:
     return None
 
 
+def _depth(value: Any) -> int:
+    """How many levels of objects and arrays ``value`` nests (a scalar is 0); no recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_EXTRA_BODY_DEPTH:
+            break  # enough to refuse; walking the rest costs without telling more
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 class StartTurnRequest(Model):
     session: str
     extra_body: dict[str, Any] = Field(default_factory=dict)
     prompt: str | None = None
-    uid: int | None = Field(default=None, ge=0, le=MAX_ID)
-    gid: int | None = Field(default=None, ge=0, le=MAX_ID)
+    # Strict: lax mode would take true as uid 1 and "0" as root.
+    uid: int | None = Field(default=None, ge=0, le=MAX_ID, strict=True)
+    gid: int | None = Field(default=None, ge=0, le=MAX_ID, strict=True)
+
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _shallow(cls, value: Any) -> Any:
+        if _depth(value) > MAX_EXTRA_BODY_DEPTH:
+            raise PydanticCustomError(
+                "depth",
+                "is nested more than {limit} levels deep",
+                {"limit": MAX_EXTRA_BODY_DEPTH},
+            )
+        return value
 
     @field_validator("session", "prompt", "extra_body")
     @classmethod
@@ -201,6 +238,7 @@ class Problem(Model):
 
 
 __all__ = [
+    "MAX_EXTRA_BODY_DEPTH",
     "MAX_ID",
     "DaemonStatus",
     "FileAccess",
