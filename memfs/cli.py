@@ -14,16 +14,16 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 import trio
 from pydantic import BaseModel
 
-from memfs.api.models import MAX_ID
+from memfs.api.models import DEFAULT_MAX_BODY_BYTES, MAX_ID
 from memfs.cli_manage import register
 from memfs.client import DEFAULT_STATE_DIR, Client
-from memfs.core.errors import BadRequest, MemfsError, sole_memfs_error
+from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -211,6 +211,14 @@ def turn() -> None:
     help="Read the prompt (UTF-8) from PATH, or from stdin with -, instead of --prompt.",
 )
 @click.option(
+    "--max-input-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    help="Read at most this much from --extra-body - and --prompt-file (the daemon's "
+    "control_max_body_bytes refuses more anyway; raise both together).",
+)
+@click.option(
     "--uid", type=click.IntRange(min=0, max=MAX_ID), default=None, help="Owner of the session dir."
 )
 @click.option(
@@ -222,6 +230,7 @@ def turn_start(
     extra_body: str | None,
     prompt: str | None,
     prompt_file: Path | None,
+    max_input_bytes: int,
     uid: int | None,
     gid: int | None,
     socket_path: Path | None,
@@ -236,29 +245,50 @@ def turn_start(
     if extra_body == "-" and prompt_file == Path("-"):
         fail(BadRequest("only one of --extra-body and --prompt-file can read stdin"))
     if extra_body == "-":
-        extra_body = read_stdin("--extra-body -")
+        extra_body = read_stdin("--extra-body -", max_input_bytes)
     body = parse_extra_body(extra_body)
     if prompt_file is not None:
-        prompt = read_prompt(prompt_file)
+        prompt = read_prompt(prompt_file, max_input_bytes)
     call(socket_path, lambda c: c.start_turn(session, body, prompt=prompt, uid=uid, gid=gid))
 
 
-def read_stdin(what: str) -> str:
-    try:
-        return sys.stdin.buffer.read().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        fail(BadRequest(f"{what}: stdin is not valid UTF-8 at byte {exc.start}"))
+def read_stdin(what: str, limit: int) -> str:
+    return decode_input(what, "stdin", read_bounded(sys.stdin.buffer, what, limit))
 
 
-def read_prompt(path: Path) -> str:
+def read_prompt(path: Path, limit: int) -> str:
     if path == Path("-"):
-        return read_stdin("--prompt-file -")
+        return read_stdin("--prompt-file -", limit)
     try:
-        return path.read_bytes().decode("utf-8")
+        with open(path, "rb") as source:
+            data = read_bounded(source, "--prompt-file", limit)
     except OSError as exc:
         fail(BadRequest(f"--prompt-file: cannot read {path}: {exc.strerror or exc}"))
+    return decode_input("--prompt-file", str(path), data)
+
+
+def read_bounded(source: BinaryIO, what: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``source``; more (``/dev/zero``, an endless pipe) is refused.
+
+    One byte past the limit is read to tell "exactly the limit" from "more",
+    and nothing after it, so no input can make this process grow past it.
+    """
+    data = source.read(limit + 1)
+    if len(data) > limit:
+        fail(
+            TooLarge(
+                f"{what}: the input is over {limit} bytes (--max-input-bytes; the daemon's "
+                "control_max_body_bytes limits the whole request)"
+            )
+        )
+    return data
+
+
+def decode_input(what: str, where: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        fail(BadRequest(f"--prompt-file: {path} is not valid UTF-8 at byte {exc.start}"))
+        fail(BadRequest(f"{what}: {where} is not valid UTF-8 at byte {exc.start}"))
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:

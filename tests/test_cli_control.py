@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import types
@@ -365,6 +366,36 @@ async def test_bad_stdin_or_prompt_file_is_exit_2_and_sends_nothing(
     assert done.exit_code == 2, done.output
     assert done.stderr.startswith(f"memfs: error: {reason}")
     assert daemon.target.calls == []
+
+
+async def test_input_at_max_input_bytes_is_read_and_one_byte_past_is_exit_6(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes(b"p" * 64)
+    start = ("turn", "start", "s1", "--extra-body", json.dumps(DANA), "--max-input-bytes")
+    at = await cli_with_stdin(daemon, b"", *start, "64", "--prompt-file", str(prompt))
+    assert at.exit_code == 0, at.stderr
+    assert daemon.target.calls[0][1].prompt == "p" * 64
+    past = await cli_with_stdin(daemon, b"", *start, "63", "--prompt-file", str(prompt))
+    assert past.exit_code == 6
+    assert past.stderr.startswith("memfs: error: --prompt-file: the input is over 63 bytes")
+    body = await cli_with_stdin(
+        daemon, json.dumps(DANA).encode(), "turn", "start", "s1", "--extra-body", "-",
+        "--max-input-bytes", "8",
+    )  # fmt: skip
+    assert body.exit_code == 6 and "--extra-body -: the input is over 8 bytes" in body.stderr
+    assert len(daemon.target.calls) == 1
+
+
+def test_an_endless_prompt_file_is_refused_at_the_limit_not_read_forever() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", "turn", "start", "s1", "--prompt-file", "/dev/zero",
+         "--socket", "/nonexistent/memfs.sock"],
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 6, done.stderr
+    assert b"the input is over 1048576 bytes" in done.stderr
 
 
 @pytest.mark.parametrize("value", ["4294967295", "4294967296", "-1"])

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memfs.api.models import (
+    DEFAULT_MAX_BODY_BYTES,
     DaemonStatus,
     ForgetApplied,
     ForgetNotice,
@@ -42,7 +43,6 @@ from memfs.core.errors import BadRequest, MemfsError, NotFound, TooLarge, sole_m
 log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far below this
 
 # Declared on every route so the OpenAPI document describes the error body
 # the API really sends. Naming "4XX" also stops FastAPI from documenting its
