@@ -229,3 +229,39 @@ async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path:
             await reader.wait()
         assert SECRET not in rest, rest
         await daemon.service.end_turn("s1")
+
+
+async def test_a_trace_written_after_the_forget_names_none_of_the_persons_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md > /dev/null && printf new > me/diagnosis-2.md", root)
+        await sh("cat lending-rules/* > /dev/null 2>&1; true", root)
+
+        await manage(daemon, "forget-user", "u_dana")
+        ended = await daemon.service.end_turn("s1")
+
+        assert ended.spaces["me"].reason == "forgotten"
+        [trace] = await store.traces(session="s1")
+        assert "me" in trace.mounts  # the turn's trace is still recorded, without the names
+        assert not [key for key in trace.files if key.startswith("me/")]
+        assert "g.md" not in repr(trace) and "diagnosis-2" not in repr(trace)
+
+
+async def test_a_trace_of_a_turn_the_store_refused_as_forgotten_names_none_of_its_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await store.forget_user("u_dana", "default", by=None)  # this daemon is never told
+        await sh("cp me/g.md me/g2.md", root)
+
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+
+        assert (me.reason, me.not_saved) == ("forgotten", ["g2.md"])
+        [trace] = await store.traces(session="s1")
+        assert not [key for key in trace.files if key.startswith("me/")]
+        assert "g.md" not in repr(trace) and "g2.md" not in repr(trace)
