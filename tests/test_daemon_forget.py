@@ -17,6 +17,7 @@ from memfs.stores.sqlite import SqliteStore
 from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
+from memfsd.service import DaemonService
 from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS, start
@@ -265,3 +266,32 @@ async def test_a_trace_of_a_turn_the_store_refused_as_forgotten_names_none_of_it
         [trace] = await store.traces(session="s1")
         assert not [key for key in trace.files if key.startswith("me/")]
         assert "g.md" not in repr(trace) and "g2.md" not in repr(trace)
+
+
+async def test_a_restart_removes_the_blobs_no_restored_turn_holds(tmp_path: Path) -> None:
+    """A kill -9 between a turn start's blobs and its turn.json leaves them held by nobody."""
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    other = b"eve's own words\n"
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, [memfs.user_memory()], workspace=ws), ws
+
+    memory, ws = desk()
+    await memory.start_turn("s1", {"userId": "u_dana"})
+    # Session s2's start died here: its blob written (and one half-written), no turn.json.
+    [eve] = ws.overlay.blobs.put_many([other], hold=True)
+    torn = ws.overlay.blobs.path(eve).with_name(f".{eve}.x1y2.tmp")
+    torn.write_bytes(other[:5])
+
+    memory, ws = desk()  # the restart
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    assert service.recover() == ["s1"]
+    assert not ws.overlay.blobs.path(eve).exists()
+    assert not torn.exists()
+    assert ws.overlay.blobs.path(digest(SECRET)).read_bytes() == SECRET  # s1's turn holds it
+    await memory.open_turn("s1").end()
+    assert not ws.overlay.blobs.path(digest(SECRET)).exists()
