@@ -295,3 +295,74 @@ async def test_a_restart_removes_the_blobs_no_restored_turn_holds(tmp_path: Path
     assert ws.overlay.blobs.path(digest(SECRET)).read_bytes() == SECRET  # s1's turn holds it
     await memory.open_turn("s1").end()
     assert not ws.overlay.blobs.path(digest(SECRET)).exists()
+
+
+def names_in(folder: Path, *names: bytes) -> list[str]:
+    """Every file under ``folder`` holding any of ``names`` (raw bytes)."""
+    return [
+        str(path)
+        for path in folder.rglob("*")
+        if path.is_file() and any(name in path.read_bytes() for name in names)
+    ]
+
+
+async def test_after_a_forget_no_file_in_state_dir_names_the_persons_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh(
+            "cat me/g.md > /dev/null && printf new > me/diagnosis-2.md && "
+            "mv me/diagnosis-2.md me/diagnosis-3.md && mkdir me/oncology && "
+            "printf r > lending-rules/x.md",
+            root,
+        )
+        sessions = daemon.settings.state_dir / "sessions"
+        sha = digest(SECRET).encode()
+
+        await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        found = await trio.to_thread.run_sync(
+            names_in, sessions, b"g.md", b"diagnosis", b"oncology", sha
+        )
+        assert found == []
+        await manage(daemon, "forget-user", "u_dana")
+        assert await trio.to_thread.run_sync(names_in, sessions, b"keep.md") == []
+        await sh("cat lending-rules/x.md >/dev/null && printf s > lending-rules/y.md", root)
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["lending-rules"].created == ["x.md", "y.md"]
+
+
+async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_of_it(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    specs = [memfs.user_memory(), memfs.user_memory(space="notes", user="otherId")]
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, specs, workspace=ws), ws
+
+    memory, ws = desk()
+    turn = await memory.start_turn("s1", {"userId": "u_dana", "otherId": "u_eve"})
+    overlay = ws.overlay
+    notes = overlay.sessions["s1"].turn.mounts["notes"]  # type: ignore[union-attr]
+    _, made = overlay.create_open(notes.root.inode, "eve.md", 0o644, 0, 0, os.O_WRONLY)
+    overlay.write(made, 0, b"eve's\n")
+    overlay.release(made)
+    me = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+    overlay.create(me.root.inode, "diagnosis.md", 0o644, 0, 0)
+    await memory.forget_in_turn(turn, "me")
+    assert await ws.drop_forgotten("s1", "me", None)
+
+    memory, ws = desk()  # a restart
+    [record] = ws.saved_turns()
+    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+    ws.reattach(restored, record)
+    assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
+    ended = await restored.end()
+    assert ended.spaces["me"].reason == "forgotten"
+    assert ended.spaces["notes"].changes.created == {"eve.md": b"eve's\n"}
