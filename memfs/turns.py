@@ -710,6 +710,13 @@ class Memory:
                 has_changes=not changes.is_empty(),
             )
             spaces[name] = await self._finish(action, mount, changes, refused, provenance, pending)
+            settled = turn.done.get(name)
+            if settled is not None and settled.reason == "forgotten":
+                # Forgotten while its store ran: that store was refused, or
+                # erased by the forget. Nothing of the space is kept.
+                spaces[name] = settled
+                turn.kept.pop(name, None)
+                continue
             if spaces[name].kept:
                 turn.kept[name] = spaces[name]
             else:

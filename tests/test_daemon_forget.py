@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
 import memfs
-from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, digest
+from memfs.api.models import TurnEnded
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.turns import Memory, TurnState
@@ -366,3 +368,40 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
     ended = await restored.end()
     assert ended.spaces["me"].reason == "forgotten"
     assert ended.spaces["notes"].changes.created == {"eve.md": b"eve's\n"}
+
+
+async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        real = store.store
+        entered, go = trio.Event(), trio.Event()
+
+        async def failing(ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
+            if ref.layer == "user":
+                entered.set()
+                await go.wait()
+                raise memfs.StoreUnavailable("the disk is full")
+            return await real(ref, changes, **kwargs)
+
+        store.store = failing  # type: ignore[method-assign]
+        root = await start(daemon, "s1")
+        await sh("printf tea > me/prefs.md && printf r > lending-rules/r.md", root)
+        ended: list[TurnEnded] = []
+
+        async def end() -> None:
+            ended.append(await daemon.service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await entered.wait()
+            await manage(daemon, "forget-user", "u_dana")
+            go.set()
+
+        me = ended[0].spaces["me"]
+        assert (me.status, me.reason, me.kept) == ("not_saved", "forgotten", False)
+        assert ended[0].spaces["lending-rules"].status == "saved"
+        assert [s.kept for s in (await daemon.service.status()).sessions] == [[]]
+        sessions = daemon.settings.state_dir / "sessions"
+        assert await trio.to_thread.run_sync(names_in, sessions, b"prefs.md") == []
