@@ -9,8 +9,9 @@ memory, so a turn start over a space already cached costs no ``stat`` per file.
 Shared (org) memory's blobs stay, marked *shared*. Turns over a person's
 memory hold its blobs, and a blob no turn holds and no shared space has is
 discarded when the last holder lets go, so forgetting a person leaves nothing
-here. Holding, sharing and presence change under one lock, so a blob one
-turn is about to use is never discarded by another turn ending at that moment.
+here; what a crash left held by nobody is swept at the next start. Holding,
+sharing and presence change under one lock, so a blob one turn is about to use
+is never discarded by another turn ending at that moment.
 Folders are 0700 and blobs 0600 (``mkstemp``): only the daemon reads them.
 """
 
@@ -144,6 +145,29 @@ class BlobCache:
                 if discard and sha not in self._shared:
                     self._present.discard(sha)
                     self.path(sha).unlink(missing_ok=True)
+
+    def sweep(self) -> int:
+        """Remove every blob no turn holds and none shares, and every torn write; return how many.
+
+        Run once at start, after the open turns are brought back: a ``kill -9``
+        between a turn start's blobs and its ``turn.json`` (or amid a write)
+        leaves a person's content that no turn will ever let go of, and that
+        a forget could not reach. Shared memory's other blobs go too; the next
+        load brings them again.
+        """
+        removed = 0
+        with self._lock:
+            for folder in self.root.iterdir() if self.root.is_dir() else ():
+                if not folder.is_dir():
+                    continue
+                for blob in folder.iterdir():
+                    name = blob.name
+                    if not name.startswith(".") and (name in self._refs or name in self._shared):
+                        continue
+                    blob.unlink(missing_ok=True)
+                    self._present.discard(name)
+                    removed += 1
+        return removed
 
     def get(self, sha: str) -> bytes:
         return self.path(sha).read_bytes()

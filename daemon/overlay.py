@@ -205,6 +205,7 @@ class MountTree:
     folders: tuple[str, ...] = ()  # the snapshot's stored folders
     touched_dirs: set[str] = field(default_factory=set)  # folders made, removed or moved
     inode_seeds: tuple[int, int] = (0, 1)  # of (session, mount), for ``Overlay._entry_inode``
+    forgotten: bool = False  # its person was forgotten: a compacted journal names none of it
 
     def holds_files_at_snapshot(self, folder: str) -> bool:
         """Whether some file of the snapshot lies below ``folder``."""
@@ -1604,9 +1605,13 @@ class Overlay:
         more, so a turn holding much is not rewritten at every request.
         """
         records: list[dict[str, Any]] = []
+        forgotten = {name for name, mount in state.mounts.items() if mount.forgotten}
         for mount in state.mounts.values():
-            records += self._state_records(mount)
+            if not mount.forgotten:
+                records += self._state_records(mount)
         for (name, path), entry in state.access.items():
+            if name in forgotten:
+                continue
             fields = {k: v for k, v in dataclasses.asdict(entry).items() if v}
             records.append({"o": "L", "m": name, "p": path, "a": fields})
         body = b"".join(
@@ -1761,6 +1766,7 @@ class Overlay:
         if mount is None:
             return False
         mount.read_only = True
+        mount.forgotten = True
         node: Node | None = mount.root
         for part in path.split("/"):
             node = None if node is None or not node.is_dir else node.children.get(part)
@@ -1782,6 +1788,7 @@ class Overlay:
         if mount is None:
             return False
         mount.read_only = True
+        mount.forgotten = True
         nodes = [n for n in self._walk_raw(mount.root) if not n.is_dir]
         nodes += [h.node for h in self.handles.values() if h.node.tree is mount]
         self._drop_nodes(mount, nodes)
@@ -1790,6 +1797,16 @@ class Overlay:
         self._release_blobs(mount)
         mount.snapshot, mount.paths = {}, []
         return True
+
+    def scrub_forgotten(self, session: str) -> None:
+        """Rewrite the turn's journal without a record of its forgotten spaces.
+
+        Their files' names are the person's too: the journal must not keep
+        them until the turn ends. A restart drops those spaces whole anyway.
+        """
+        tree = self.sessions.get(session)
+        if tree is not None and tree.turn is not None and not tree.turn.gone:
+            self.compact(tree.turn)
 
     def _forget_target(self, session: str, name: str) -> MountTree | None:
         tree = self.sessions.get(session)

@@ -79,7 +79,8 @@ class DaemonService:
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
         back = []
-        for record in self.workspace.saved_turns():
+        records = self.workspace.saved_turns()
+        for record in records:
             state = TurnState.model_validate_json(json.dumps(record["state"]))
             try:
                 turn = self.memory.restore_turn(state)
@@ -96,6 +97,13 @@ class DaemonService:
                     ", ".join(sorted(turn.orphaned)),
                 )
             back.append(state.session)
+        if len(back) == len(records):
+            # Only now is every blob a turn needs held: the rest is nobody's.
+            swept = self.workspace.overlay.blobs.sweep()
+            if swept:
+                log.info("removed %d blobs no open turn holds", swept)
+        else:
+            log.warning("an open turn did not come back; its blobs are left in place")
         return back
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:

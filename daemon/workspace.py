@@ -405,10 +405,13 @@ class OverlayWorkspace:
         if turn.kept:
             # It was ending when the daemon stopped: what is kept is what was there.
             self.overlay.freeze(turn.session)
-        for name, result in turn.done.items():
-            if result.reason == "forgotten":
-                # Forgotten while the turn was open: nothing of it comes back.
-                self.overlay.drop_mount(turn.session, name)
+        forgotten = [name for name, result in turn.done.items() if result.reason == "forgotten"]
+        for name in forgotten:
+            # Forgotten while the turn was open: nothing of it comes back.
+            self.overlay.drop_mount(turn.session, name)
+        if forgotten:
+            # A crash may have come between the forget and the scrub.
+            self._scrub(turn.session, forgotten)
 
     async def drop_forgotten(self, session: str, name: str, path: str | None) -> bool:
         """Take a forgotten file (or, with no path, the whole space) out of an open turn."""
@@ -417,7 +420,35 @@ class OverlayWorkspace:
         else:
             dropped = self.overlay.drop_path(session, name, path)
         await self.forget_names()
+        if dropped:
+            await trio.to_thread.run_sync(self._scrub, session, [name])
         return dropped
+
+    def _scrub(self, session: str, names: Sequence[str]) -> None:
+        """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal."""
+        self.overlay.scrub_forgotten(session)
+        target = self.turn_file(session)
+        try:
+            text = target.read_text()
+        except FileNotFoundError:
+            return
+        head, _, rows = text.partition("\n")
+        record = json.loads(head)
+        width = _FIELDS.get(record.get("manifest", 0))
+        if width is None:
+            return  # an old whole-JSON record: rewritten by nobody, read as it is
+        for name in names:
+            mount = record["state"]["mounts"].get(name)
+            if mount is not None:
+                mount["folders"] = []
+        parts = rows.split("\0") if rows else []
+        kept = [
+            "\0".join(parts[at : at + width])
+            for at in range(0, len(parts), width)
+            if parts[at] not in names
+        ]
+        body = json.dumps(record, separators=(",", ":")) + "\n" + "\0".join(kept)
+        _write_atomic(target, body)
 
 
 class _Implied:

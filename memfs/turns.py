@@ -710,6 +710,13 @@ class Memory:
                 has_changes=not changes.is_empty(),
             )
             spaces[name] = await self._finish(action, mount, changes, refused, provenance, pending)
+            settled = turn.done.get(name)
+            if settled is not None and settled.reason == "forgotten":
+                # Forgotten while its store ran: that store was refused, or
+                # erased by the forget. Nothing of the space is kept.
+                spaces[name] = settled
+                turn.kept.pop(name, None)
+                continue
             if spaces[name].kept:
                 turn.kept[name] = spaces[name]
             else:
@@ -734,10 +741,13 @@ class Memory:
         """
         try:
             kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
+            # A forgotten person's space leaves no name of theirs in a trace
+            # written after the forget: the store took them out of the old ones.
+            forgotten = {name for name, r in spaces.items() if r.reason == "forgotten"}
             files = {
                 key: entry
                 for key, entry in self.workspace.access(turn.session).items()
-                if key.split("/", 1)[0] in kept  # mount names are one segment
+                if key.split("/", 1)[0] in kept.keys() - forgotten  # mount names are one segment
             }
             seen: dict[str, set[str]] | None = None
             if self.workspace.sees_access:
@@ -750,7 +760,12 @@ class Memory:
                 turn=turn.id,
                 prompt=turn.prompt,
                 mounts={
-                    name: _trace_mount(mount, spaces[name], None if seen is None else seen[name])
+                    name: _trace_mount(
+                        mount,
+                        spaces[name],
+                        None if seen is None else seen[name],
+                        forgotten=name in forgotten,
+                    )
                     for name, mount in kept.items()
                     if name in spaces
                 },
@@ -951,14 +966,17 @@ class _GoneSource:
         raise self._gone()
 
 
-def _trace_mount(mount: Mount, result: SpaceResult, seen: set[str] | None) -> TraceMount:
+def _trace_mount(
+    mount: Mount, result: SpaceResult, seen: set[str] | None, *, forgotten: bool = False
+) -> TraceMount:
     """One mount as the turn's trace keeps it: what it carried and what became of it.
 
     ``seen``: the paths the turn opened or changed, where the workspace can
     tell; then only their revisions are kept, not the whole space's.
+    ``forgotten``: the person was forgotten, so no path of the space is kept.
     """
     stored = result.status in ("saved", "waiting")
-    snapshot = mount.snapshot
+    snapshot = {} if forgotten else mount.snapshot
     return TraceMount(
         ref=mount.ref,
         read_only=mount.read_only,
@@ -971,7 +989,7 @@ def _trace_mount(mount: Mount, result: SpaceResult, seen: set[str] | None) -> Tr
         ),
         status=result.status,
         saved=tuple(p for p in result.changes.paths if p not in result.not_saved) if stored else (),
-        not_saved=result.not_saved,
+        not_saved=() if forgotten else result.not_saved,
         change=result.change,
     )
 

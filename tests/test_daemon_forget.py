@@ -7,16 +7,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
 import memfs
-from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, digest
+from memfs.api.models import TurnEnded
+from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
+from memfsd.service import DaemonService
 from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS, start
@@ -229,3 +232,176 @@ async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path:
             await reader.wait()
         assert SECRET not in rest, rest
         await daemon.service.end_turn("s1")
+
+
+async def test_a_trace_written_after_the_forget_names_none_of_the_persons_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md > /dev/null && printf new > me/diagnosis-2.md", root)
+        await sh("cat lending-rules/* > /dev/null 2>&1; true", root)
+
+        await manage(daemon, "forget-user", "u_dana")
+        ended = await daemon.service.end_turn("s1")
+
+        assert ended.spaces["me"].reason == "forgotten"
+        [trace] = await store.traces(session="s1")
+        assert "me" in trace.mounts  # the turn's trace is still recorded, without the names
+        assert not [key for key in trace.files if key.startswith("me/")]
+        assert "g.md" not in repr(trace) and "diagnosis-2" not in repr(trace)
+
+
+async def test_a_trace_of_a_turn_the_store_refused_as_forgotten_names_none_of_its_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await store.forget_user("u_dana", "default", by=None)  # this daemon is never told
+        await sh("cp me/g.md me/g2.md", root)
+
+        me = (await daemon.service.end_turn("s1")).spaces["me"]
+
+        assert (me.reason, me.not_saved) == ("forgotten", ["g2.md"])
+        [trace] = await store.traces(session="s1")
+        assert not [key for key in trace.files if key.startswith("me/")]
+        assert "g.md" not in repr(trace) and "g2.md" not in repr(trace)
+
+
+async def test_a_restart_removes_the_blobs_no_restored_turn_holds(tmp_path: Path) -> None:
+    """A kill -9 between a turn start's blobs and its turn.json leaves them held by nobody."""
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    other = b"eve's own words\n"
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, [memfs.user_memory()], workspace=ws), ws
+
+    memory, ws = desk()
+    await memory.start_turn("s1", {"userId": "u_dana"})
+    # Session s2's start died here: its blob written (and one half-written), no turn.json.
+    [eve] = ws.overlay.blobs.put_many([other], hold=True)
+    torn = ws.overlay.blobs.path(eve).with_name(f".{eve}.x1y2.tmp")
+    torn.write_bytes(other[:5])
+
+    memory, ws = desk()  # the restart
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    assert service.recover() == ["s1"]
+    assert not ws.overlay.blobs.path(eve).exists()
+    assert not torn.exists()
+    assert ws.overlay.blobs.path(digest(SECRET)).read_bytes() == SECRET  # s1's turn holds it
+    await memory.open_turn("s1").end()
+    assert not ws.overlay.blobs.path(digest(SECRET)).exists()
+
+
+def names_in(folder: Path, *names: bytes) -> list[str]:
+    """Every file under ``folder`` holding any of ``names`` (raw bytes)."""
+    return [
+        str(path)
+        for path in folder.rglob("*")
+        if path.is_file() and any(name in path.read_bytes() for name in names)
+    ]
+
+
+async def test_after_a_forget_no_file_in_state_dir_names_the_persons_files(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh(
+            "cat me/g.md > /dev/null && printf new > me/diagnosis-2.md && "
+            "mv me/diagnosis-2.md me/diagnosis-3.md && mkdir me/oncology && "
+            "printf r > lending-rules/x.md",
+            root,
+        )
+        sessions = daemon.settings.state_dir / "sessions"
+        sha = digest(SECRET).encode()
+
+        await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        found = await trio.to_thread.run_sync(
+            names_in, sessions, b"g.md", b"diagnosis", b"oncology", sha
+        )
+        assert found == []
+        await manage(daemon, "forget-user", "u_dana")
+        assert await trio.to_thread.run_sync(names_in, sessions, b"keep.md") == []
+        await sh("cat lending-rules/x.md >/dev/null && printf s > lending-rules/y.md", root)
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["lending-rules"].created == ["x.md", "y.md"]
+
+
+async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_of_it(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    specs = [memfs.user_memory(), memfs.user_memory(space="notes", user="otherId")]
+
+    def desk() -> tuple[Memory, OverlayWorkspace]:
+        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+        return Memory(store, specs, workspace=ws), ws
+
+    memory, ws = desk()
+    turn = await memory.start_turn("s1", {"userId": "u_dana", "otherId": "u_eve"})
+    overlay = ws.overlay
+    notes = overlay.sessions["s1"].turn.mounts["notes"]  # type: ignore[union-attr]
+    _, made = overlay.create_open(notes.root.inode, "eve.md", 0o644, 0, 0, os.O_WRONLY)
+    overlay.write(made, 0, b"eve's\n")
+    overlay.release(made)
+    me = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+    overlay.create(me.root.inode, "diagnosis.md", 0o644, 0, 0)
+    await memory.forget_in_turn(turn, "me")
+    assert await ws.drop_forgotten("s1", "me", None)
+
+    memory, ws = desk()  # a restart
+    [record] = ws.saved_turns()
+    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+    ws.reattach(restored, record)
+    assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
+    ended = await restored.end()
+    assert ended.spaces["me"].reason == "forgotten"
+    assert ended.spaces["notes"].changes.created == {"eve.md": b"eve's\n"}
+
+
+async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        real = store.store
+        entered, go = trio.Event(), trio.Event()
+
+        async def failing(ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
+            if ref.layer == "user":
+                entered.set()
+                await go.wait()
+                raise memfs.StoreUnavailable("the disk is full")
+            return await real(ref, changes, **kwargs)
+
+        store.store = failing  # type: ignore[method-assign]
+        root = await start(daemon, "s1")
+        await sh("printf tea > me/prefs.md && printf r > lending-rules/r.md", root)
+        ended: list[TurnEnded] = []
+
+        async def end() -> None:
+            ended.append(await daemon.service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await entered.wait()
+            await manage(daemon, "forget-user", "u_dana")
+            go.set()
+
+        me = ended[0].spaces["me"]
+        assert (me.status, me.reason, me.kept) == ("not_saved", "forgotten", False)
+        assert ended[0].spaces["lending-rules"].status == "saved"
+        assert [s.kept for s in (await daemon.service.status()).sessions] == [[]]
+        sessions = daemon.settings.state_dir / "sessions"
+        assert await trio.to_thread.run_sync(names_in, sessions, b"prefs.md") == []
