@@ -25,7 +25,7 @@ import trio
 from watchfiles import awatch
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
-from memfs.core.errors import ConfigError
+from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
@@ -176,6 +176,12 @@ async def serve(
         raise ConfigError(f"cannot mount at {settings.mount_root}: {exc}") from exc
     try:
         service.recover()
+        try:
+            await service.catch_up_forgets()
+        except MemfsError:
+            # The store is down: the turn keeps serving what it holds, but the
+            # forget still holds in the store, which refuses the turn's write-back.
+            log.exception("could not ask the store about forgets made while the daemon was down")
         try:
             await memory.refresh_seeds()  # seed folders changed while the daemon was down
         except Exception:

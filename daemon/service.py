@@ -35,6 +35,7 @@ from memfs.api.models import (
 from memfs.core.errors import BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
+from memfs.stores.base import ForgetLog
 from memfs.turns import CommitResult, Memory, TurnState
 from memfsd.overlay import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
@@ -105,6 +106,33 @@ class DaemonService:
         else:
             log.warning("an open turn did not come back; its blobs are left in place")
         return back
+
+    async def catch_up_forgets(self) -> list[tuple[str, str]]:
+        """Drop what restored turns hold of a person forgotten while the daemon was down.
+
+        The forget's notice found no daemon to tell, so ask the store, for each
+        open turn's person space, whether it was forgotten after the turn
+        loaded it; such a space leaves the turn whole (the store tells a
+        space from its person, not which file), as a notice would make it.
+        Returns the (session, mount) pairs dropped.
+        """
+        store = self.memory.store
+        if not isinstance(store, ForgetLog):
+            return []
+        dropped = []
+        for turn in self.memory.open_turns():
+            for name, mount in turn.mounts.items():
+                if mount.ref.layer != "user" or name in turn.done:
+                    continue
+                if not await store.forgotten_since(mount.ref, mount.cursor):
+                    continue
+                await self.memory.forget_in_turn(turn, name)
+                await self.workspace.drop_forgotten(turn.session, name, None)
+                log.info(
+                    "session %s: %s was forgotten while the daemon was down", turn.session, name
+                )
+                dropped.append((turn.session, name))
+        return dropped
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         # A new session is a folder name in the mount root and in state_dir.

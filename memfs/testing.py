@@ -31,7 +31,7 @@ from memfs.core.models import (
     now,
 )
 from memfs.core.review import ReviewMode
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.stores.base import ForgetLog, ManagedStore, ReviewingStore, Store
 from memfs.stores.memory import MemoryStore
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
@@ -282,6 +282,26 @@ async def check_a_load_after_forgetting_stores_again(store: Store) -> None:
         ORG, ChangeSet(created={"c.md": b"c"}), cursor=before.cursor, provenance=_prov(turn="x")
     )
     assert kept.status == "saved"
+
+
+async def check_a_store_says_whether_a_person_was_forgotten_after_a_cursor(store: Store) -> None:
+    """``forgotten_since``: what a daemon down during a forget asks at its restart."""
+    assert isinstance(store, ManagedStore)
+    if not isinstance(store, ForgetLog):
+        return  # an optional capability; the store still refuses stale write-backs
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+    before = (await store.load(DANA, "s1")).cursor
+    assert not await store.forgotten_since(DANA, before)
+    await store.forget_file(DANA, "a.md", by=None)
+    assert await store.forgotten_since(DANA, before)
+    after = (await store.load(DANA, "s1")).cursor
+    assert not await store.forgotten_since(DANA, after)
+    await store.forget_user("dana", "bank-1", by=None)
+    assert await store.forgotten_since(DANA, after)
+    other = DANA.model_copy(update={"space": "notes"})
+    assert await store.forgotten_since(other, after)  # the whole person, every space
+    assert not await store.forgotten_since(ORG, before)  # org memory is nobody's
+    assert not await store.forgotten_since(DANA, None)  # loaded nothing: nothing to drop
 
 
 async def check_restore_brings_back_an_earlier_revision_as_an_edit(store: Store) -> None:
@@ -1238,6 +1258,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "a_trace_is_kept_once_per_turn": check_a_trace_is_kept_once_per_turn,
     "a_load_after_forgetting_stores_again": check_a_load_after_forgetting_stores_again,
+    "a_store_says_whether_a_person_was_forgotten_after_a_cursor": (
+        check_a_store_says_whether_a_person_was_forgotten_after_a_cursor
+    ),
     "every_sensitive_act_is_audited_with_actor_and_time": (
         check_every_sensitive_act_is_audited_with_actor_and_time
     ),

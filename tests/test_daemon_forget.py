@@ -405,3 +405,28 @@ async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_i
         assert [s.kept for s in (await daemon.service.status()).sessions] == [[]]
         sessions = daemon.settings.state_dir / "sessions"
         assert await trio.to_thread.run_sync(names_in, sessions, b"prefs.md") == []
+
+
+async def test_a_person_forgotten_while_the_daemon_was_down_is_dropped_from_its_turn_at_start(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md > /dev/null && printf new > me/new.md", root)
+        state_dir = daemon.settings.state_dir
+    # The daemon is down: the forget's notice finds nobody to tell.
+    store = SqliteStore(state_dir / "memfs.db")
+    try:
+        await store.forget_user("u_dana", "default", by=None)
+    finally:
+        await store.aclose()
+
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        seen = await sh("cat me/g.md; ls me", root, check=False)
+        assert SECRET not in seen.stdout
+        assert b"No such file or directory" in seen.stderr
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        ended = await daemon.service.end_turn("s1")
+        me = ended.spaces["me"]
+        assert (me.status, me.reason) == ("not_saved", "forgotten")

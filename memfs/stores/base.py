@@ -75,6 +75,20 @@ class LeanStore(Store, Protocol):
 
 
 @runtime_checkable
+class ForgetLog(Store, Protocol):
+    """A store that says whether a person's space was forgotten after a turn loaded it.
+
+    A daemon that was down when a person was forgotten never got the notice;
+    on restart it asks this of every open turn over a person's memory, so the
+    turn drops what it still holds of them instead of serving it.
+    """
+
+    async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
+        """Whether ``ref`` (a space or the whole person) was forgotten after ``cursor``."""
+        ...
+
+
+@runtime_checkable
 class ManagedStore(Store, Protocol):
     """A store that keeps history: every revision, with where it came from."""
 
@@ -246,4 +260,4 @@ class ReviewingStore(ManagedStore, Protocol):
         ...
 
 
-__all__ = ["ManagedStore", "ReviewingStore", "Store"]
+__all__ = ["ForgetLog", "ManagedStore", "ReviewingStore", "Store"]

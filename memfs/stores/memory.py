@@ -602,6 +602,10 @@ class MemoryStore:
         self._log("forget-user", org, by=by, target=user, detail=detail)
         return purged
 
+    async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
+        base = parse_cursor(cursor)
+        return base is not None and self._forgotten_at(ref) > base
+
     async def record_trace(self, trace: Trace) -> None:
         # Once per (session, turn): a turn end repeated after a crash traces nothing twice.
         if any(t.session == trace.session and t.turn == trace.turn for t in self._traces):

@@ -1928,6 +1928,15 @@ class SqliteStore:
             )
         )
 
+    async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
+        base = parse_cursor(cursor)
+        if base is None:
+            return False
+        at = await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _forgotten_at(conn, ref), write=False)
+        )
+        return at > base
+
     async def record_trace(self, trace: Trace) -> None:
         await trio.to_thread.run_sync(
             lambda: self._run(lambda conn: _record_trace(conn, trace), write=True)
