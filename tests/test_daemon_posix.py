@@ -24,6 +24,7 @@ from memfs.core.models import Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, caller_groups
 from memfsd.overlay import ROOT_INODE, MountTree, Node, Overlay, SnapshotFile
+from tests.daemon_harness import require_root
 
 
 @dataclass
@@ -286,8 +287,7 @@ async def test_chown_of_a_file_clears_setuid_and_group_executable_setgid(tmp_pat
 
 
 async def test_setattr_reads_the_callers_supplementary_groups(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to start a process in other groups")
+    require_root("to start a process in other groups")
     _overlay, ops = make(tmp_path)
     folder = await inode_of(ops, "s1", "rules", "dir")
     inode = await new_file(ops, folder, "mine.md", b"x")

@@ -9,7 +9,6 @@ sockets, fallocate) with their errnos.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -17,11 +16,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import memfs
 from memfs.api.models import StartTurnRequest
-from tests.daemon_harness import Daemon, running_daemon, sh
+from tests.daemon_harness import Daemon, require_root, running_daemon, sh
 
 BODY = {"userId": "u1", "name": "U", "orgId": "acme"}
 SPECS = [
@@ -118,8 +115,7 @@ async def test_every_command_given_a_256_byte_name_says_file_name_too_long(
 async def test_the_owner_chgrps_to_a_group_it_is_in_but_not_to_another_and_never_chowns(
     tmp_path: Path,
 ) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to act as other users")
+    require_root("to act as other users")
     async with shared_base() as base, running_daemon(base, SPECS) as daemon:
         root = await start(daemon, uid=42000, gid=42000)
         me = root / "me"
@@ -322,8 +318,7 @@ stat -c %s reserved && head -c 4 reserved"""
 
 
 async def test_df_shows_an_agent_only_its_own_sessions_use(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to act as other users")
+    require_root("to act as other users")
     limits = memfs.Limits(max_space_bytes=16 * 4096, max_files=20, max_file_bytes=16 * 4096)
     async with shared_base() as base, running_daemon(base, SPECS, limits=limits) as daemon:
         mine = await start(daemon, "mine", uid=42000, gid=42000)

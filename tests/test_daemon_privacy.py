@@ -7,15 +7,16 @@ tmp folders are private to root, which would hide every mistake).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pytest
 import trio
@@ -30,14 +31,25 @@ from memfs.stores.folder import FolderStore
 from memfsd.blobs import BlobCache
 from memfsd.main import Settings, serve
 from memfsd.overlay import Overlay
-from tests.daemon_harness import Daemon, require_fuse, running_daemon, sh
+from tests.daemon_harness import Daemon, require_fuse, require_root, running_daemon, sh
 from tests.test_daemon_mount import DANA, SPECS, start
 
 OTHER = 41001  # a local user who is not the daemon's
 OWNER = 41010  # the agent a session belongs to
 THIRD = 41011  # another agent
 
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping to other users needs root")
+F = TypeVar("F", bound=Callable[..., Awaitable[None]])
+
+
+def as_root(test: F) -> F:
+    """The test drops to other users: it needs root (under CI, not having it fails)."""
+
+    @functools.wraps(test)
+    async def run(*args: Any, **kwargs: Any) -> None:
+        require_root("dropping to other users")
+        await test(*args, **kwargs)
+
+    return cast(F, run)
 
 
 @pytest.fixture
