@@ -122,7 +122,7 @@ class DaemonService:
         dropped = []
         for turn in self.memory.open_turns():
             for name, mount in turn.mounts.items():
-                if mount.ref.layer != "user" or name in turn.done:
+                if mount.ref.layer != "user":
                     continue
                 if not await store.forgotten_since(mount.ref, mount.cursor):
                     continue
@@ -294,8 +294,8 @@ class DaemonService:
                     continue
                 if notice.space is not None and ref.space != notice.space:
                     continue
-                if name not in turn.done:  # a space stored before the forget stays reported so
-                    await self.memory.forget_in_turn(turn, name)
+                # A space stored before the forget stays reported so, naming nothing.
+                await self.memory.forget_in_turn(turn, name)
                 await self.workspace.drop_forgotten(turn.session, name, notice.path)
                 dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)

@@ -518,12 +518,18 @@ class Memory:
         Its result is settled now (and written down, for a restart), so the
         turn's end never sends it; the store would refuse it anyway.
         """
-        result = SpaceResult(
-            status="not_saved",
-            error="this person's memory was forgotten during the turn; nothing of this "
-            "space is stored",
-            reason="forgotten",
-        )
+        stored = turn.done.get(name)
+        if stored is not None and stored.status in ("saved", "waiting"):
+            # Stored before the forget (the turn is still open for another
+            # space): it stays reported as stored, but names nothing of them.
+            result = SpaceResult(status=stored.status, change=stored.change)
+        else:
+            result = SpaceResult(
+                status="not_saved",
+                error="this person's memory was forgotten during the turn; nothing of this "
+                "space is stored",
+                reason="forgotten",
+            )
         turn.kept.pop(name, None)
         turn.done[name] = result
         await self.workspace.record(turn, name, result)

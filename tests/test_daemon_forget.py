@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 import memfs
-from memfs.api.models import TurnEnded
+from memfs.api.models import ForgetNotice, TurnEnded
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
@@ -430,3 +430,43 @@ async def test_a_person_forgotten_while_the_daemon_was_down_is_dropped_from_its_
         ended = await daemon.service.end_turn("s1")
         me = ended.spaces["me"]
         assert (me.status, me.reason) == ("not_saved", "forgotten")
+
+
+async def test_a_forget_after_the_space_was_stored_leaves_no_name_in_done_json(
+    tmp_path: Path,
+) -> None:
+    """The turn stays open (another space is kept); what it wrote down of the person goes."""
+    store = MemoryStore()
+    rules = SpaceRef(layer="org", space="lending-rules")
+    real = store.store
+
+    async def org_down(ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
+        if ref.layer == "org":
+            raise memfs.StoreUnavailable("the org store is down")
+        return await real(ref, changes, **kwargs)
+
+    store.store = org_down  # type: ignore[method-assign]
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    specs = [memfs.user_memory(), memfs.org_memory(space=rules.space, review="none")]
+    memory = Memory(store, specs, workspace=ws)
+    turn = await memory.start_turn("s1", {"userId": "u_dana"})
+    mounts = overlay.sessions["s1"].turn.mounts  # type: ignore[union-attr]
+    for name, file in (("me", "diagnosis.md"), ("lending-rules", "rule.md")):
+        _, fh = overlay.create_open(mounts[name].root.inode, file, 0o644, 0, 0, os.O_WRONLY)
+        overlay.write(fh, 0, b"x\n")
+        overlay.release(fh)
+    ended = await turn.end()
+    assert ended.spaces["me"].status == "saved"
+    assert ended.spaces["lending-rules"].kept
+    done_file = tmp_path / "state" / "sessions" / "s1" / "done.json"
+    assert b"diagnosis" in done_file.read_bytes()
+
+    await store.forget_user("u_dana", "default", by=None)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    applied = await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
+    assert applied.dropped == {"s1": ["me"]}
+    assert b"diagnosis" not in done_file.read_bytes()
+    # It was stored, and is reported so: as a space, with none of its files.
+    assert turn.done["me"].status == "saved" and turn.done["me"].changes.is_empty()
