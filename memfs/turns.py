@@ -847,14 +847,19 @@ class Memory:
         )
         refused = {**refused, **over}
         errors = {path: str(exc) for path, exc in refused.items()}
-        if accepted.is_empty():
+
+        def nothing_left(reason: str | None) -> SpaceResult:
             return SpaceResult(
                 status="not_saved",
                 changes=changes,
                 not_saved=tuple(sorted(refused)),
                 error=_first_error(refused),
                 errors=errors,
+                reason=reason,
             )
+
+        if accepted.is_empty():
+            return nothing_left(None)
         while True:
             try:
                 stored = await mount.source.store(
@@ -869,14 +874,7 @@ class Memory:
                 errors[exc.path] = str(exc)
                 accepted = accepted.without([exc.path])
                 if accepted.is_empty():
-                    return SpaceResult(
-                        status="not_saved",
-                        changes=changes,
-                        not_saved=tuple(sorted(refused)),
-                        error=_first_error(refused),
-                        errors=errors,
-                        reason="refused",
-                    )
+                    return nothing_left("refused")
                 continue
             except Forgotten as exc:
                 await self._report(exc, mount.space)

@@ -1054,13 +1054,23 @@ def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
     The row is updated in place; with ``secure_delete`` on, the space the old
     JSON took is zeroed, and the purge's checkpoint empties the log after.
     """
-    # A cheap text match narrows the rows to parse; the model decides exactly.
     needle = '"user":' + json.dumps(user, ensure_ascii=False)
+    _rewrite_traces(conn, needle, lambda trace: trace.without_user(user, org))
+
+
+def _rewrite_traces(
+    conn: sqlite3.Connection, needle: str, rewrite: Callable[[Trace], Trace | None]
+) -> None:
+    """Rewrite in place every trace ``rewrite`` changes (it answers None for the rest).
+
+    A cheap text match (``needle`` in the JSON) narrows the rows to parse;
+    ``rewrite`` decides exactly.
+    """
     rows = conn.execute(
         "SELECT id, data FROM traces WHERE instr(data, ?) > 0", (needle,)
     ).fetchall()
     for row in rows:
-        rewritten = Trace.model_validate_json(row["data"]).without_user(user, org)
+        rewritten = rewrite(Trace.model_validate_json(row["data"]))
         if rewritten is not None:
             conn.execute(
                 "UPDATE traces SET data = ? WHERE id = ?",
@@ -1072,16 +1082,7 @@ def _forget_file_in_traces(conn: sqlite3.Connection, ref: SpaceRef, path: str) -
     """Rewrite every trace that names ``path`` of ``ref`` without it (see ``_forget_in_traces``)."""
     # The path as it appears inside the JSON (escaped, without its quotes).
     needle = json.dumps(path, ensure_ascii=False)[1:-1]
-    rows = conn.execute(
-        "SELECT id, data FROM traces WHERE instr(data, ?) > 0", (needle,)
-    ).fetchall()
-    for row in rows:
-        rewritten = Trace.model_validate_json(row["data"]).without_file(ref, path)
-        if rewritten is not None:
-            conn.execute(
-                "UPDATE traces SET data = ? WHERE id = ?",
-                (rewritten.model_dump_json(), row["id"]),
-            )
+    _rewrite_traces(conn, needle, lambda trace: trace.without_file(ref, path))
 
 
 def _record_trace(conn: sqlite3.Connection, trace: Trace) -> None:
