@@ -11,6 +11,7 @@ in copy mode.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from memfs.client import Client
 from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import By, SpaceRef
 from memfs.core.specs import org_memory, user_memory
+from memfs.private import open_private
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.open import open_store
 from memfs.turns import Memory
@@ -90,7 +92,8 @@ def _agent(root: Path, script: str) -> str:
 
 
 def _start_daemon(config: Path, log: Path, socket: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
+    # The log names sessions and spaces: private, like all of state_dir.
+    with os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
             stdout=out,
@@ -113,9 +116,8 @@ def _start_daemon(config: Path, log: Path, socket: Path) -> subprocess.Popen[byt
 def run_daemon_demo(state_dir: Path, store_url: str, say: Say) -> None:
     """The story on the real daemon: FUSE mounts, the control API, a bash agent."""
     config = state_dir / "demo.toml"
-    config.write_text(
-        CONFIG.format(mount_root=state_dir / "mnt", state_dir=state_dir, store=store_url)
-    )
+    with os.fdopen(open_private(config, os.O_WRONLY | os.O_TRUNC), "w") as out:
+        out.write(CONFIG.format(mount_root=state_dir / "mnt", state_dir=state_dir, store=store_url))
     socket = state_dir / "memfs.sock"
     proc = _start_daemon(config, state_dir / "daemon.log", socket)
     try:

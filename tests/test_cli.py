@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,10 @@ def test_demo_runs_two_turns_on_the_daemon_with_the_embedded_store(tmp_path: Pat
     assert '"read": "' in carol_log
     assert '"origin": "conversation"' in out
     assert not (tmp_path / "memfs.sock").exists()  # the daemon stopped cleanly
+    # What the demo itself writes into state_dir is private too: the daemon's
+    # log names sessions and spaces, the config the store.
+    for name in ("daemon.log", "demo.toml", "memfs.db"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
 
 
 def test_demo_in_copy_mode_needs_no_fuse(tmp_path: Path) -> None:
