@@ -321,7 +321,7 @@ def load_app_specs(app: str) -> list[Spec]:
     That is a list of specs, a ``memfs.Memory`` (its ``specs``), or a function
     returning either, called once with no arguments.
     """
-    from memfs.turns import Memory
+    from memfs.engine.turns import Memory
 
     module_name, _, attr = app.partition(":")
     try:

@@ -28,9 +28,9 @@ from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
+from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.open import open_store
-from memfs.turns import Memory
 from memfsd.blobs import BlobCache
 from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names

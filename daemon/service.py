@@ -35,8 +35,8 @@ from memfs.api.models import (
 from memfs.core.errors import BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
+from memfs.engine.turns import CommitResult, Memory, TurnState
 from memfs.stores.base import ForgetLog
-from memfs.turns import CommitResult, Memory, TurnState
 from memfsd.overlay import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
 

@@ -1,6 +1,6 @@
 """The daemon's workspace: turns mounted as FUSE overlays, written down to survive a crash.
 
-Implements :class:`memfs.workspace.Workspace` over :class:`memfsd.overlay.Overlay`.
+Implements :class:`memfs.engine.workspace.Workspace` over :class:`memfsd.overlay.Overlay`.
 Opening a turn puts its snapshot into the blob cache and writes ``turn.json``
 (everything needed to rebuild the turn) before the agent sees a file. Ending
 one looks only at the paths the turn touched: O(touched), not O(space).
@@ -40,9 +40,9 @@ from memfs.core.errors import (
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.names import check_path
 from memfs.core.policy import is_shared
+from memfs.engine.sources import StoreSource
+from memfs.engine.turns import Mount, Turn, TurnState
 from memfs.private import make_private_dirs, open_private
-from memfs.sources import StoreSource
-from memfs.turns import Mount, Turn, TurnState
 from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
 
 TURN_FILE = "turn.json"

@@ -13,8 +13,6 @@ With the daemon running (``memfs daemon``), ``memfs.Client()`` does the same
 over its control socket, and each turn's spaces are FUSE-mounted directories.
 """
 
-from memfs.acting import Acting as Acting
-from memfs.acting import act_as as act_as
 from memfs.client import Client as Client
 from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
 from memfs.core.errors import AuditTampered as AuditTampered
@@ -52,12 +50,14 @@ from memfs.core.models import TurnContext as TurnContext
 from memfs.core.specs import org_memory as org_memory
 from memfs.core.specs import persistent_dir as persistent_dir
 from memfs.core.specs import user_memory as user_memory
+from memfs.engine.acting import Acting as Acting
+from memfs.engine.acting import act_as as act_as
+from memfs.engine.turns import CommitResult as CommitResult
+from memfs.engine.turns import Memory as Memory
+from memfs.engine.turns import Mount as Mount
+from memfs.engine.turns import Turn as Turn
 from memfs.stores.base import ManagedStore as ManagedStore
 from memfs.stores.base import Store as Store
 from memfs.stores.open import open_store as open_store
-from memfs.turns import CommitResult as CommitResult
-from memfs.turns import Memory as Memory
-from memfs.turns import Mount as Mount
-from memfs.turns import Turn as Turn
 
 __version__ = "0.1.0"

@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 import click
 import trio
 
-from memfs.acting import Acting, act_as
 from memfs.client import DEFAULT_STATE_DIR, Client
 from memfs.core.errors import MemfsError
 from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
 from memfs.core.roles import Role
+from memfs.engine.acting import Acting, act_as
 from memfs.stores.base import Store
 from memfs.stores.open import open_store
 

@@ -26,10 +26,10 @@ from memfs.client import Client
 from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import By, SpaceRef
 from memfs.core.specs import org_memory, user_memory
+from memfs.engine.turns import Memory
 from memfs.private import open_private
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
 from memfs.stores.open import open_store
-from memfs.turns import Memory
 
 Say = Callable[[str, Any], None]
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import memfs
-from memfs.acting import Acting
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.engine.acting import Acting
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore

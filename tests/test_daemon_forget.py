@@ -14,9 +14,9 @@ import trio
 import memfs
 from memfs.api.models import ForgetNotice, TurnEnded
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
+from memfs.engine.turns import Memory, TurnState
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
-from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService

@@ -13,9 +13,9 @@ import trio
 
 import memfs
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored
+from memfs.engine.turns import Memory, TurnState
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
-from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.workspace import OverlayWorkspace

@@ -25,8 +25,8 @@ import memfs
 from memfs.api.models import StartTurnRequest
 from memfs.core.errors import ConfigError, Exists
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.engine.seeds import SeedRecord
 from memfs.private import secure_state_dir
-from memfs.seeds import SeedRecord
 from memfs.stores.folder import FolderStore
 from memfsd.blobs import BlobCache
 from memfsd.main import Settings, serve

@@ -21,9 +21,9 @@ from memfs.core.models import (
     SpaceResult,
     digest,
 )
+from memfs.engine.turns import Memory, TurnState
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
-from memfs.turns import Memory, TurnState
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.workspace import DONE_FILE, MANIFEST_FORMAT, OverlayWorkspace

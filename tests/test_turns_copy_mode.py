@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import memfs
-from memfs import copymode
 from memfs.core.models import SpaceRef
+from memfs.engine import copymode
 from memfs.stores.memory import MemoryStore
 from memfs.testing import test_memory
 
@@ -630,7 +630,7 @@ def test_a_spec_that_is_not_a_spec_is_a_config_error() -> None:
 
 def test_an_apps_loaded_files_never_bring_content_addresses_along() -> None:
     from memfs.core.models import Loaded
-    from memfs.sources import normalize_loaded
+    from memfs.engine.sources import normalize_loaded
 
     lying = Loaded(files={"a.md": b"a"}, shas={"a.md": "0" * 64})
     assert normalize_loaded(lying).shas == {}

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from memfs import copymode
 from memfs.core.diff import diff
 from memfs.core.errors import MemfsError
 from memfs.core.models import ChangeSet, Loaded, TraceFile
+from memfs.engine import copymode
 
 if TYPE_CHECKING:
     from memfs.core.models import SpaceResult
-    from memfs.turns import Mount, Turn
+    from memfs.engine.turns import Mount, Turn
 
 
 class Workspace(Protocol):

@@ -70,10 +70,10 @@ from memfs.core.policy import (
 )
 from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
-from memfs.seeds import SeedRecord, read_seed, sync_seed
-from memfs.sources import AppSource, Source, StoreSource
+from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
+from memfs.engine.sources import AppSource, Source, StoreSource
+from memfs.engine.workspace import CopyWorkspace, Workspace
 from memfs.stores.base import ManagedStore, Store
-from memfs.workspace import CopyWorkspace, Workspace
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 

@@ -16,10 +16,10 @@ from typing import Literal
 
 import trio
 
-from memfs import copymode
 from memfs.core.errors import ConfigError
 from memfs.core.models import MIB, ChangeSet, Provenance, SpaceRef
 from memfs.core.seeds import CHANGED_IN_CODE, code_change, manifest
+from memfs.engine import copymode
 from memfs.private import make_private_dirs, open_private
 from memfs.stores.base import ManagedStore, Store
 
