@@ -1,22 +1,22 @@
-"""Testing helpers: the store conformance suite and an in-memory memory for app tests.
+"""The store conformance suite: every check of the store contract, by name.
 
-``check_store(make_store)`` runs every check of the store contract against a
-backend, like ``trio.testing.check_one_way_stream``; each check gets a fresh
-store from ``make_store``. ``test_memory()`` gives an app's tests a store to
-pass to ``memfs.Memory`` and sync helpers to look inside it.
+``check_store(make_store)`` runs every check that applies to a backend, like
+``trio.testing.check_one_way_stream``; each check gets a fresh store from
+``make_store``, and ``run_check`` runs one by name (the conformance id a test
+can be parametrized over). Managed and reviewing stores get their own checks
+on top of the common ones.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from memfs.core.audit import GENESIS, entry_hash
 from memfs.core.errors import Conflict, Forgotten, IllegalTransition, NotFound, SpaceFull, TooLarge
 from memfs.core.models import (
-    DEFAULT_ORG,
     MIB,
     By,
     ChangeSet,
@@ -30,9 +30,7 @@ from memfs.core.models import (
     TraceMount,
     now,
 )
-from memfs.core.review import ReviewMode
 from memfs.stores.base import ForgetLog, ManagedStore, ReviewingStore, Store
-from memfs.stores.memory import MemoryStore
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
 Check = Callable[[Store], Awaitable[None]]
@@ -1337,127 +1335,11 @@ async def check_store(make_store: MakeStore) -> None:
             raise AssertionError(f"store check {name} failed: {exc}") from exc
 
 
-class TestMemory:
-    """An in-memory store for an app's tests, with sync helpers to look inside it."""
-
-    __test__ = False  # not a pytest test class, despite its name
-
-    def __init__(self) -> None:
-        self.store = MemoryStore()
-
-    @staticmethod
-    def _ref(space: str, org: str, user: str | None) -> SpaceRef:
-        return SpaceRef(layer="org" if user is None else "user", space=space, org=org, user=user)
-
-    def files(
-        self, space: str, *, org: str = DEFAULT_ORG, user: str | None = None
-    ) -> dict[str, bytes]:
-        """The live files of an org space, or of ``user``'s space when given."""
-        return self.store.files_nowait(self._ref(space, org, user))
-
-    def changes(self) -> list[dict[str, Any]]:
-        """Every change set the store accepted, oldest first."""
-        return [
-            {
-                "space": event.ref.space,
-                "layer": event.ref.layer,
-                "org": event.ref.org,
-                "user": event.ref.user,
-                "status": event.status,
-                "created": dict(event.changes.created),
-                "updated": dict(event.changes.updated),
-                "deleted": list(event.changes.deleted),
-                "session": event.provenance.session,
-                "turn": event.provenance.turn,
-                "prompt": event.provenance.prompt,
-                "origin": event.provenance.origin,
-                "by": None if event.provenance.by is None else event.provenance.by.model_dump(),
-            }
-            for event in self.store.events
-        ]
-
-    def put(
-        self,
-        space: str,
-        files: Mapping[str, bytes | str | None],
-        *,
-        org: str = DEFAULT_ORG,
-        user: str | None = None,
-        by: Mapping[str, Any] | str | None = None,
-    ) -> None:
-        """A person's edit: write (or, with ``None``, delete) files at once, origin ``edited``."""
-        ref = self._ref(space, org, user)
-        live = self.store.files_nowait(ref)
-        created: dict[str, bytes] = {}
-        updated: dict[str, bytes] = {}
-        deleted: list[str] = []
-        for path, content in files.items():
-            if content is None:
-                deleted.append(path)
-                continue
-            data = content.encode() if isinstance(content, str) else content
-            (updated if path in live else created)[path] = data
-        self.store.put_nowait(
-            ref,
-            ChangeSet(created=created, updated=updated, deleted=tuple(deleted)),
-            provenance=Provenance(origin="edited", by=By.coerce(by)),
-        )
-
-    def waiting(self, *, org: str | None = None) -> list[dict[str, Any]]:
-        """Changes that wait for (or, under review ``after``, are listed for) a person."""
-        return [
-            {
-                "id": change.id,
-                "space": change.ref.space,
-                "org": change.ref.org,
-                "session": change.session,
-                "state": change.state,
-                "files": {path: file.content for path, file in change.files.items()},
-                "stale": list(change.stale_paths),
-                "prompt": change.provenance.prompt,
-                "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
-            }
-            for change in self.store.list_changes_nowait(org=org)
-        ]
-
-    def approve(
-        self,
-        id: str,
-        *,
-        paths: list[str] | None = None,
-        by: Mapping[str, Any] | str = "reviewer",
-        force: bool = False,
-    ) -> None:
-        """A person approves a change (or some of its files); a stale file needs ``force``."""
-        self.store.decide_nowait(id, "approve", by=By.coerce(by), paths=paths, force=force)
-
-    def reject(
-        self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"
-    ) -> None:
-        """A person rejects a change (or some of its files)."""
-        self.store.decide_nowait(id, "reject", by=By.coerce(by), paths=paths)
-
-    def set_review(
-        self, space: str, mode: ReviewMode, *, org: str = DEFAULT_ORG, by: str = "admin"
-    ) -> None:
-        """An admin sets an org space's review: ``person``, ``after`` or ``none``."""
-        self.store.set_review_nowait(self._ref(space, org, None), mode, by=By.coerce(by))
-
-
-def test_memory() -> TestMemory:
-    """A fresh in-memory store with helpers; pass ``.store`` to ``memfs.Memory``."""
-    return TestMemory()
-
-
-test_memory.__test__ = False  # type: ignore[attr-defined]
-
-
 __all__ = [
     "COMMON_CHECKS",
     "MANAGED_CHECKS",
-    "TestMemory",
+    "REVIEW_CHECKS",
     "check_store",
     "checks_for",
     "run_check",
-    "test_memory",
 ]
