@@ -120,6 +120,7 @@ from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
+from memfs.stores.manifests import DEFAULT_MAX_FILES, Manifest, ManifestCache
 
 T = TypeVar("T")
 
@@ -366,6 +367,48 @@ _SCHEMA_TURNS = (
 )
 
 
+def _bump(table: str, event: str, row: str) -> str:
+    return f"""
+    CREATE TRIGGER {table}_{event.lower()}_moves_version AFTER {event} ON {table}
+    BEGIN
+        UPDATE space_clock SET n = n + 1;
+        UPDATE spaces SET version = (SELECT n FROM space_clock) WHERE id = {row}.space_id;
+    END
+    """
+
+
+# Schema 9: a version per space, moved by every write to what a lean load
+# reads (live files, their revisions, folders), by triggers, so a write from
+# any process or any future code path moves it (``memfs.stores.manifests``).
+# Versions come from one counter that only grows: a space never has the same
+# version twice, even one forgotten and made again under a reused id.
+_SCHEMA_SPACE_VERSIONS = (
+    "CREATE TABLE space_clock (n INTEGER NOT NULL)",
+    "INSERT INTO space_clock (n) VALUES (0)",
+    "ALTER TABLE spaces ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
+    """
+    CREATE TRIGGER spaces_insert_takes_version AFTER INSERT ON spaces
+    BEGIN
+        UPDATE space_clock SET n = n + 1;
+        UPDATE spaces SET version = (SELECT n FROM space_clock) WHERE id = NEW.id;
+    END
+    """,
+    _bump("live", "INSERT", "NEW"),
+    _bump("live", "UPDATE", "NEW"),
+    _bump("live", "DELETE", "OLD"),
+    _bump("folders", "INSERT", "NEW"),
+    _bump("folders", "UPDATE", "NEW"),
+    _bump("folders", "DELETE", "OLD"),
+    _bump("revisions", "UPDATE", "OLD"),
+    _bump("revisions", "DELETE", "OLD"),
+)
+
+
+def _add_space_versions(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_SPACE_VERSIONS:
+        conn.execute(statement)
+
+
 def _chain_audit(conn: sqlite3.Connection) -> None:
     """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
 
@@ -417,6 +460,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _chain_audit,
     _add_file_metadata,
     _add_turn_records,
+    _add_space_versions,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -644,14 +688,60 @@ _CHUNK = 500  # host parameters per IN (...) list, well under SQLite's limit
 
 
 def _load_lean(
-    conn: sqlite3.Connection, ref: SpaceRef, session: str, have: Container[str]
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    session: str,
+    have: Container[str],
+    manifests: ManifestCache,
 ) -> Loaded:
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
-    space_id = _space_id(conn, ref)
-    if space_id is None:
+    row = conn.execute(
+        'SELECT id, version FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
+        (ref.layer, ref.org, ref.user or "", ref.space),
+    ).fetchone()
+    if row is None:
         return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
+    space_id, version = int(row[0]), int(row[1])
+    manifest = manifests.get(space_id, version)
+    if manifest is None:
+        manifest = _read_manifest(conn, space_id, version)
+        manifests.put(space_id, manifest)
+    # Copies: the cached manifest is shared, and the own change is laid over these.
+    revisions = dict(manifest.revisions)
+    shas = dict(manifest.shas)
+    sizes = dict(manifest.sizes)
+    meta = dict(manifest.meta)
+    folders = set(manifest.folders)
+    wanted = {int(revisions[path]): path for path, sha in shas.items() if sha not in have}
     files: dict[str, bytes] = {}
-    # Plain tuples and comprehensions: this runs over every file at every turn start.
+    ids = list(wanted)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for revision_id, content in conn.execute(
+            f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
+        ):
+            files[wanted[revision_id]] = bytes(content)
+    if _lay_own_change(
+        conn, space_id, session, files, revisions, shas, sizes, meta=meta, folders=folders
+    ):
+        revisions = dict(sorted(revisions.items()))
+    # model_construct: these dicts come straight from the store's own tables,
+    # and validating 10,000 entries three times would cost more than the query.
+    return Loaded.model_construct(
+        files=files,
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
+        revisions=revisions,
+        shas=shas,
+        sizes=sizes,
+        meta=meta,
+        folders=tuple(sorted(folders)),
+    )
+
+
+def _read_manifest(conn: sqlite3.Connection, space_id: int, version: int) -> Manifest:
+    """Every live file of the space without its bytes, in path order, and its folders."""
+    # Plain tuples and comprehensions: this runs over every file of a space.
     cursor = conn.cursor()
     cursor.row_factory = None
     rows = cursor.execute(
@@ -661,33 +751,13 @@ def _load_lean(
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
     ).fetchall()
-    revisions = {row[0]: str(row[1]) for row in rows}
-    shas: dict[str, str] = {row[0]: row[2] for row in rows}
-    sizes: dict[str, int] = {row[0]: row[3] for row in rows}
-    meta = {row[0]: FileMeta(0o644 if row[4] is None else row[4], row[5], row[6]) for row in rows}
-    folders = _folders(conn, space_id)
-    wanted = {row[1]: row[0] for row in rows if row[2] not in have}
-    ids = list(wanted)
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for revision_id, content in conn.execute(
-            f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
-        ):
-            files[wanted[revision_id]] = bytes(content)
-    _lay_own_change(
-        conn, space_id, session, files, revisions, shas, sizes, meta=meta, folders=folders
-    )
-    # model_construct: these dicts come straight from the store's own tables,
-    # and validating 10,000 entries three times would cost more than the query.
-    return Loaded.model_construct(
-        files=files,
-        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
-        revisions=dict(sorted(revisions.items())),
-        shas=shas,
-        sizes=sizes,
-        meta=meta,
-        folders=tuple(sorted(folders)),
+    return Manifest(
+        version=version,
+        revisions={row[0]: str(row[1]) for row in rows},
+        shas={row[0]: row[2] for row in rows},
+        sizes={row[0]: row[3] for row in rows},
+        meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
+        folders=frozenset(_folders(conn, space_id)),
     )
 
 
@@ -750,11 +820,11 @@ def _lay_own_change(
     *,
     meta: dict[str, FileMeta] | None = None,
     folders: set[str] | None = None,
-) -> None:
-    """Lay the conversation's own waiting change over the live files, in place."""
+) -> bool:
+    """Lay the conversation's own waiting change over the live files, in place; whether any."""
     own = _open_change(conn, space_id, session, "waiting")
     if own is None:
-        return
+        return False
     for path, file in own.files.items():
         shas.pop(path, None)  # the bytes differ from the live revision's
         if file.content is None:  # the conversation deleted it: gone for it only
@@ -775,6 +845,7 @@ def _lay_own_change(
     if folders is not None:
         for path, made in own.folders.items():
             (folders.add if made else folders.discard)(path)
+    return True
 
 
 def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int]:
@@ -1673,7 +1744,7 @@ class SqliteStore:
     call opens what is at the path now, if it is a memfs store (a restore).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, manifest_cache_files: int = DEFAULT_MAX_FILES) -> None:
         self.path = Path(os.path.abspath(path))
         # Checked now, not on first use, so a mistyped state dir fails at start.
         if not self.path.parent.is_dir():
@@ -1689,6 +1760,9 @@ class SqliteStore:
         # (An empty file, as ``touch`` leaves, is no store yet: SQLite makes one in it.)
         self._must_exist = self.path.exists() and self.path.stat().st_size > 0
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
+        # Lean loads' manifests by space version; emptied whenever a connection
+        # opens, since the file opened may be another (a restored backup).
+        self._manifests = ManifestCache(manifest_cache_files)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -1755,6 +1829,7 @@ class SqliteStore:
             raise
         self._must_exist = True
         self._identity = (info.st_dev, info.st_ino)
+        self._manifests.clear()
         self._conn = conn
         return conn
 
@@ -1805,7 +1880,9 @@ class SqliteStore:
 
     async def load_lean(self, ref: SpaceRef, session: str, have: Container[str]) -> Loaded:
         return await trio.to_thread.run_sync(
-            lambda: self._run(lambda conn: _load_lean(conn, ref, session, have), write=False)
+            lambda: self._run(
+                lambda conn: _load_lean(conn, ref, session, have, self._manifests), write=False
+            )
         )
 
     async def contents(self, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:

@@ -1,0 +1,92 @@
+"""Manifests a store read lately, by space version: a turn over an unchanged space reads no rows.
+
+A manifest is what a lean load says of every live file without its bytes:
+the revision, sha256, size and metadata per path, and the space's folders.
+Reading it costs a row per file (a quarter of a 10,000-file turn), yet most
+turns start over a space nobody changed since the last one. A store that
+keeps a *version* per space, moved by every write to its live files,
+folders or revisions (in the database itself, so a write by any process
+moves it), can ask for the version first and reuse the manifest it read at
+that version.
+
+Versions must never repeat for a space (a store hands them out from one
+counter that only grows), and the cache must be emptied when the store
+opens its database again (a restored backup can reuse numbers for other
+contents). The cache is bounded by the files it holds in all
+(``max_files``); the least recently used manifests go first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from memfs.core.models import FileMeta
+
+DEFAULT_MAX_FILES = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A space's live files at one version, without their bytes; never mutated once made."""
+
+    version: int
+    revisions: Mapping[str, str]  # path order: as the store reads them
+    shas: Mapping[str, str]
+    sizes: Mapping[str, int]
+    meta: Mapping[str, FileMeta]
+    folders: frozenset[str]
+
+    def __len__(self) -> int:
+        return len(self.revisions)
+
+
+class ManifestCache:
+    """Manifests by space key, at most ``max_files`` files in all; callers hold a lock."""
+
+    def __init__(self, max_files: int = DEFAULT_MAX_FILES) -> None:
+        if max_files < 0:
+            raise ValueError(f"max_files must be 0 or more, not {max_files}")
+        self.max_files = max_files
+        self._held: OrderedDict[int, Manifest] = OrderedDict()
+        self._files = 0
+
+    @property
+    def files(self) -> int:
+        """How many files the held manifests name in all."""
+        return self._files
+
+    def get(self, key: int, version: int) -> Manifest | None:
+        """The manifest of ``key`` at ``version``, if held; one at another version is dropped."""
+        held = self._held.get(key)
+        if held is None:
+            return None
+        if held.version != version:
+            self._drop(key)
+            return None
+        self._held.move_to_end(key)
+        return held
+
+    def put(self, key: int, manifest: Manifest) -> None:
+        """Hold ``manifest`` for ``key``; one larger than the whole bound is not held."""
+        self._drop(key)
+        if len(manifest) > self.max_files:
+            return
+        self._held[key] = manifest
+        self._files += len(manifest)
+        while self._files > self.max_files:
+            oldest = next(iter(self._held))
+            self._drop(oldest)
+
+    def clear(self) -> None:
+        self._held.clear()
+        self._files = 0
+
+    def _drop(self, key: int) -> None:
+        gone = self._held.pop(key, None)
+        if gone is not None:
+            self._files -= len(gone)
+
+
+__all__ = ["DEFAULT_MAX_FILES", "Manifest", "ManifestCache"]
