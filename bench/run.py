@@ -15,12 +15,12 @@ disk, page cache) or last (a neighbour's noise). The trees:
   in production) with the SQLite store.
 
 Each tree's time is reported as the median and the spread (min-max) of its
-runs; each ratio (memfs / floor, floor / native, memfs / fuse-overlayfs,
-memfs / native) is the median and spread of the per-run ratios, so both sides
-of a ratio were measured minutes apart, never in different runs. A time or
-ratio whose spread is more than NOISY_SPREAD of its median gets a note: the
-machine was too busy for that row to say much. memfs / floor is held to
-FLOOR_TARGET on every read workload.
+runs. Each ratio (memfs / floor, floor / native, floor / fuse-overlayfs,
+memfs / fuse-overlayfs, memfs / native) is the median and spread of the
+per-run ratios, so the two sides of every sample were measured in the same
+run, a few seconds apart. A time or ratio whose spread is more than
+NOISY_SPREAD of its median gets a note: the machine was too busy for that row
+to say much. memfs / floor is held to FLOOR_TARGET on every read workload.
 
 Turn costs compare memfs with copy mode, interleaved the same way (the order
 alternates per run); a concurrency run and a memory (RSS) reading complete
@@ -78,6 +78,7 @@ FLOOR_TARGET = 1.15
 RATIOS = (
     ("memfs", "pyfuse3 floor", True),
     ("pyfuse3 floor", "native", True),
+    ("pyfuse3 floor", "fuse-overlayfs", True),
     ("memfs", "fuse-overlayfs", False),
     ("memfs", "native", False),
 )
@@ -734,17 +735,23 @@ def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, fl
     lines += [
         "",
         f"| workload | memfs / pyfuse3 floor | ≤ {FLOOR_TARGET}x? | pyfuse3 floor / native "
-        "| memfs / fuse-overlayfs | memfs / native |",
-        "| --- | ---: | --- | ---: | ---: | ---: |",
+        "| pyfuse3 floor / fuse-overlayfs | memfs / fuse-overlayfs | memfs / native |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for label, _ in workloads(sizes):
         found = workload_ratios(res, label)
         over_floor = found.get(ratio_name("memfs", "pyfuse3 floor"))
         reads = reads_only(label)
+        floor_vs_c = cell(found.get(ratio_name("pyfuse3 floor", "fuse-overlayfs")), "x")
+        if not reads:
+            floor_vs_c = "—"
+        elif not overlay:
+            floor_vs_c = "skipped"
         cells = [
             cell(over_floor, "x") if reads else "—",
             meets(over_floor, FLOOR_TARGET) if reads else "—",
             cell(found.get(ratio_name("pyfuse3 floor", "native")), "x") if reads else "—",
+            floor_vs_c,
             cell(found.get(ratio_name("memfs", "fuse-overlayfs")), "x") if overlay else "skipped",
             cell(found.get(ratio_name("memfs", "native")), "x"),
         ]

@@ -96,6 +96,7 @@ def test_floor_ratios_are_reported_on_read_workloads_only() -> None:
     assert set(bench.workload_ratios(res, GREP)) == {
         "memfs / pyfuse3 floor",
         "pyfuse3 floor / native",
+        "pyfuse3 floor / fuse-overlayfs",
         "memfs / fuse-overlayfs",
         "memfs / native",
     }
@@ -142,6 +143,7 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
         "no",
     )
     assert len(grep["ratios"]["pyfuse3 floor / native"]["samples"]) == 2
+    assert len(grep["ratios"]["pyfuse3 floor / fuse-overlayfs"]["samples"]) == 2
     assert "pyfuse3 floor" not in rows[CREATE]["trees"]
     assert set(rows[CREATE]["ratios"]) == {"memfs / fuse-overlayfs", "memfs / native"}
     assert all(len(turn["copy mode / memfs"]["samples"]) == 2 for turn in data["turns"])
