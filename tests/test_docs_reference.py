@@ -79,3 +79,31 @@ def test_the_overlay_records_what_the_api_and_the_trace_carry() -> None:
 @pytest.mark.parametrize("field", sorted(FileAccess.model_fields))
 def test_every_access_log_field_has_a_row_in_the_daemon_docs(field: str) -> None:
     assert f"| `{field}` |" in ACCESS_MD, f"docs/daemon.md's access log has no row for {field!r}"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for the headings of a markdown text."""
+    found = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
+
+
+def test_the_design_of_record_is_in_the_repo_and_the_readme_points_to_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "docs/design.md" in readme
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        assert "../shared" not in doc.read_text(), f"{doc.name} points outside the repository"
+
+
+def test_every_link_in_the_design_names_a_doc_and_heading_that_exist() -> None:
+    design = (REPO / "docs" / "design.md").read_text()
+    links = re.findall(r"\]\(([^)#]+\.md)(?:#([^)]+))?\)", design)
+    assert links
+    for target, anchor in links:
+        doc = REPO / "docs" / target
+        assert doc.is_file(), target
+        if anchor:
+            assert anchor in anchors(doc.read_text()), f"{target}#{anchor}"
