@@ -1,7 +1,9 @@
 """The memfs benchmark suite: memfs against a native directory and fuse-overlayfs, in one run.
 
-Every workload runs on three trees, interleaved (native, fuse-overlayfs, memfs,
-native, ...), and the table reports medians and ratios:
+Every workload runs on four trees, interleaved inside every run: run k runs a
+workload on every tree before run k+1 starts, and the trees' order rotates from
+run to run and from workload to workload, so no tree always goes first (cold
+disk, page cache) or last (a neighbour's noise). The trees:
 
 - **native**: the space's files in a local directory (the physical limit);
 - **fuse-overlayfs**: the C FUSE overlay, a snapshot as lower dir and an empty
@@ -12,10 +14,21 @@ native, ...), and the table reports medians and ratios:
 - **memfs**: a real turn on the daemon (``memfs daemon``, its own process, as
   in production) with the SQLite store.
 
-Turn costs compare memfs with copy mode; a concurrency run and a memory (RSS)
-reading complete the suite. Timings are reported, never asserted.
+Each tree's time is reported as the median and the spread (min-max) of its
+runs. Each ratio (memfs / floor, floor / native, floor / fuse-overlayfs,
+memfs / fuse-overlayfs, memfs / native) is the median and spread of the
+per-run ratios, so the two sides of every sample were measured in the same
+run, a few seconds apart. A time or ratio whose spread is more than
+NOISY_SPREAD of its median gets a note: the machine was too busy for that row
+to say much. memfs / floor is held to FLOOR_TARGET on every read workload.
 
-    /work/venv/bin/python bench/run.py [--quick] [--runs N] [--out DIR]
+Turn costs compare memfs with copy mode, interleaved the same way (the order
+alternates per run); a concurrency run and a memory (RSS) reading complete
+the suite, measured once. Timings are reported, never asserted. The table goes
+to stdout and ``OUT/table.md``, every sample and statistic to
+``OUT/results.json``, the ratio chart to ``OUT/ratios.png``.
+
+    .venv/bin/python bench/run.py [--quick] [--runs N] [--out DIR] [--only PARTS]
 
 The daemon runs as its own process, as fuse-overlayfs does, so the two are
 measured alike and the daemon's RSS is its own; the runner drives it through
@@ -25,6 +38,7 @@ its control socket (``memfs.Client``) and runs every workload in bash.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -54,6 +68,20 @@ INSTALL_HINT = "apt-get install -y fuse-overlayfs"
 TREES = ("native", "fuse-overlayfs", "pyfuse3 floor", "memfs")
 FLOOR = Path(__file__).with_name("floor.py")
 PARTS = ("workloads", "turns", "concurrency", "memory")
+RUNS = 7  # default runs of the full suite: enough for a median and a spread
+QUICK_RUNS = 3  # default runs with --quick
+# A time or ratio whose (max - min) / median is above this gets a note.
+NOISY_SPREAD = 0.25
+# memfs's own overhead over the pyfuse3 floor, per read workload.
+FLOOR_TARGET = 1.15
+# The ratios reported per workload: (numerator, denominator, read workloads only).
+RATIOS = (
+    ("memfs", "pyfuse3 floor", True),
+    ("pyfuse3 floor", "native", True),
+    ("pyfuse3 floor", "fuse-overlayfs", True),
+    ("memfs", "fuse-overlayfs", False),
+    ("memfs", "native", False),
+)
 
 
 @dataclass(frozen=True)
@@ -170,22 +198,79 @@ def workloads(sizes: Sizes) -> list[tuple[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class Spread:
+    """The median and the min-max of a few samples (times or per-run ratios)."""
+
+    median: float
+    low: float
+    high: float
+    samples: tuple[float, ...]
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Spread | None:
+        if not samples:
+            return None
+        return cls(statistics.median(samples), min(samples), max(samples), tuple(samples))
+
+    @property
+    def relative(self) -> float:
+        """(max - min) / median: 0 for a single sample."""
+        return (self.high - self.low) / self.median if self.median > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return len(self.samples) > 1 and self.relative > NOISY_SPREAD
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "median": self.median,
+            "min": self.low,
+            "max": self.high,
+            "spread": self.relative,
+            "noisy": self.noisy,
+            "samples": list(self.samples),
+        }
+
+
 @dataclass
 class Results:
     """Every measurement of a run, in seconds unless named otherwise."""
 
-    times: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # (row, tree) -> run -> seconds: the run index pairs the trees of one run.
+    times: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
+    # row -> the trees' order in each run
+    orders: dict[str, list[list[str]]] = field(default_factory=dict)
     errors: int = 0
     concurrency: dict[str, float] = field(default_factory=dict)
     rss: dict[str, float] = field(default_factory=dict)
     requests: dict[str, dict[str, int]] = field(default_factory=dict)  # per workload, last run
 
-    def add(self, row: str, tree: str, seconds: float) -> None:
-        self.times.setdefault((row, tree), []).append(seconds)
+    def add(self, row: str, tree: str, seconds: float, run: int) -> None:
+        self.times.setdefault((row, tree), {})[run] = seconds
+
+    def spread(self, row: str, tree: str) -> Spread | None:
+        return Spread.of(list(self.times.get((row, tree), {}).values()))
 
     def median(self, row: str, tree: str) -> float | None:
-        values = self.times.get((row, tree))
-        return statistics.median(values) if values else None
+        found = self.spread(row, tree)
+        return None if found is None else found.median
+
+    def ratio(
+        self, row: str, top: str, bottom: str, bottom_row: str | None = None
+    ) -> Spread | None:
+        """``top / bottom`` per run (both measured in that run), as a spread."""
+        a = self.times.get((row, top), {})
+        b = self.times.get((bottom_row or row, bottom), {})
+        return Spread.of([a[run] / b[run] for run in sorted(a.keys() & b.keys()) if b[run] > 0])
+
+
+def tree_order(trees: list[str], run: int, group: int) -> list[str]:
+    """The trees rotated by run and workload: each takes every place in turn."""
+    if not trees:
+        return []
+    shift = (run + group) % len(trees)
+    return trees[shift:] + trees[:shift]
 
 
 def mounts_under(base: Path) -> list[str]:
@@ -325,19 +410,21 @@ async def tree_workloads(
         started = await service.start_turn(session, "w")
         trees["memfs"] = Path(started.mounts[SPACE].path)
         try:
-            for group in passes(scripts):
-                for tree in TREES:
-                    if tree not in trees or (
-                        tree == "pyfuse3 floor" and not reads_only(group[0][0])
-                    ):
-                        continue
+            for index, group in enumerate(passes(scripts)):
+                present = [
+                    tree
+                    for tree in TREES
+                    if tree in trees and (tree != "pyfuse3 floor" or reads_only(group[0][0]))
+                ]
+                order = tree_order(present, run, index)
+                for label, _ in group:
+                    res.orders.setdefault(label, []).append(order)
+                for tree in order:
                     # Every tree starts each workload cold; a second pass follows its
                     # first on the same tree, so it alone runs warm.
                     await drop_caches()
                     for label, script in group:
-                        await run_one(
-                            service, res, label, script, tree, trees[tree], run == runs - 1
-                        )
+                        await run_one(service, res, label, script, tree, trees[tree], run, runs)
             for tree, root in trees.items():
                 if tree != "pyfuse3 floor":
                     await sh("rm -rf new out.bin", root)
@@ -366,12 +453,19 @@ def passes(scripts: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
 
 
 async def run_one(
-    service: Daemon, res: Results, label: str, script: str, tree: str, root: Path, last: bool
+    service: Daemon,
+    res: Results,
+    label: str,
+    script: str,
+    tree: str,
+    root: Path,
+    run: int,
+    runs: int,
 ) -> None:
     """Time one workload on one tree; on memfs's last run, count the FUSE requests it cost."""
-    counting = tree == "memfs" and last
+    counting = tree == "memfs" and run == runs - 1
     before = await service.requests() if counting else {}
-    res.add(label, tree, await timed(lambda: sh(script, root)))
+    res.add(label, tree, await timed(lambda: sh(script, root)), run)
     if counting:
         after = await service.requests()
         res.requests[label] = {
@@ -425,10 +519,14 @@ async def turn_costs(
                     res.errors += await sh(script, Path(turn.mounts[SPACE].path)) != 0
                     await turn.end()
 
-                copy_spent, daemon_spent = await timed(copy_turn), await timed(daemon_turn)
+                # Interleaved like the workloads: the order alternates per run.
+                if run % 2:
+                    daemon_spent, copy_spent = await timed(daemon_turn), await timed(copy_turn)
+                else:
+                    copy_spent, daemon_spent = await timed(copy_turn), await timed(daemon_turn)
                 if run >= 0:
-                    res.add(label, "copy mode", copy_spent)
-                    res.add(label, "memfs", daemon_spent)
+                    res.add(label, "copy mode", copy_spent, run)
+                    res.add(label, "memfs", daemon_spent, run)
                 await service.close_session(f"{org}-d{run}")
     finally:
         await copy.store.aclose()
@@ -569,28 +667,98 @@ def fmt(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.4f}"
 
 
-def ratio(a: float | None, b: float | None) -> str:
-    return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+def cell(found: Spread | None, unit: str = "") -> str:
+    """``median (min-max)``, or ``n/a``; a noisy one is marked ``*``."""
+    if found is None:
+        return "n/a"
+    digits = 2 if unit else 4
+    text = f"{found.median:.{digits}f}{unit}"
+    if len(found.samples) > 1:
+        text += f" ({found.low:.{digits}f}-{found.high:.{digits}f})"
+    return text + (" *" if found.noisy else "")
+
+
+def meets(found: Spread | None, target: float) -> str:
+    """Whether a ratio is under its target: in every run, by its median only, or not."""
+    if found is None:
+        return "n/a"
+    if found.high <= target:
+        return "yes, every run"
+    if found.median <= target:
+        return "median only"
+    return "no"
+
+
+def ratio_name(top: str, bottom: str) -> str:
+    return f"{top} / {bottom}"
+
+
+def workload_ratios(res: Results, label: str) -> dict[str, Spread | None]:
+    """The per-run ratios of one workload, by name (read-only ratios only on reads)."""
+    return {
+        ratio_name(top, bottom): res.ratio(label, top, bottom)
+        for top, bottom, reads in RATIOS
+        if reads_only(label) or not reads
+    }
+
+
+def noise_notes(res: Results, sizes: Sizes) -> list[str]:
+    """One line per time or ratio whose spread is over NOISY_SPREAD of its median, by row."""
+    notes = []
+    rows = [label for label, _ in workloads(sizes)] + [turn_label(n) for n in sizes.turn_spaces]
+    for row in rows:
+        for tree in (*TREES, "copy mode"):
+            found = res.spread(row, tree)
+            if found is not None and found.noisy:
+                notes.append(f"{row}: {tree} spread {found.relative:.0%} of its median")
+        ratios = (
+            {"copy mode / memfs": res.ratio(row, "copy mode", "memfs")}
+            if row.startswith("turn ")
+            else workload_ratios(res, row)
+        )
+        for name, ratio in ratios.items():
+            if ratio is not None and ratio.noisy:
+                notes.append(f"{row}: {name} spread {ratio.relative:.0%} of its median")
+    return notes
 
 
 def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, float]) -> list[str]:
     lines = [
-        "| workload | native | fuse-overlayfs | pyfuse3 floor | memfs | memfs / fuse-overlayfs "
-        "| memfs / pyfuse3 floor | memfs / native |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| workload | native | fuse-overlayfs | pyfuse3 floor | memfs |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for label, _ in workloads(sizes):
-        nat, ovl, flo, mem = (res.median(label, tree) for tree in TREES)
-        ovl_cell = fmt(ovl) if overlay else "skipped"
-        flo_cell = fmt(flo) if reads_only(label) else "—"
-        lines.append(
-            f"| {label} | {fmt(nat)} | {ovl_cell} | {flo_cell} | {fmt(mem)} | {ratio(mem, ovl)} "
-            f"| {ratio(mem, flo)} | {ratio(mem, nat)} |"
-        )
-        if mem and ovl:
-            chart[f"{label}\nmemfs/fuse-overlayfs"] = mem / ovl
-        if mem and nat:
-            chart[f"{label}\nmemfs/native"] = mem / nat
+        nat, ovl, flo, mem = (res.spread(label, tree) for tree in TREES)
+        ovl_cell = cell(ovl) if overlay else "skipped"
+        flo_cell = cell(flo) if reads_only(label) else "—"
+        lines.append(f"| {label} | {cell(nat)} | {ovl_cell} | {flo_cell} | {cell(mem)} |")
+    lines += [
+        "",
+        f"| workload | memfs / pyfuse3 floor | ≤ {FLOOR_TARGET}x? | pyfuse3 floor / native "
+        "| pyfuse3 floor / fuse-overlayfs | memfs / fuse-overlayfs | memfs / native |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for label, _ in workloads(sizes):
+        found = workload_ratios(res, label)
+        over_floor = found.get(ratio_name("memfs", "pyfuse3 floor"))
+        reads = reads_only(label)
+        floor_vs_c = cell(found.get(ratio_name("pyfuse3 floor", "fuse-overlayfs")), "x")
+        if not reads:
+            floor_vs_c = "—"
+        elif not overlay:
+            floor_vs_c = "skipped"
+        cells = [
+            cell(over_floor, "x") if reads else "—",
+            meets(over_floor, FLOOR_TARGET) if reads else "—",
+            cell(found.get(ratio_name("pyfuse3 floor", "native")), "x") if reads else "—",
+            floor_vs_c,
+            cell(found.get(ratio_name("memfs", "fuse-overlayfs")), "x") if overlay else "skipped",
+            cell(found.get(ratio_name("memfs", "native")), "x"),
+        ]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+        for name, spread in found.items():
+            if spread is not None:
+                chart[f"{label}\n{name}"] = spread.median
     if res.requests:
         lines += [
             "",
@@ -604,23 +772,27 @@ def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, fl
     return [*lines, ""]
 
 
+def turn_label(n: int) -> str:
+    return f"turn start+end, {n} files"
+
+
 def turn_rows(res: Results, sizes: Sizes, chart: dict[str, float]) -> list[str]:
     lines = [
         "| turn start+end, 10 files changed | copy mode | memfs | copy mode / memfs |",
         "| --- | ---: | ---: | ---: |",
     ]
     for n in sizes.turn_spaces:
-        label = f"turn start+end, {n} files"
-        copy, mem = res.median(label, "copy mode"), res.median(label, "memfs")
-        lines.append(f"| {n} files | {fmt(copy)} | {fmt(mem)} | {ratio(copy, mem)} |")
-        if copy and mem:
-            chart[f"turn {n} files\ncopy/memfs"] = copy / mem
+        label = turn_label(n)
+        copy, mem = res.spread(label, "copy mode"), res.spread(label, "memfs")
+        both = res.ratio(label, "copy mode", "memfs")
+        lines.append(f"| {n} files | {cell(copy)} | {cell(mem)} | {cell(both, 'x')} |")
+        if both:
+            chart[f"turn {n} files\ncopy/memfs"] = both.median
     small, large = sizes.turn_spaces[0], sizes.turn_spaces[-1]
-    first = res.median(f"turn start+end, {small} files", "memfs")
-    last = res.median(f"turn start+end, {large} files", "memfs")
-    lines.append(f"| memfs turn {large} files / turn {small} files | | | {ratio(last, first)} |")
-    if first and last:
-        chart[f"memfs turn {large}/{small}"] = last / first
+    growth = res.ratio(turn_label(large), "memfs", "memfs", bottom_row=turn_label(small))
+    lines.append(f"| memfs turn {large} files / turn {small} files | | | {cell(growth, 'x')} |")
+    if growth:
+        chart[f"memfs turn {large}/{small}"] = growth.median
     return [*lines, ""]
 
 
@@ -632,7 +804,9 @@ def report(
     lines = [
         f"Machine: {machine()}",
         "",
-        f"Mode: {'--quick' if quick else 'full'}, runs: {runs} (medians, seconds)",
+        f"Mode: {'--quick' if quick else 'full'}, runs: {runs}, every tree in every run, "
+        "order rotated per run. Times: median (min-max) in seconds; ratios: median "
+        f"(min-max) of the per-run ratios. `*`: spread over {NOISY_SPREAD:.0%} of the median.",
         "",
     ]
     if not overlay:
@@ -647,7 +821,7 @@ def report(
     c = res.concurrency
     if c:
         lines += [
-            "| concurrency | turns | turns/s | p50 turn (s) | p99 turn (s) | errors "
+            "| concurrency (one run) | turns | turns/s | p50 turn (s) | p99 turn (s) | errors "
             "| lost writes |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
             f"| {sizes.sessions} sessions x {sizes.turns} turns (5 reads, 2 writes each) "
@@ -664,8 +838,71 @@ def report(
             f"| {res.rss['delta']:.0f} MiB |",
             "",
         ]
+    notes = noise_notes(res, sizes)
+    if notes:
+        lines += [
+            f"Noisy (spread over {NOISY_SPREAD:.0%} of the median; rerun on a quieter "
+            "machine before quoting these):",
+            "",
+            *(f"- {note}" for note in notes),
+            "",
+        ]
     lines.append(f"Errors in turns outside the concurrency run: {res.errors}")
     return "\n".join(lines), chart
+
+
+def results_json(
+    res: Results, sizes: Sizes, runs: int, overlay: bool, quick: bool
+) -> dict[str, object]:
+    """Every sample and statistic of a run, for ``OUT/results.json``."""
+
+    def spread(found: Spread | None) -> dict[str, object] | None:
+        return None if found is None else found.as_json()
+
+    rows = []
+    for label, _ in workloads(sizes):
+        trees = {tree: spread(res.spread(label, tree)) for tree in TREES}
+        ratios: dict[str, object] = {}
+        for name, found in workload_ratios(res, label).items():
+            entry = spread(found)
+            if entry is not None and name == ratio_name("memfs", "pyfuse3 floor"):
+                entry |= {"target": FLOOR_TARGET, "meets": meets(found, FLOOR_TARGET)}
+            ratios[name] = entry
+        if any(trees.values()):
+            rows.append(
+                {
+                    "workload": label,
+                    "reads_only": reads_only(label),
+                    "trees": {tree: value for tree, value in trees.items() if value is not None},
+                    "ratios": ratios,
+                    "order": res.orders.get(label, []),
+                    "requests": res.requests.get(label, {}),
+                }
+            )
+    turns = [
+        {
+            "files": n,
+            "copy mode": spread(res.spread(turn_label(n), "copy mode")),
+            "memfs": spread(res.spread(turn_label(n), "memfs")),
+            "copy mode / memfs": spread(res.ratio(turn_label(n), "copy mode", "memfs")),
+        }
+        for n in sizes.turn_spaces
+        if res.spread(turn_label(n), "memfs") is not None
+    ]
+    return {
+        "machine": machine(),
+        "mode": "quick" if quick else "full",
+        "runs": runs,
+        "fuse_overlayfs": overlay,
+        "noisy_spread": NOISY_SPREAD,
+        "floor_target": FLOOR_TARGET,
+        "workloads": rows,
+        "turns": turns,
+        "concurrency": res.concurrency,
+        "rss_mib": res.rss,
+        "notes": noise_notes(res, sizes),
+        "errors": res.errors,
+    }
 
 
 def plot(chart: dict[str, float], out: Path) -> Path | None:
@@ -698,7 +935,12 @@ def main() -> int:
     """Parse arguments, run the suite, print the table, write the chart, clean up."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a CI smoke run")
-    parser.add_argument("--runs", type=int, default=None, help="runs per workload (default 5)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help=f"runs of every workload on every tree (default {RUNS}, --quick {QUICK_RUNS})",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument(
         "--only",
@@ -710,7 +952,9 @@ def main() -> int:
     if unknown := args.only - set(PARTS):
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}; known: {', '.join(PARTS)}")
     sizes = QUICK if args.quick else FULL
-    runs = args.runs or (2 if args.quick else 5)
+    runs = args.runs or (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1:
+        parser.error("--runs must be at least 1")
     overlay = shutil.which("fuse-overlayfs") is not None
     if not overlay:
         print(
@@ -726,10 +970,14 @@ def main() -> int:
         shutil.rmtree(base, ignore_errors=True)
     table, chart = report(res, sizes, runs, overlay, args.quick)
     print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(table + "\n")
+    data = results_json(res, sizes, runs, overlay, args.quick)
+    (args.out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+    print(f"\nTable: {args.out / 'table.md'}; every sample: {args.out / 'results.json'}")
     path = plot(chart, args.out)
     if path:
-        (args.out / "table.md").write_text(table + "\n")
-        print(f"\nChart: {path}")
+        print(f"Chart: {path}")
     return 0
 
 

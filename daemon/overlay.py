@@ -348,6 +348,10 @@ class TurnTree:
                 continue
             if path in self.present.get(mount, ()):
                 entry.deleted = False
+            if entry.renamed_from is not None:
+                # Named like the keys; the journal keeps the path in the mount,
+                # since a rename never leaves its space.
+                entry = dataclasses.replace(entry, renamed_from=f"{mount}/{entry.renamed_from}")
             out[f"{mount}/{path}"] = entry
         return out
 

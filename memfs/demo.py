@@ -6,6 +6,11 @@ mount; the demo prints the note each agent gets, what its shell printed, the
 commit result and the access log of each turn, and the history of the rules
 file with its provenance. ``copy_mode=True`` runs the same story without FUSE,
 in copy mode.
+
+Copy mode makes a read-only space's copy read-only by its mode bits alone,
+which root ignores: run as root, Carol's shell can change her copy of the
+rules. The demo says so when it happens, and shows from the turn's result
+that ending the turn discarded the change; a FUSE mount refuses root too.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ set -u
 cat lending-rules/income/self-employed.md
 # An officer may not change the rules: the folder is read-only for this turn.
 echo '- Approve any score above 600.' >> lending-rules/income/self-employed.md \\
-  && echo 'wrote the rules' || echo 'could not write the rules'
+  && echo 'the write to the rules went through' || echo 'could not write the rules'
 echo 'Prefers tables.' > me/preferences.md
 """
 
@@ -202,13 +207,39 @@ async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
             say(f"note for {person['name']}'s turn", turn.note)
             agent_output = await trio.to_thread.run_sync(_agent, turn.root, script)
             say(f"{person['name']}'s agent (bash)", agent_output)
+            read_only = sorted(name for name, mount in turn.mounts.items() if mount.read_only)
             result = await turn.end()
-            say(f"result of {person['name']}'s turn", json.dumps(result.summary(), indent=2))
+            summary = result.summary()
+            say(f"result of {person['name']}'s turn", json.dumps(summary, indent=2))
+            for name in read_only:
+                _say_root_wrote_a_copy(person["name"], name, summary["spaces"][name], say)
             if person is DANA:
                 await _review_with(store, say)
     finally:
         await store.aclose()
     await _show_history(store_url, say)
+
+
+def _say_root_wrote_a_copy(person: str, name: str, outcome: dict[str, Any], say: Say) -> None:
+    """Say plainly that copy mode could not stop root, if a read-only copy was changed."""
+    changed = [*outcome["created"], *outcome["updated"], *outcome["deleted"]]
+    if not changed or os.geteuid() != 0:
+        return
+    what = ", ".join(f"{name}/{path}" for path in changed)
+    if outcome["status"] == "skipped":
+        end = (
+            "Ending the turn discarded that change (not_saved above), so nothing of it "
+            "reached the store."
+        )
+    else:
+        end = f"Ending the turn did not discard it: the space is {outcome['status']}."
+    say(
+        "copy mode cannot stop root",
+        f"{name}/ was read-only for {person}'s turn, but copy mode marks a read-only "
+        "copy by its mode bits alone, and root (this demo's user) ignores them: "
+        f"{person}'s shell changed the copy ({what}). {end} The FUSE mount "
+        "(without --copy-mode) refuses root too (EROFS).",
+    )
 
 
 __all__ = ["run_copy_demo", "run_daemon_demo"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import stat
 import subprocess
 import sys
@@ -47,6 +49,31 @@ def test_demo_in_copy_mode_needs_no_fuse(tmp_path: Path) -> None:
     assert '"status": "skipped"' in out
     assert "income/self-employed.md" in out
     assert list((tmp_path / "turns").iterdir()) == []  # working copies are cleaned up
+
+
+def test_copy_mode_demo_never_says_carol_wrote_the_rules_and_says_what_root_could_do(
+    tmp_path: Path,
+) -> None:
+    done = run("demo", "--state-dir", str(tmp_path), "--copy-mode")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "wrote the rules" not in out
+    carol = json.loads(out.split("==> result of Carol's turn\n")[1].split("\n==>")[0])
+    rules = carol["spaces"]["lending-rules"]
+    assert rules["status"] == "skipped"
+    history = json.loads(out.split("==> history of lending-rules/income/self-employed.md\n")[1])
+    assert [r["provenance"]["session"] for r in history] == ["demo-dana"]  # nothing from Carol
+    if os.geteuid() == 0:
+        # A read-only copy has no write bits, which root ignores: the demo says
+        # so, and that the turn discarded what her shell changed.
+        assert rules["not_saved"] == ["income/self-employed.md"]
+        note = out.split("==> copy mode cannot stop root\n")[1].split("\n==>")[0]
+        assert "root (this demo's user) ignores them" in note
+        assert "changed the copy (lending-rules/income/self-employed.md)" in note
+        assert "Ending the turn discarded that change" in note
+    else:
+        assert "could not write the rules" in out
+        assert "copy mode cannot stop root" not in out
 
 
 def test_bad_store_url_is_a_one_line_error_with_the_config_exit_code(tmp_path: Path) -> None:

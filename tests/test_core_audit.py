@@ -58,6 +58,29 @@ def test_entries_about_a_persons_file_carry_a_count_not_the_path() -> None:
     assert about_file(rules, "rules.md", "7") == ("rules.md", "7")
 
 
+def test_forgetting_one_file_drops_a_rename_from_it_named_like_the_keys() -> None:
+    # The daemon's access log names a rename's source NAME/path, as its keys.
+    dana = SpaceRef(layer="user", space="me", org="o", user="dana")
+    mount = TraceMount(
+        ref=dana,
+        read_only=False,
+        from_last_known_copy=False,
+        snapshot={"gone.md": "1"},
+        status="saved",
+        saved=("kept.md",),
+    )
+    trace = Trace(
+        session="s",
+        turn="t",
+        prompt="p",
+        mounts={"people/me": mount},
+        files={"people/me/kept.md": TraceFile(renamed_from="people/me/gone.md", wrote=True)},
+    )
+    kept = trace.without_file(dana, "gone.md")
+    assert kept is not None and "gone.md" not in kept.model_dump_json()
+    assert kept.files == {"people/me/kept.md": TraceFile(wrote=True)}
+
+
 def test_forgetting_one_file_drops_it_from_a_trace_whose_mount_name_has_a_slash() -> None:
     dana = SpaceRef(layer="user", space="me", org="o", user="dana")
     mount = TraceMount(

@@ -89,7 +89,7 @@ async def test_create_rename_over_and_unlink_record_the_touched_paths(tmp_path: 
     assert overlay.source(mount, "dir/tmp") is None
     log = overlay.sessions["s1"].turn.access_log()
     assert log["rules/dir/rules.md"].wrote and not log["rules/dir/rules.md"].deleted
-    assert log["rules/dir/rules.md"].renamed_from == "dir/tmp"
+    assert log["rules/dir/rules.md"].renamed_from == "rules/dir/tmp"  # NAME/ like the keys
     assert log["rules/dir/tmp"].created and log["rules/dir/tmp"].deleted
 
 

@@ -435,7 +435,7 @@ async def test_exchange_swaps_two_files_and_a_replay_gives_the_same_tree(tmp_pat
     assert mount.touched == {"a.md", "dir/b.md"}
     assert (mount.files, mount.bytes) == (2, 4)
     log = mount.turn.access_log()
-    assert log["rules/a.md"].renamed_from == "dir/b.md" and not log["rules/a.md"].deleted
+    assert log["rules/a.md"].renamed_from == "rules/dir/b.md" and not log["rules/a.md"].deleted
     again = replayed(tmp_path, overlay, snapshot)
     assert contents(again)[0] == expected
     assert (mount_of(again).files, mount_of(again).bytes) == (2, 4)

@@ -522,7 +522,10 @@ class Trace(Frozen):
             if any(key.startswith(f"{name}/") for name in names):
                 if any(key == f"{name}/{path}" for name in names):
                     continue
-                if entry.renamed_from == path:
+                # A rename's source is NAME/path like the keys; traces stored
+                # before it carried the mount name hold the bare path.
+                gone = {path, *(f"{name}/{path}" for name in names)}
+                if entry.renamed_from in gone:
                     entry = entry.model_copy(update={"renamed_from": None})
             files[key] = entry
         if mounts == self.mounts and files == self.files:
