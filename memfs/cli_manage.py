@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ import click
 import trio
 
 from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.diff import unified
 from memfs.core.errors import MemfsError
 from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
@@ -125,7 +126,14 @@ def _text(content: bytes | None) -> dict[str, Any]:
         return {"base64": base64.b64encode(content).decode()}
 
 
-def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, Any]:
+def change_json(
+    change: WaitingChange,
+    *,
+    contents: bool = False,
+    live: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """A change as the commands print it; with ``contents``, each file's new content, and
+    with ``live`` (the space's live files) each file's ``diff`` against its live version."""
     out: dict[str, Any] = {
         "id": change.id,
         "space": change.ref.space,
@@ -150,6 +158,7 @@ def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, A
                 # The permission bits the change gives the file, in octal; None: as it was.
                 "file_mode": None if file.meta is None else f"{file.meta.mode:o}",
                 **_text(file.content),
+                **({} if live is None else {"diff": unified(path, live.get(path), file.content)}),
             }
             for path, file in sorted(change.files.items())
         }
@@ -200,10 +209,15 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def review_show(
         change_id: str, store_url: str | None, org: str, actor: str, role: Role
     ) -> None:
-        """One change with its files' contents."""
+        """One change: each file's new content and its unified diff against the live file."""
+
+        async def show(a: Acting) -> tuple[WaitingChange, dict[str, bytes]]:
+            change = await a.change(change_id)
+            return change, await a.files(change.ref.space)
+
         with guard():
-            change = acting(store_url, org, actor, role, lambda a: a.change(change_id))
-        echo(change_json(change, contents=True))
+            change, live = acting(store_url, org, actor, role, show)
+        echo(change_json(change, contents=True, live=live))
 
     @review.command("approve")
     @click.argument("change_id")

@@ -87,6 +87,50 @@ def test_review_list_show_and_approve_part_then_the_rest(db: Path) -> None:
     assert history[-1]["approved_by"]["id"] == "ada"
 
 
+def test_review_show_gives_each_file_a_unified_diff_against_the_live_file(db: Path) -> None:
+    [change] = ok(db, "review", "list")
+    shown = ok(db, "review", "show", change["id"])
+    income, new = shown["files"]["income.md"], shown["files"]["new.md"]
+    assert income["diff"] == (
+        "--- a/income.md\n+++ b/income.md\n@@ -1 +1 @@\n-two years\n+three years\n"
+    )
+    assert income["text"] == "three years\n"  # the shape stays: the new content is there too
+    assert new["diff"] == "--- /dev/null\n+++ b/new.md\n@@ -0,0 +1 @@\n+new\n"
+
+
+def test_review_show_diffs_a_change_in_code_from_a_seed(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+    folder = tmp_path / "repo" / "lending-rules"
+    folder.mkdir(parents=True)
+    (folder / "income.md").write_text("two years\nno gaps\n")
+    (folder / "scan.bin").write_bytes(b"\xff\x00")
+
+    async def go() -> None:
+        store = SqliteStore(db)
+        try:
+            memory = memfs.Memory(
+                store,
+                [memfs.org_memory(space="lending-rules", org="bankId", seed=folder)],
+                workdir=tmp_path / "work",
+                seed_record=tmp_path / "seeds.json",
+            )
+            await (await memory.start_turn("s1", DANA)).end()
+            (folder / "income.md").write_text("three years\nno gaps\n")
+            (folder / "scan.bin").write_bytes(b"\xff\x00\x01")
+            await memory.refresh_seeds()
+        finally:
+            await store.aclose()
+
+    trio.run(go)
+    [change] = ok(db, "review", "list")
+    assert change["origin"] == "code"
+    shown = ok(db, "review", "show", change["id"])
+    assert shown["files"]["income.md"]["diff"] == (
+        "--- a/income.md\n+++ b/income.md\n@@ -1,2 +1,2 @@\n-two years\n+three years\n no gaps\n"
+    )
+    assert shown["files"]["scan.bin"]["diff"] == "binary, 3 bytes (was 2 bytes)\n"
+
+
 def test_reject_then_approve_is_an_illegal_move_with_exit_code_5(db: Path) -> None:
     [change] = ok(db, "review", "list")
     ok(db, "review", "reject", change["id"])
