@@ -1,4 +1,4 @@
-"""The people's side of the command line: review, history, restore, forget, audit, files.
+"""The people's side of the command line: review, history, restore, forget, put, audit, files.
 
 These commands act on the store directly (the embedded SQLite file, or any
 store URL), as a named actor with a role (``--as ID --role
@@ -318,6 +318,45 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         with guard():
             acting(store_url, org, actor, role, lambda a: a.set_review(space, mode))
         echo({"space": space, "org": org, "review": mode})
+
+    @main.command()
+    @click.argument("space")
+    @click.argument("path")
+    @click.argument("source", type=click.File("rb"))
+    @limits_option
+    @actor_options
+    def put(
+        space: str,
+        path: str,
+        source: Any,
+        config_file: Path | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Add or replace a live org file (content from SOURCE, - for stdin); members and admins.
+
+        Live at once, with no review; a new revision by the actor, recorded in
+        the audit log. It obeys the limits turns have (--config).
+        """
+        with guard():
+            limits = config_limits(config_file)
+            # One byte past the file limit is enough to refuse; the rest is never read.
+            content: bytes = source.read(limits.max_file_bytes + 1)
+            stored = acting(
+                store_url, org, actor, role, lambda a: a.put(space, path, content), limits=limits
+            )
+        echo(
+            {
+                "space": space,
+                "org": org,
+                "path": path,
+                "size": len(content),
+                "status": stored.status,
+                "revision": stored.revisions.get(path),
+            }
+        )
 
     @main.command()
     @click.argument("space")

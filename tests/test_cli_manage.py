@@ -348,3 +348,56 @@ def test_review_show_names_a_files_new_mode_and_the_folders_and_history_shows_mo
     ok(db, "review", "approve", change["id"])
     history = ok(db, "history", "lending-rules", "income.md")
     assert [r["mode"] for r in history] == [0o644, 0o755]
+
+
+def test_put_from_stdin_and_from_a_file_writes_live_and_is_audited(
+    db: Path, tmp_path: Path
+) -> None:
+    made = cli_as(db, "put", "lending-rules", "rules/new.md", "-", input=b"from stdin\n")
+    assert made.exit_code == 0, made.output
+    out = json.loads(made.stdout)
+    assert (out["space"], out["org"], out["path"], out["size"], out["status"]) == (
+        "lending-rules",
+        "bank_17",
+        "rules/new.md",
+        11,
+        "saved",
+    )
+    source = tmp_path / "income.md"
+    source.write_bytes(b"four years\n")
+    edited = cli_as(db, "put", "lending-rules", "income.md", str(source))
+    assert edited.exit_code == 0, edited.output
+    live = ok(db, "files", "lending-rules")["files"]
+    assert live == {"income.md": len("four years\n"), "rules/new.md": 11}
+    history = ok(db, "history", "lending-rules", "income.md")
+    assert history[-1]["provenance"]["origin"] == "edited"
+    assert history[-1]["provenance"]["by"]["id"] == "mallory"
+    entries = ok(db, "audit", role="admin")
+    assert [(e["action"], e["actor"]["id"], e["target"]) for e in entries] == [
+        ("put", "mallory", "rules/new.md"),
+        ("put", "mallory", "income.md"),
+    ]
+
+
+def test_put_by_a_viewer_exits_4_and_writes_nothing(db: Path) -> None:
+    refused = cli_as(db, "put", "lending-rules", "x.md", "-", role="viewer", input=b"x")
+    assert refused.exit_code == 4
+    assert "viewer may not put" in refused.stderr
+    assert ok(db, "files", "lending-rules")["files"] == {"income.md": 10}
+    assert ok(db, "audit", role="admin") == []
+
+
+def test_put_past_the_file_limit_exits_6_and_a_bad_path_exits_2(db: Path, tmp_path: Path) -> None:
+    config = tmp_path / "memfs.toml"
+    config.write_text("[limits]\nmax_file_bytes = 8\n")
+    at = cli_as(db, "put", "lending-rules", "a.md", "-", "--config", str(config), input=b"8 bytes!")
+    assert at.exit_code == 0, at.output
+    past = cli_as(
+        db, "put", "lending-rules", "b.md", "-", "--config", str(config), input=b"nine byte"
+    )
+    assert past.exit_code == 6, past.output
+    bad = cli_as(db, "put", "lending-rules", "../up.md", "-", input=b"x")
+    assert bad.exit_code == 2, bad.output
+    assert ok(db, "files", "lending-rules")["files"] == {"a.md": 8, "income.md": 10}
+    missing = cli_as(db, "put", "lending-rules", "c.md", str(tmp_path / "nope"))
+    assert missing.exit_code == 2  # click: the source file does not exist

@@ -41,7 +41,7 @@ Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
 StoreStatus = Literal["saved", "waiting", "conflict"]
 Origin = Literal["conversation", "code", "edited", "fix"]
 AuditAction = Literal[
-    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review"
+    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review", "put"
 ]
 
 DEFAULT_ORG = "default"
