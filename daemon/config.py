@@ -34,6 +34,7 @@ from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
+from memfs.core.policy import mount_inside
 from memfs.core.review import ReviewMode
 from memfs.core.specs import (
     OrgMemory,
@@ -312,6 +313,13 @@ class DaemonConfig(BaseModel):
                     "uses; give one of them another path"
                 )
             taken[spec.path] = key
+        for key, spec in named:
+            outer = mount_inside(spec.path, taken)
+            if outer is not None:
+                raise ConfigError(
+                    f"{key}: mounts at path {spec.path!r}, inside the folder of {taken[outer]} "
+                    f"(path {outer!r}); mounts may not nest in one another"
+                )
         return [spec for _, spec in named]
 
 

@@ -1,8 +1,10 @@
 """The working copies the FUSE mount serves: one tree of nodes per open turn, over shared blobs.
 
 This module owns the daemon's filesystem state and its rules of motion,
-independent of pyfuse3: the node tree (root → sessions → mounts → entries),
-the overlay of each file (an unmodified snapshot blob, or a data file the
+independent of pyfuse3: the node tree (root → sessions → mounts → entries;
+a nested mount path such as ``persistent/user`` puts read-only ``parent``
+folders, which hold only mounts, between a session and its mount), the
+overlay of each file (an unmodified snapshot blob, or a data file the
 turn wrote), the turn journal that makes a crash lose nothing the agent saw
 as saved, and the access log. ``memfsd.fs`` translates FUSE requests into the
 methods here; every refusal is a ``MemfsError`` whose errno reaches the agent.
@@ -82,11 +84,13 @@ log = logging.getLogger("memfsd.overlay")
 
 ROOT_INODE = 1
 Kind = Literal["dir", "file"]
-Role = Literal["root", "session", "mount", "entry"]
+# "parent": a folder on the way to a nested mount (``persistent/`` of ``persistent/user``).
+Role = Literal["root", "session", "parent", "mount", "entry"]
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 SESSION_MODE = 0o700
+PARENT_MODE = 0o555  # a nested mount's folders on the way: nothing to write there
 # The mount root: anyone may pass through to a session they know the name of
 # (and may enter), nobody but root may list which sessions there are.
 ROOT_MODE = 0o711
@@ -535,8 +539,15 @@ class Overlay:
         state.journal_size = os.fstat(journal).st_size
         state.compact_at = self.limits.journal_bytes
         for name, (read_only, snapshot) in mounts.items():
+            *above, last = name.split("/")
             root = self._new_node(
-                "dir", "mount", name, tree.node, mode=DIR_MODE, uid=tree.uid, gid=tree.gid
+                "dir",
+                "mount",
+                last,
+                self._mount_parent(tree, above),
+                mode=DIR_MODE,
+                uid=tree.uid,
+                gid=tree.gid,
             )
             mount = MountTree(name, read_only, root, state, dict(snapshot), private=name in private)
             key = f"{session}\0{name}\0".encode()
@@ -562,6 +573,22 @@ class Overlay:
                 # Tidying up must never keep a turn from coming back: its journal still holds all.
                 log.warning("could not tidy %s after replaying it: %s", turn_dir, exc)
         return state
+
+    def _mount_parent(self, tree: SessionTree, above: list[str]) -> Node:
+        """The folder a mount's root goes in: the session's, or the folders a nested one needs.
+
+        Those (``persistent/`` of ``persistent/user``) belong to no space:
+        read-only, holding only mounts, gone with the turn.
+        """
+        parent = tree.node
+        for part in above:
+            child = parent.kids.get(part)
+            if child is None:
+                child = self._new_node(
+                    "dir", "parent", part, parent, mode=PARENT_MODE, uid=tree.uid, gid=tree.gid
+                )
+            parent = child
+        return parent
 
     def _plant(self, folder: Node) -> None:
         """Make nodes of a snapshot folder's entries, now that someone looks inside it.
@@ -630,8 +657,11 @@ class Overlay:
         if state is None:
             return
         for mount in state.mounts.values():
-            self._detach(mount.root)
-            self.stale_names.append((tree.node.inode, mount.name))
+            self._detach_mount_root(mount)
+        for node in list(tree.node.kids.values()):
+            if node.role == "parent":  # a nested mount's folders go with its turn
+                self._detach(node)
+                self.stale_names.append((tree.node.inode, node.name))
         state.gone = True
         for fh in [
             fh
@@ -646,6 +676,12 @@ class Overlay:
         shutil.rmtree(state.dir, ignore_errors=True)
         for mount in state.mounts.values():
             self._release_blobs(mount)
+
+    def _detach_mount_root(self, mount: MountTree) -> None:
+        parent = mount.root.parent
+        self._detach(mount.root)
+        if parent is not None:
+            self.stale_names.append((parent.inode, mount.root.name))
 
     def _release_blobs(self, mount: MountTree) -> None:
         if mount.private:  # shared memory's blobs are never held, only marked shared
@@ -798,7 +834,7 @@ class Overlay:
         """The mount a change inside ``parent`` lands in, if changes may land there."""
         if not parent.is_dir:
             raise NotADirectory("not a folder", path=parent.name)
-        if parent.role in ("root", "session"):
+        if parent.role in ("root", "session", "parent"):
             raise PermissionDenied(
                 "only the folders of mounted spaces hold files", path=parent.name
             )
@@ -1796,8 +1832,7 @@ class Overlay:
         nodes = [n for n in self._walk_raw(mount.root) if not n.is_dir]
         nodes += [h.node for h in self.handles.values() if h.node.tree is mount]
         self._drop_nodes(mount, nodes)
-        self._detach(mount.root)
-        self.stale_names.append((mount.turn.session.node.inode, mount.name))
+        self._detach_mount_root(mount)
         self._release_blobs(mount)
         mount.snapshot, mount.paths = {}, []
         return True

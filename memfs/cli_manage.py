@@ -1,4 +1,4 @@
-"""The people's side of the command line: review, history, restore, forget, audit, files.
+"""The people's side of the command line: review, history, restore, forget, put, audit, files.
 
 These commands act on the store directly (the embedded SQLite file, or any
 store URL), as a named actor with a role (``--as ID --role
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ import click
 import trio
 
 from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.diff import unified
 from memfs.core.errors import MemfsError
 from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
@@ -125,7 +126,14 @@ def _text(content: bytes | None) -> dict[str, Any]:
         return {"base64": base64.b64encode(content).decode()}
 
 
-def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, Any]:
+def change_json(
+    change: WaitingChange,
+    *,
+    contents: bool = False,
+    live: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """A change as the commands print it; with ``contents``, each file's new content, and
+    with ``live`` (the space's live files) each file's ``diff`` against its live version."""
     out: dict[str, Any] = {
         "id": change.id,
         "space": change.ref.space,
@@ -150,6 +158,7 @@ def change_json(change: WaitingChange, *, contents: bool = False) -> dict[str, A
                 # The permission bits the change gives the file, in octal; None: as it was.
                 "file_mode": None if file.meta is None else f"{file.meta.mode:o}",
                 **_text(file.content),
+                **({} if live is None else {"diff": unified(path, live.get(path), file.content)}),
             }
             for path, file in sorted(change.files.items())
         }
@@ -200,10 +209,15 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def review_show(
         change_id: str, store_url: str | None, org: str, actor: str, role: Role
     ) -> None:
-        """One change with its files' contents."""
+        """One change: each file's new content and its unified diff against the live file."""
+
+        async def show(a: Acting) -> tuple[WaitingChange, dict[str, bytes]]:
+            change = await a.change(change_id)
+            return change, await a.files(change.ref.space)
+
         with guard():
-            change = acting(store_url, org, actor, role, lambda a: a.change(change_id))
-        echo(change_json(change, contents=True))
+            change, live = acting(store_url, org, actor, role, show)
+        echo(change_json(change, contents=True, live=live))
 
     @review.command("approve")
     @click.argument("change_id")
@@ -304,6 +318,45 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         with guard():
             acting(store_url, org, actor, role, lambda a: a.set_review(space, mode))
         echo({"space": space, "org": org, "review": mode})
+
+    @main.command()
+    @click.argument("space")
+    @click.argument("path")
+    @click.argument("source", type=click.File("rb"))
+    @limits_option
+    @actor_options
+    def put(
+        space: str,
+        path: str,
+        source: Any,
+        config_file: Path | None,
+        store_url: str | None,
+        org: str,
+        actor: str,
+        role: Role,
+    ) -> None:
+        """Add or replace a live org file (content from SOURCE, - for stdin); members and admins.
+
+        Live at once, with no review; a new revision by the actor, recorded in
+        the audit log. It obeys the limits turns have (--config).
+        """
+        with guard():
+            limits = config_limits(config_file)
+            # One byte past the file limit is enough to refuse; the rest is never read.
+            content: bytes = source.read(limits.max_file_bytes + 1)
+            stored = acting(
+                store_url, org, actor, role, lambda a: a.put(space, path, content), limits=limits
+            )
+        echo(
+            {
+                "space": space,
+                "org": org,
+                "path": path,
+                "size": len(content),
+                "status": stored.status,
+                "revision": stored.revisions.get(path),
+            }
+        )
 
     @main.command()
     @click.argument("space")

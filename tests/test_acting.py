@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import pytest
 
 import memfs
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
+from memfs.stores.sqlite import SqliteStore
 
 RULES = SpaceRef(layer="org", space="rules", org="bank_17")
 DANA_ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
@@ -60,3 +65,87 @@ async def test_only_admins_open_people_and_members_see_no_one_by_name() -> None:
     assert (await admin.people())[0]["person"] == "u_dana"
     assert await admin.open_person("u_dana") == {"me": {"p.md": b"pref"}}
     assert [e.action for e in await admin.audit()] == ["open"]
+
+
+# -- put: a member adds or edits a live org file ------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def managed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ReviewingStore]:
+    store: ReviewingStore = (
+        MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "memfs.db")
+    )
+    yield store
+    await store.aclose()
+
+
+async def test_a_member_puts_a_live_org_file_with_no_review_and_the_audit_names_them(
+    managed: ReviewingStore,
+) -> None:
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    await ada.put("rules", "r.md", b"first")
+    stored = await ada.put("rules", "r.md", b"second")
+    assert stored.status == "saved"
+    assert await ada.files("rules") == {"r.md": b"second"}
+    assert await managed.list_changes() == []  # live at once: nothing waits
+    history = await ada.history("rules", "r.md")
+    assert [(r.provenance.origin, r.provenance.by) for r in history] == [
+        ("edited", memfs.By(id="ada", role="member")),
+        ("edited", memfs.By(id="ada", role="member")),
+    ]
+    entries = await memfs.act_as(managed, "root", "admin", org="bank_17").audit()
+    assert [(e.action, e.actor, e.space, e.target) for e in entries] == [
+        ("put", memfs.By(id="ada", role="member"), "rules", "r.md"),
+        ("put", memfs.By(id="ada", role="member"), "rules", "r.md"),
+    ]
+    assert (await managed.verify_audit()).entries == 2
+
+
+async def test_a_viewer_may_not_put_and_nothing_is_written_or_recorded(
+    managed: ReviewingStore,
+) -> None:
+    viewer = memfs.act_as(managed, "vic", "viewer", org="bank_17")
+    with pytest.raises(memfs.PermissionDenied, match="viewer may not put"):
+        await viewer.put("rules", "r.md", b"x")
+    assert await managed.files(RULES) == {}
+    assert await managed.audit() == []
+    admin = memfs.act_as(managed, "root", "admin", org="bank_17")
+    await admin.put("rules", "r.md", b"x")
+    assert await managed.files(RULES) == {"r.md": b"x"}
+
+
+async def test_put_lands_in_the_actors_org_only(managed: ReviewingStore) -> None:
+    await memfs.act_as(managed, "gina", "member", org="globex").put("rules", "r.md", b"globex")
+    assert await managed.files(RULES) == {}
+    assert await managed.files(RULES.model_copy(update={"org": "globex"})) == {"r.md": b"globex"}
+    assert await managed.audit(org="bank_17") == []
+    [entry] = await managed.audit(org="globex")
+    assert entry.action == "put"
+
+
+async def test_put_obeys_limits_at_and_past_them_and_a_refused_put_is_not_recorded(
+    managed: ReviewingStore,
+) -> None:
+    ada = memfs.act_as(
+        managed, "ada", "member", org="bank_17", limits=memfs.Limits(max_file_bytes=8)
+    )
+    await ada.put("rules", "at.md", b"x" * 8)
+    with pytest.raises(memfs.TooLarge):
+        await ada.put("rules", "past.md", b"x" * 9)
+    assert await managed.files(RULES) == {"at.md": b"x" * 8}
+    assert [e.target for e in await managed.audit()] == ["at.md"]
+
+
+async def test_put_refuses_a_bad_path_before_the_store_is_asked(
+    managed: ReviewingStore,
+) -> None:
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    with pytest.raises(memfs.InvalidName):
+        await ada.put("rules", "../escape.md", b"x")
+    assert await managed.audit() == []
+
+
+async def test_a_put_from_code_is_not_an_audited_act(managed: ReviewingStore) -> None:
+    code = Provenance(origin="code")
+    await managed.put(RULES, ChangeSet(created={"r.md": b"seeded"}), provenance=code)
+    assert await managed.audit() == []

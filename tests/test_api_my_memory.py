@@ -15,6 +15,7 @@ from starlette.routing import Mount
 from memfs.api import my_memory
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
 from memfs.stores.base import ManagedStore
+from memfs.stores.folder import FolderStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 
@@ -191,3 +192,79 @@ async def test_an_identity_authorize_cannot_vouch_for_is_a_500_not_a_guess(
         assert response.status_code == 500
         assert response.json()["error"] == "ConfigError"
     assert await snapshot(store) == before
+
+
+# -- over the folder store: plain files, no history, no audit ------------------
+
+
+@pytest.fixture
+async def folder_store(tmp_path: Path) -> AsyncIterator[FolderStore]:
+    made = FolderStore(tmp_path / "folders")
+    for ref, files in [
+        (DANA, {"prefs.md": b"tea, no sugar"}),
+        (DANA_DRAFTS, {"scan.bin": b"\xff\xfe\x00"}),
+        (CAROL, {"prefs.md": b"coffee"}),
+        (ORG, {"rules.md": b"org rules"}),
+    ]:
+        stored = await made.store(ref, ChangeSet(created=files), cursor=None, provenance=PROV)
+        assert stored.status == "saved"
+    yield made
+    await made.aclose()
+
+
+async def test_get_over_the_folder_store_lists_the_persons_folders(
+    folder_store: FolderStore,
+) -> None:
+    # A folder a person made by hand with no files is no space to list.
+    (folder_store.folder(DANA.model_copy(update={"space": "empty"}))).mkdir(parents=True)
+    async with client(my_memory(folder_store, signed_in)) as http:
+        response = await http.get("/")
+    assert response.status_code == 200
+    assert response.json() == {
+        "user": "dana",
+        "org": "bank-1",
+        "spaces": {
+            "drafts": {"scan.bin": {"size": 3, "text": None}},
+            "me": {"prefs.md": {"size": 13, "text": "tea, no sugar"}},
+        },
+    }
+
+
+async def test_get_over_the_folder_store_with_no_memory_lists_nothing(tmp_path: Path) -> None:
+    async with client(my_memory(FolderStore(tmp_path / "none"), signed_in)) as http:
+        response = await http.get("/")
+    assert response.status_code == 200
+    assert response.json() == {"user": "dana", "org": "bank-1", "spaces": {}}
+
+
+async def test_delete_a_file_over_the_folder_store_removes_it_from_disk(
+    folder_store: FolderStore,
+) -> None:
+    async with client(my_memory(folder_store, signed_in)) as http:
+        response = await http.request("DELETE", "/", params={"space": "me", "path": "prefs.md"})
+        assert response.status_code == 200
+        assert response.json() == {"forgotten": ["prefs.md"]}
+        again = await http.request("DELETE", "/", params={"space": "me", "path": "prefs.md"})
+    assert again.status_code == 404
+    assert again.json()["error"] == "NotFound"
+    assert not (folder_store.folder(DANA) / "prefs.md").exists()
+    left = await folder_store.user_files("dana", "bank-1")
+    assert left == {"drafts": {"scan.bin": b"\xff\xfe\x00"}}
+    assert await folder_store.user_files("carol", "bank-1") == {"me": {"prefs.md": b"coffee"}}
+    assert (await folder_store.load(ORG, "s")).files == {"rules.md": b"org rules"}
+
+
+async def test_delete_all_over_the_folder_store_forgets_or_says_it_cannot(
+    folder_store: FolderStore,
+) -> None:
+    async with client(my_memory(folder_store, signed_in)) as http:
+        response = await http.request("DELETE", "/", params={"all": "true"})
+    if hasattr(folder_store, "forget_user"):
+        assert response.status_code == 200
+        assert await folder_store.user_files("dana", "bank-1") == {}
+    else:
+        # Never a 500: a problem naming what this store cannot do, and nothing touched.
+        assert response.status_code == 422
+        assert "forget a whole person" in response.json()["detail"]
+        assert set(await folder_store.user_files("dana", "bank-1")) == {"drafts", "me"}
+    assert await folder_store.user_files("carol", "bank-1") == {"me": {"prefs.md": b"coffee"}}

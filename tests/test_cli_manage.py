@@ -87,6 +87,50 @@ def test_review_list_show_and_approve_part_then_the_rest(db: Path) -> None:
     assert history[-1]["approved_by"]["id"] == "ada"
 
 
+def test_review_show_gives_each_file_a_unified_diff_against_the_live_file(db: Path) -> None:
+    [change] = ok(db, "review", "list")
+    shown = ok(db, "review", "show", change["id"])
+    income, new = shown["files"]["income.md"], shown["files"]["new.md"]
+    assert income["diff"] == (
+        "--- a/income.md\n+++ b/income.md\n@@ -1 +1 @@\n-two years\n+three years\n"
+    )
+    assert income["text"] == "three years\n"  # the shape stays: the new content is there too
+    assert new["diff"] == "--- /dev/null\n+++ b/new.md\n@@ -0,0 +1 @@\n+new\n"
+
+
+def test_review_show_diffs_a_change_in_code_from_a_seed(tmp_path: Path) -> None:
+    db = tmp_path / "memfs.db"
+    folder = tmp_path / "repo" / "lending-rules"
+    folder.mkdir(parents=True)
+    (folder / "income.md").write_text("two years\nno gaps\n")
+    (folder / "scan.bin").write_bytes(b"\xff\x00")
+
+    async def go() -> None:
+        store = SqliteStore(db)
+        try:
+            memory = memfs.Memory(
+                store,
+                [memfs.org_memory(space="lending-rules", org="bankId", seed=folder)],
+                workdir=tmp_path / "work",
+                seed_record=tmp_path / "seeds.json",
+            )
+            await (await memory.start_turn("s1", DANA)).end()
+            (folder / "income.md").write_text("three years\nno gaps\n")
+            (folder / "scan.bin").write_bytes(b"\xff\x00\x01")
+            await memory.refresh_seeds()
+        finally:
+            await store.aclose()
+
+    trio.run(go)
+    [change] = ok(db, "review", "list")
+    assert change["origin"] == "code"
+    shown = ok(db, "review", "show", change["id"])
+    assert shown["files"]["income.md"]["diff"] == (
+        "--- a/income.md\n+++ b/income.md\n@@ -1,2 +1,2 @@\n-two years\n+three years\n no gaps\n"
+    )
+    assert shown["files"]["scan.bin"]["diff"] == "binary, 3 bytes (was 2 bytes)\n"
+
+
 def test_reject_then_approve_is_an_illegal_move_with_exit_code_5(db: Path) -> None:
     [change] = ok(db, "review", "list")
     ok(db, "review", "reject", change["id"])
@@ -304,3 +348,56 @@ def test_review_show_names_a_files_new_mode_and_the_folders_and_history_shows_mo
     ok(db, "review", "approve", change["id"])
     history = ok(db, "history", "lending-rules", "income.md")
     assert [r["mode"] for r in history] == [0o644, 0o755]
+
+
+def test_put_from_stdin_and_from_a_file_writes_live_and_is_audited(
+    db: Path, tmp_path: Path
+) -> None:
+    made = cli_as(db, "put", "lending-rules", "rules/new.md", "-", input=b"from stdin\n")
+    assert made.exit_code == 0, made.output
+    out = json.loads(made.stdout)
+    assert (out["space"], out["org"], out["path"], out["size"], out["status"]) == (
+        "lending-rules",
+        "bank_17",
+        "rules/new.md",
+        11,
+        "saved",
+    )
+    source = tmp_path / "income.md"
+    source.write_bytes(b"four years\n")
+    edited = cli_as(db, "put", "lending-rules", "income.md", str(source))
+    assert edited.exit_code == 0, edited.output
+    live = ok(db, "files", "lending-rules")["files"]
+    assert live == {"income.md": len("four years\n"), "rules/new.md": 11}
+    history = ok(db, "history", "lending-rules", "income.md")
+    assert history[-1]["provenance"]["origin"] == "edited"
+    assert history[-1]["provenance"]["by"]["id"] == "mallory"
+    entries = ok(db, "audit", role="admin")
+    assert [(e["action"], e["actor"]["id"], e["target"]) for e in entries] == [
+        ("put", "mallory", "rules/new.md"),
+        ("put", "mallory", "income.md"),
+    ]
+
+
+def test_put_by_a_viewer_exits_4_and_writes_nothing(db: Path) -> None:
+    refused = cli_as(db, "put", "lending-rules", "x.md", "-", role="viewer", input=b"x")
+    assert refused.exit_code == 4
+    assert "viewer may not put" in refused.stderr
+    assert ok(db, "files", "lending-rules")["files"] == {"income.md": 10}
+    assert ok(db, "audit", role="admin") == []
+
+
+def test_put_past_the_file_limit_exits_6_and_a_bad_path_exits_2(db: Path, tmp_path: Path) -> None:
+    config = tmp_path / "memfs.toml"
+    config.write_text("[limits]\nmax_file_bytes = 8\n")
+    at = cli_as(db, "put", "lending-rules", "a.md", "-", "--config", str(config), input=b"8 bytes!")
+    assert at.exit_code == 0, at.output
+    past = cli_as(
+        db, "put", "lending-rules", "b.md", "-", "--config", str(config), input=b"nine byte"
+    )
+    assert past.exit_code == 6, past.output
+    bad = cli_as(db, "put", "lending-rules", "../up.md", "-", input=b"x")
+    assert bad.exit_code == 2, bad.output
+    assert ok(db, "files", "lending-rules")["files"] == {"a.md": 8, "income.md": 10}
+    missing = cli_as(db, "put", "lending-rules", "c.md", str(tmp_path / "nope"))
+    assert missing.exit_code == 2  # click: the source file does not exist

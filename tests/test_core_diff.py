@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memfs.core.diff import diff, diff_folders, diff_touched, implied_folders
+from memfs.core.diff import diff, diff_folders, diff_touched, implied_folders, unified
 from memfs.core.errors import InvalidName
 from memfs.core.models import ChangeSet, FileMeta
 
@@ -156,3 +156,51 @@ def test_without_and_only_carry_meta_and_folders() -> None:
     assert changes.only(["a", "d"]) == ChangeSet(
         created={"a": b"a"}, meta={"a": X}, folders_created=("d",)
     )
+
+
+# -- unified: one file of a change against the live file, for people ---------
+
+
+def test_unified_shows_changed_lines_with_git_headers_and_context() -> None:
+    live = b"one\ntwo\nthree\nfour\nfive\nsix\nseven\n"
+    new = b"one\ntwo\nthree\n4\nfive\nsix\nseven\n"
+    assert unified("rules/a.md", live, new) == (
+        "--- a/rules/a.md\n"
+        "+++ b/rules/a.md\n"
+        "@@ -1,7 +1,7 @@\n"
+        " one\n two\n three\n-four\n+4\n five\n six\n seven\n"
+    )
+    assert unified("rules/a.md", live, new, context=0) == (
+        "--- a/rules/a.md\n+++ b/rules/a.md\n@@ -4 +4 @@\n-four\n+4\n"
+    )
+
+
+def test_unified_of_a_new_and_a_deleted_file_names_dev_null() -> None:
+    new = "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1,2 @@\n+x\n+y\n"
+    assert unified("a.md", None, b"x\ny\n") == new
+    assert unified("a.md", b"x\n", None) == "--- a/a.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+
+
+def test_unified_marks_a_last_line_without_newline_as_git_does() -> None:
+    assert unified("a.md", b"x\n", b"x\ny") == (
+        "--- a/a.md\n+++ b/a.md\n@@ -1 +1,2 @@\n x\n+y\n\\ No newline at end of file\n"
+    )
+
+
+def test_unified_of_the_same_content_is_empty() -> None:
+    assert unified("a.md", b"same\n", b"same\n") == ""
+
+
+@pytest.mark.parametrize(
+    ("live", "new", "shown"),
+    [
+        (None, b"\xff\xfe", "binary, 2 bytes\n"),
+        (b"text\n", b"a\0b", "binary, 3 bytes (was 5 bytes)\n"),
+        (b"\xff", b"text\n", "binary, 5 bytes (was 1 byte)\n"),
+        (b"\x00", None, "binary, 1 byte, deleted\n"),
+    ],
+)
+def test_unified_says_binary_and_the_size_instead_of_lines(
+    live: bytes | None, new: bytes | None, shown: str
+) -> None:
+    assert unified("scan.bin", live, new) == shown

@@ -117,3 +117,22 @@ def test_mount_paths_with_control_characters_are_refused(value: str) -> None:
 def test_has_control_character_covers_c0_and_del_only() -> None:
     assert all(has_control_character(ch) for ch in [*CONTROL, "\0"])
     assert not has_control_character("plain é \u2028 \x85")  # not C0/DEL (the note escapes them)
+
+
+def test_a_nested_mount_path_is_for_persistent_dirs_only_and_each_segment_is_a_new_name() -> None:
+    assert check_mount_path("persistent/user", nested=True) == "persistent/user"
+    assert check_mount_path("scratch", nested=True) == "scratch"
+    with pytest.raises(InvalidName):
+        check_mount_path("persistent/user")  # spaces mount at one segment
+    for bad in ("a//b", "/a", "a/", "a/../b", "./a", "a/b\x07"):
+        with pytest.raises(InvalidName):
+            check_mount_path(bad, nested=True)
+
+
+def test_a_nested_mount_path_at_and_past_the_path_limit() -> None:
+    head = "/".join(["s" * 200] * 5)
+    at = head + "/" + "t" * (MAX_PATH_BYTES - len(head) - 1)
+    assert len(at.encode()) == MAX_PATH_BYTES
+    assert check_mount_path(at, nested=True) == at
+    with pytest.raises(NameTooLong):
+        check_mount_path(at + "t", nested=True)

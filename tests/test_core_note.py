@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from memfs.core.models import Limits
-from memfs.core.note import NoteSpace, render_note, shell_word
+from memfs.core.note import UNREVIEWED_LINE, NoteSpace, render_note, saving_for, shell_word
+from memfs.core.review import NOTE_LINE
 
 
 def rules(**kwargs: object) -> NoteSpace:
@@ -152,3 +153,41 @@ def test_the_intro_says_the_limits_in_one_sentence() -> None:
         "folder below at most 10.0 MiB in all." in intro
     )
     assert "at most 1.0 MiB" in render_note([rules()])  # Limits() by default
+
+
+def test_note_opens_with_the_memory_skill_before_any_space() -> None:
+    note = render_note([rules(), NoteSpace(path="me", space="me", layer="user")])
+    intro, first_space = note.split("\n\n")[:2]
+    assert intro.startswith("# Memory\n")
+    assert "one folder per space" in intro
+    assert "with any tool" in intro
+    assert "saved when this turn ends" in intro
+    assert "nothing waits for review" in intro  # no space here holds changes
+    assert first_space.startswith("## lending-rules/")
+
+
+def test_skill_says_what_waits_for_review_only_when_a_writable_space_holds_changes() -> None:
+    held = render_note([rules(saving="after_review")])
+    assert "whose section says its changes wait for review" in held
+    assert NOTE_LINE in held
+    read_only = render_note([rules(saving="after_review", writable=False)])
+    assert "nothing waits for review" in read_only
+    assert NOTE_LINE not in read_only
+
+
+def test_a_store_without_review_says_org_changes_save_at_once() -> None:
+    assert saving_for("org", "person", store_reviews=True) == "after_review"
+    assert saving_for("org", "person", store_reviews=False) == "unreviewed"
+    assert saving_for("org", "none", store_reviews=False) == "at_turn_end"
+    assert saving_for("user", "person", store_reviews=True) == "at_turn_end"
+    note = render_note([rules(saving="unreviewed")])
+    assert UNREVIEWED_LINE in note
+    assert NOTE_LINE not in note
+    assert "nothing waits for review" in note
+
+
+def test_the_skill_leaves_each_file_list_its_whole_budget() -> None:
+    files = {f"f{i:03}.md": 1 for i in range(40)}
+    one_line = len("- lending-rules/f000.md (1 B)\n")
+    note = render_note([rules(files=files, saving="after_review")], file_list_bytes=one_line * 10)
+    assert len(file_lines(note)) == 10

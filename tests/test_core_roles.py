@@ -14,7 +14,7 @@ DANA_DRAFTS = SpaceRef(layer="user", space="drafts", org="bank-1", user="dana")
 
 EXPECTED: dict[str, set[str]] = {
     "viewer": {"read"},
-    "member": {"read", "review", "restore", "forget"},
+    "member": {"read", "review", "restore", "forget", "put"},
     "admin": set(ACTS),
 }
 

@@ -407,3 +407,47 @@ def test_control_max_body_bytes_defaults_to_1_mib_and_must_be_positive(tmp_path:
     assert "control_max_body_bytes: must be greater than 0" in message
     example = (REPO / "systemd" / "memfs.toml.example").read_text()
     assert "# control_max_body_bytes = 1048576" in example
+
+
+def test_an_apps_nested_dir_inside_a_memory_tables_folder_is_a_config_error(
+    tmp_path: Path, app_module: str
+) -> None:
+    write_module(
+        tmp_path,
+        app_module,
+        """
+        async def load(ctx):
+            return {}
+
+        async def store(ctx, changes, cursor):
+            return None
+
+        SPECS = [memfs.persistent_dir(path="lending-rules/scratch", load=load, store=store)]
+        """,
+    )
+    config = load_config(
+        write(tmp_path, LOAN_DESK), env={}, overrides={"app": f"{app_module}:SPECS"}
+    )
+    with pytest.raises(ConfigError, match=r"inside the folder of memory\[0\]") as caught:
+        config.specs()
+    assert "'lending-rules/scratch'" in str(caught.value)
+
+
+def test_an_apps_nested_dir_beside_the_tables_mounts(tmp_path: Path, app_module: str) -> None:
+    write_module(
+        tmp_path,
+        app_module,
+        """
+        async def load(ctx):
+            return {}
+
+        async def store(ctx, changes, cursor):
+            return None
+
+        SPECS = [memfs.persistent_dir(path="persistent/user", load=load, store=store)]
+        """,
+    )
+    config = load_config(
+        write(tmp_path, LOAN_DESK), env={}, overrides={"app": f"{app_module}:SPECS"}
+    )
+    assert [spec.path for spec in config.specs()][-1] == "persistent/user"

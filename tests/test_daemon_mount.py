@@ -523,3 +523,57 @@ async def test_status_counts_the_fuse_requests_a_workload_cost(tmp_path: Path) -
         assert after["open"] - before.get("open", 0) == 2
         assert after["release"] - before.get("release", 0) == 2
         assert after.get("flush", 0) <= 1  # answered ENOSYS once, then never sent again
+
+
+async def test_a_nested_persistent_dir_mounts_below_read_only_folders_the_agent_cannot_change(
+    tmp_path: Path,
+) -> None:
+    saved: list[memfs.ChangeSet] = []
+
+    async def load(ctx: memfs.TurnContext) -> dict[str, str]:
+        return {"notes.md": "kept by the app\n"}
+
+    async def store(ctx: memfs.TurnContext, changes: memfs.ChangeSet, cursor: str | None) -> None:
+        saved.append(changes)
+
+    nested = memfs.persistent_dir(path="persistent/user", load=load, store=store)
+    async with running_daemon(tmp_path, [*SPECS, nested]) as daemon:
+        root = await start(daemon, "s1")
+        listed = await sh("ls persistent && cat persistent/user/notes.md", root)
+        assert listed.stdout == b"user\nkept by the app\n"
+        assert (
+            stat.S_IMODE((await trio.to_thread.run_sync(os.stat, root / "persistent")).st_mode)
+            == 0o555
+        )
+        for hostile in [
+            "rmdir persistent/user",
+            "mv persistent/user persistent/other",
+            "mv persistent elsewhere",
+            "touch persistent/stray.md",
+            "mkdir persistent/more",
+            "chmod 777 persistent",
+        ]:
+            refused = await sh(hostile, root, check=False)
+            assert refused.returncode != 0, hostile
+        await sh("echo mine >> persistent/user/new.md && echo hi > me/prefs.md", root)
+        assert (await sh("ls persistent persistent/user", root)).stdout == (
+            b"persistent:\nuser\n\npersistent/user:\nnew.md\nnotes.md\n"
+        )
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["persistent/user"].status == "saved"
+        assert ended.spaces["persistent/user"].created == ["new.md"]
+        assert ended.spaces["me"].created == ["prefs.md"]
+        [changes] = saved
+        assert changes.created == {"new.md": b"mine\n"}
+        assert not changes.deleted
+        # The next turn of the session gets the folders anew; the old ones are gone.
+        again = await start(daemon, "s1")
+        assert (await sh("ls persistent/user", again)).stdout == b"notes.md\n"
+        # rm -rf empties the writable mount, as at the top level, and the folders stay.
+        assert (await sh("rm -rf persistent", again, check=False)).returncode != 0
+        assert (await sh("ls persistent persistent/user", again)).stdout == (
+            b"persistent:\nuser\n\npersistent/user:\n"
+        )
+        assert (await daemon.service.end_turn("s1")).spaces["persistent/user"].deleted == [
+            "notes.md"
+        ]

@@ -11,6 +11,7 @@ import pytest
 
 import memfs
 from memfs.core.models import SpaceRef
+from memfs.core.specs import PersistentDir, Spec
 from memfs.engine import copymode
 from memfs.stores.memory import MemoryStore
 from memfs.testing import test_memory
@@ -650,3 +651,76 @@ async def test_folders_past_max_folders_are_not_saved_and_the_rest_commits(tmp_p
     again = await memory.start_turn("s1", DANA)
     assert sorted(p.name for p in (again.root / "me").iterdir()) == ["a", "b", "f.md"]
     await again.end()
+
+
+def nested_dirs(saved: dict[str, list[memfs.ChangeSet]], *paths: str) -> list[PersistentDir]:
+    """Persistent dirs at ``paths``; each loads one file and keeps what is stored, by path."""
+
+    def made(path: str) -> PersistentDir:
+        async def load(ctx: memfs.TurnContext) -> dict[str, str]:
+            return {"notes.md": f"{path}\n"}
+
+        async def store(
+            ctx: memfs.TurnContext, changes: memfs.ChangeSet, cursor: str | None
+        ) -> None:
+            saved.setdefault(path, []).append(changes)
+
+        return memfs.persistent_dir(path=path, load=load, store=store)
+
+    return [made(path) for path in paths]
+
+
+async def test_a_persistent_dir_may_be_nested_and_its_parent_is_read_only(tmp_path: Path) -> None:
+    saved: dict[str, list[memfs.ChangeSet]] = {}
+    memory = memfs.Memory(
+        MemoryStore(),
+        [*nested_dirs(saved, "persistent/user", "persistent/team"), memfs.user_memory()],
+        workdir=tmp_path,
+    )
+    turn = await memory.start_turn("s1", {"userId": "u_dana"})
+    assert turn.mounts["persistent/user"].path == turn.root / "persistent" / "user"
+    assert (turn.root / "persistent" / "user" / "notes.md").read_text() == "persistent/user\n"
+    assert (turn.root / "persistent" / "team" / "notes.md").read_text() == "persistent/team\n"
+    assert stat.S_IMODE((turn.root / "persistent").stat().st_mode) == 0o555
+    assert sorted(os.listdir(turn.root / "persistent")) == ["team", "user"]
+    assert "## persistent/user/ — a persistent folder" in turn.note
+    (turn.root / "persistent" / "user" / "new.md").write_text("kept\n")
+    result = await turn.end()
+    assert result.spaces["persistent/user"].status == "saved"
+    [changes] = saved["persistent/user"]
+    assert changes.created == {"new.md": b"kept\n"}
+    assert "persistent/team" not in saved  # nothing changed there
+    assert not turn.root.exists()  # the read-only parent is no obstacle to cleaning up
+    again = await memory.start_turn("s1", {"userId": "u_dana"})
+    assert (again.root / "persistent" / "user" / "notes.md").exists()
+    await again.end()
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [("persistent", "persistent/user"), ("a/b/c", "a/b"), ("lending-rules", "lending-rules/x")],
+)
+def test_a_mount_inside_another_mounts_folder_is_a_config_error(paths: tuple[str, str]) -> None:
+    outer, inner = paths
+    specs: list[Spec] = nested_dirs({}, inner)
+    if "/" in outer:
+        specs += nested_dirs({}, outer)
+    else:
+        specs.append(memfs.org_memory(space=outer, path=outer))
+    with pytest.raises(memfs.ConfigError, match="inside another mount's folder"):
+        memfs.Memory(MemoryStore(), specs)
+
+
+def test_siblings_under_one_parent_are_no_overlap() -> None:
+    memfs.Memory(MemoryStore(), nested_dirs({}, "p/a", "p/b", "pa"))
+
+
+@pytest.mark.parametrize("path", ["a//b", "/a", "a/", "a/../b", "./a", "a/\nb"])
+def test_a_nested_path_with_an_empty_dot_or_control_segment_is_refused(path: str) -> None:
+    with pytest.raises(memfs.InvalidName):
+        nested_dirs({}, path)
+
+
+def test_spaces_still_mount_at_one_segment() -> None:
+    with pytest.raises(memfs.InvalidName):
+        memfs.org_memory(space="lending-rules", path="shared/lending-rules")

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 import memfs
+from memfs.core.models import SpaceRef
+from memfs.core.note import UNREVIEWED_LINE
 from memfs.core.review import NOTE_LINE
+from memfs.stores.folder import FolderStore
 from memfs.testing import test_memory
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
@@ -83,6 +86,25 @@ async def test_the_note_tells_the_agent_its_change_will_wait(tmp_path: Path) -> 
     again = await memory.start_turn("s1", DANA)
     assert NOTE_LINE not in again.note
     await again.end()
+
+
+async def test_on_the_folder_store_the_note_says_org_changes_save_at_once_and_they_do(
+    tmp_path: Path,
+) -> None:
+    store = FolderStore(tmp_path / "folders")
+    memory = desk(store, tmp_path / "work")  # review "person" by default: the folder has none
+    turn = await memory.start_turn("s1", DANA, prompt="learn this")
+    assert NOTE_LINE not in turn.note
+    assert UNREVIEWED_LINE in turn.note
+    assert "nothing waits for review" in turn.note
+    (turn.root / "lending-rules" / "rule.md").write_text("Two years of accounts.\n")
+    result = await turn.end()
+    assert result.spaces["lending-rules"].status == "saved"
+    rules = SpaceRef(layer="org", space="lending-rules", org="bank_17")
+    assert (store.folder(rules) / "rule.md").read_text() == "Two years of accounts.\n"
+    officer = await memory.start_turn("s2", CAROL)
+    assert UNREVIEWED_LINE not in officer.note  # read-only: it saves nothing
+    await officer.end()
 
 
 async def test_a_conversation_sees_its_own_waiting_change_and_others_do_not(tmp_path: Path) -> None:

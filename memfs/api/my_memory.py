@@ -12,6 +12,11 @@ is signed in, as ``{"user": ..., "org": ...}``, or None for nobody (401).
 - ``DELETE /?all=true``: forget everything the person's memory holds in that
   org (``{"forgotten_spaces": [space, ...]}``).
 
+``store`` is any store that lists and forgets a person's files
+(:class:`PersonalStore`): the managed stores, and the folder store. Forgetting
+everything needs ``forget_user`` too; a store without it answers 422
+(``NotSupported``) and forgets nothing.
+
 Errors are problem details, as in the control API. A space name or path that
 breaks the name rules (``..``, absolute) is a 400 before the store is touched.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -30,13 +35,32 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memfs.api.control import _CatchAll, error_response, problem
-from memfs.core.errors import BadRequest, ConfigError, MemfsError, NoIdentity, NotFound
-from memfs.core.models import SpaceRef
+from memfs.core.errors import (
+    BadRequest,
+    ConfigError,
+    MemfsError,
+    NoIdentity,
+    NotFound,
+    NotSupported,
+)
+from memfs.core.models import By, SpaceRef, Stored
 from memfs.core.names import check_identity, check_path
-from memfs.stores.base import ManagedStore
 
 Identity = Mapping[str, Any]
 Authorize = Callable[[Request], Identity | Awaitable[Identity | None] | None]
+
+
+class PersonalStore(Protocol):
+    """What the handler needs of a store: a person's files, and forgetting one of them."""
+
+    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]: ...
+
+    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored: ...
+
+
+@runtime_checkable
+class _ForgetsPeople(Protocol):
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]: ...
 
 
 def _listing(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
@@ -50,7 +74,7 @@ def _listing(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
     return listed
 
 
-def my_memory(store: ManagedStore, authorize: Authorize) -> Starlette:
+def my_memory(store: PersonalStore, authorize: Authorize) -> Starlette:
     """The handler over ``store``; ``authorize`` names the signed-in person, or None."""
 
     async def whoami(request: Request) -> tuple[str, str]:
@@ -85,6 +109,11 @@ def my_memory(store: ManagedStore, authorize: Authorize) -> Starlette:
         if everything is not None:
             if everything != "true" or "path" in query or "space" in query:
                 raise BadRequest("to forget everything, send all=true and nothing else")
+            if not isinstance(store, _ForgetsPeople):
+                raise NotSupported(
+                    f"{type(store).__name__} cannot forget a whole person; "
+                    "forget their files one by one (space and path)"
+                )
             spaces = await store.forget_user(user, org, by=None)
             return JSONResponse({"forgotten_spaces": [ref.space for ref in spaces]})
         space, path = query.get("space"), query.get("path")
@@ -117,4 +146,4 @@ def my_memory(store: ManagedStore, authorize: Authorize) -> Starlette:
     )
 
 
-__all__ = ["Authorize", "Identity", "my_memory"]
+__all__ = ["Authorize", "Identity", "PersonalStore", "my_memory"]

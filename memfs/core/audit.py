@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from datetime import UTC
 
 from memfs.core.errors import AuditTampered
-from memfs.core.models import AuditEntry, Frozen, SpaceRef
+from memfs.core.models import AuditEntry, ChangeSet, Frozen, Provenance, SpaceRef
 
 GENESIS = "0" * 64
 _HEADER = b"memfs-audit-v1\n"
@@ -114,10 +114,31 @@ def about_file(
     return path, detail
 
 
+def about_put(
+    ref: SpaceRef, changes: ChangeSet, provenance: Provenance
+) -> tuple[str | None, str | None] | None:
+    """The ``target`` and ``detail`` of the ``put`` entry for a person's edit, or None.
+
+    A ``put`` whose origin is ``edited`` is a person's hand on memory outside
+    any turn, so it is audited; one from code (seeding, a test's setup) or a
+    conversation is not. Shared memory: the one path as ``target``, or the
+    paths, sorted, as ``detail``; a person's own memory: the person and a count.
+    """
+    if provenance.origin != "edited":
+        return None
+    paths = sorted(changes.paths)
+    if ref.layer == "user":
+        return ref.user, count(len(paths), "file")
+    if len(paths) == 1:
+        return paths[0], None
+    return None, ", ".join(paths)
+
+
 __all__ = [
     "GENESIS",
     "AuditCheck",
     "about_file",
+    "about_put",
     "canonical",
     "count",
     "entry_hash",

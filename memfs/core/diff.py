@@ -20,10 +20,18 @@ leaves it existing, not stored, and not kept by files anyway (some file below
 it at the snapshot and at the end); a stored folder that no longer exists is
 removed. :func:`diff_folders` decides from what the caller saw of each folder
 it considers, so the daemon looks only at folders a turn touched.
+
+For people, :func:`unified` shows one file of a change against the live file
+as a unified diff (``--- a/PATH`` / ``+++ b/PATH``, ``/dev/null`` for a file
+that is new or deleted, git's ``\\ No newline at end of file`` marker). A
+file that is not UTF-8 text, or holds a NUL byte, is not shown line by line:
+its diff is one line saying ``binary, N bytes`` (and what it was, or that it
+is deleted).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Container, Iterable, Mapping
 
 from memfs.core.models import DEFAULT_META, ChangeSet, FileMeta
@@ -153,4 +161,61 @@ def diff(
     )
 
 
-__all__ = ["FolderEnd", "diff", "diff_folders", "diff_touched", "implied_folders"]
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def _text(content: bytes) -> str | None:
+    if b"\0" in content:
+        return None
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _bytes(n: int) -> str:
+    return f"{n} byte" if n == 1 else f"{n} bytes"
+
+
+def unified(path: str, live: bytes | None, new: bytes | None, *, context: int = 3) -> str:
+    """``live`` (None: no such file) to ``new`` (None: deleted) as a unified diff of ``path``.
+
+    Empty when the contents are the same (a change of mode only). A binary
+    side makes the whole diff one line: ``binary, N bytes`` for a new file,
+    ``binary, N bytes (was M bytes)`` for an update, ``binary, M bytes,
+    deleted`` for a deletion.
+    """
+    if live == new:
+        return ""
+    old_text = "" if live is None else _text(live)
+    new_text = "" if new is None else _text(new)
+    if old_text is None or new_text is None:
+        if new is None:
+            assert live is not None
+            return f"binary, {_bytes(len(live))}, deleted\n"
+        was = "" if live is None else f" (was {_bytes(len(live))})"
+        return f"binary, {_bytes(len(new))}{was}\n"
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile="/dev/null" if live is None else f"a/{path}",
+        tofile="/dev/null" if new is None else f"b/{path}",
+        n=context,
+    )
+    out = []
+    for line in lines:
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n" + NO_NEWLINE)
+    return "".join(out)
+
+
+__all__ = [
+    "NO_NEWLINE",
+    "FolderEnd",
+    "diff",
+    "diff_folders",
+    "diff_touched",
+    "implied_folders",
+    "unified",
+]

@@ -33,7 +33,12 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memfs.core.errors import InvalidName
-from memfs.core.names import check_identity, check_path, check_segment, check_space_name
+from memfs.core.names import (
+    check_identity,
+    check_mount_path,
+    check_path,
+    check_space_name,
+)
 
 Layer = Literal["org", "user", "dir"]
 CommitMode = Literal["after-turn", "manual", "read-only"]
@@ -41,7 +46,7 @@ Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
 StoreStatus = Literal["saved", "waiting", "conflict"]
 Origin = Literal["conversation", "code", "edited", "fix"]
 AuditAction = Literal[
-    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review"
+    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review", "put"
 ]
 
 DEFAULT_ORG = "default"
@@ -141,7 +146,7 @@ class SpaceRef(Frozen):
     @model_validator(mode="after")
     def _check(self) -> SpaceRef:
         if self.layer == "dir":
-            check_segment(self.space, what="persistent dir path")
+            check_mount_path(self.space, nested=True)  # a dir's space is its mount path
         else:
             check_space_name(self.space)
         check_identity(self.org, what="org id")

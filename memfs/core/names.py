@@ -118,9 +118,20 @@ def check_identity(value: str, *, what: str) -> str:
     return check_segment(value, what=what)
 
 
-def check_mount_path(path: str) -> str:
-    """A mount's folder inside the session directory: one segment, like a new file name."""
-    return check_new_name(path, what="mount path")
+def check_mount_path(path: str, *, nested: bool = False) -> str:
+    """A mount's folder inside the session directory: one segment, like a new file name.
+
+    With ``nested`` (a persistent dir's path), several segments joined by
+    ``/`` (``persistent/user``), each a new name, at most ``MAX_PATH_BYTES``
+    in all: the folders on the way are the session's, not the mount's.
+    """
+    if not nested or not isinstance(path, str) or "/" not in path:
+        return check_new_name(path, what="mount path")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise NameTooLong(f"a mount path is at most {MAX_PATH_BYTES} bytes", path=path)
+    for segment in path.split("/"):
+        check_new_name(segment, what="mount path segment")
+    return path
 
 
 __all__ = [

@@ -15,8 +15,19 @@ character escaped (``$'a\\n## b.md'``) when they hold one. A description is
 one line in double quotes: its line breaks and runs of white space become one
 space and any other control character is escaped.
 
-The intro says, in one sentence, the limits an agent meets (links refused,
-the file and space size limits of ``Limits``).
+The note opens with a short memory skill (:func:`skill`): one folder per
+space, plain files edited with any tool, every change saved when the turn
+ends, and, when a writable space holds changes for a person, that its
+section says so. Then one sentence of the limits an agent meets (links
+refused, the file and space size limits of ``Limits``).
+
+What happens to a writable space's changes is its ``saving``
+(:func:`saving_for`), chosen from the space's layer, its review mode and what
+the store can do: under review ``person`` a store that reviews
+(``ReviewingStore``) holds the change for a person (``NOTE_LINE``); one that
+cannot (the folder store, an app's own store) saves it at once, and the
+space's section says so (``UNREVIEWED_LINE``) rather than promise a review
+that will not happen.
 """
 
 from __future__ import annotations
@@ -24,10 +35,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from pydantic import Field
 
 from memfs.core.models import Frozen, Layer, Limits
+from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
+
+Saving = Literal["at_turn_end", "after_review", "unreviewed"]
+"""What becomes of a space's changes: saved as the turn ends; held for a person;
+saved as the turn ends although the spec asked for review (the store has none)."""
+
+UNREVIEWED_LINE = (
+    "This store keeps no review: what you change here is saved for everyone in your "
+    "organisation when the turn ends."
+)
 
 LAYER_WORDS: Mapping[Layer, str] = {
     "org": "shared memory of your organisation",
@@ -46,7 +68,15 @@ class NoteSpace(Frozen):
     writable: bool = True
     files: dict[str, int] = Field(default_factory=dict)  # path -> size in bytes
     from_last_known_copy: bool = False
+    saving: Saving = "at_turn_end"
     extra_lines: tuple[str, ...] = ()
+
+
+def saving_for(layer: Layer, mode: ReviewMode, *, store_reviews: bool) -> Saving:
+    """What becomes of a turn's change to a space, given whether its store holds changes."""
+    if saves_at_once(layer, mode):
+        return "at_turn_end"
+    return "after_review" if store_reviews else "unreviewed"
 
 
 def human_size(size: int) -> str:
@@ -144,6 +174,10 @@ def render_space(space: NoteSpace, budget: int) -> str:
         out.append(f"Space: {shell_word(space.space)}")
     if space.description.strip():
         out.append(f"Description: {quoted(space.description)}")
+    if space.writable and space.saving == "after_review":
+        out.append(NOTE_LINE)
+    elif space.writable and space.saving == "unreviewed":
+        out.append(UNREVIEWED_LINE)
     out.extend(space.extra_lines)
     if space.from_last_known_copy:
         out.append(
@@ -164,34 +198,56 @@ def render_space(space: NoteSpace, budget: int) -> str:
     return "\n".join(out)
 
 
+def skill(spaces: Iterable[NoteSpace]) -> str:
+    """The built-in memory skill the note opens with: how the folders work and what is kept."""
+    spaces = list(spaces)
+    held = any(s.writable and s.saving == "after_review" for s in spaces)
+    saved = (
+        "Everything you change in a writable folder is saved when this turn ends, except "
+        "in a folder whose section says its changes wait for review: there a person "
+        "approves them first."
+        if held
+        else "Everything you change in a writable folder is saved when this turn ends; "
+        "nothing waits for review."
+    )
+    return (
+        "Your memory is plain files, one folder per space, in the folders below "
+        "(relative to your working directory). Read them with cat, ls or grep; create, "
+        "edit, move and delete them with any tool (an editor, sed, echo >>, mv, rm, a "
+        "script). " + saved
+    )
+
+
 def render_note(
     spaces: Iterable[NoteSpace], *, file_list_bytes: int = 8_000, limits: Limits | None = None
 ) -> str:
     """The whole note for one turn; an empty string when nothing is mounted.
 
+    The skill and the limits sentence come before the per-space file lists;
+    each list keeps its own ``file_list_bytes`` budget.
+
     ``limits`` (default ``Limits()``) are the ones the intro tells the agent.
     """
+    spaces = list(spaces)
     sections = [render_space(space, file_list_bytes) for space in spaces]
     if not sections:
         return ""
-    intro = (
-        "# Memory\n"
-        "Your memory is plain files in the folders below, relative to your working "
-        "directory. Read them with cat or grep; edit them with ordinary tools. What you "
-        "change in a writable folder is kept after this turn. "
-        + limits_sentence(limits or Limits())
-    )
+    intro = "# Memory\n" + skill(spaces) + " " + limits_sentence(limits or Limits())
     return "\n\n".join([intro, *sections]) + "\n"
 
 
 __all__ = [
     "LAYER_WORDS",
+    "UNREVIEWED_LINE",
     "NoteSpace",
+    "Saving",
     "file_list",
     "human_size",
     "limits_sentence",
     "quoted",
     "render_note",
     "render_space",
+    "saving_for",
     "shell_word",
+    "skill",
 ]

@@ -122,12 +122,26 @@ def end_action(
 
 
 def check_unique_paths(specs: Iterable[Spec]) -> None:
-    """Two mounts in one session may not share a folder."""
+    """Two mounts in one session may not share a folder, nor may one lie inside another's."""
     seen: set[str] = set()
     for spec in specs:
         if spec.path in seen:
             raise ConfigError("two memory specs mount at the same path", path=spec.path)
         seen.add(spec.path)
+    for path in sorted(seen):
+        outer = mount_inside(path, seen)
+        if outer is not None:
+            raise ConfigError(
+                f"a mount may not lie inside another mount's folder ({outer!r})", path=path
+            )
+
+
+def mount_inside(path: str, others: Iterable[str]) -> str | None:
+    """The mount path among ``others`` whose folder holds ``path`` (a nested mount), if any."""
+    for other in others:
+        if path.startswith(other + "/"):
+            return other
+    return None
 
 
 __all__ = [
@@ -135,6 +149,7 @@ __all__ = [
     "check_unique_paths",
     "end_action",
     "is_read_only",
+    "mount_inside",
     "moved_on",
     "parse_cursor",
     "purged_since",

@@ -23,14 +23,22 @@ from memfs.core.models import SpaceRef
 
 Role = Literal["viewer", "member", "admin"]
 Act = Literal[
-    "read", "review", "restore", "forget", "set-review", "forget-user", "open", "verify-audit"
+    "read",
+    "review",
+    "restore",
+    "forget",
+    "put",
+    "set-review",
+    "forget-user",
+    "open",
+    "verify-audit",
 ]
 
 ROLES: tuple[Role, ...] = get_args(Role)
 ACTS: tuple[Act, ...] = get_args(Act)
 
 # The whole policy, as data: each act and the roles allowed it. Reviewing,
-# restoring and forgetting a file are everyday curation (members); changing
+# restoring, forgetting and writing (put) a file are everyday curation (members); changing
 # how a space is reviewed, erasing a person and reading their memory are
 # rarer and weightier (admins).
 ALLOWED: Mapping[str, frozenset[str]] = {
@@ -38,6 +46,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "review": frozenset({"member", "admin"}),
     "restore": frozenset({"member", "admin"}),
     "forget": frozenset({"member", "admin"}),
+    "put": frozenset({"member", "admin"}),
     "set-review": frozenset({"admin"}),
     "forget-user": frozenset({"admin"}),
     "open": frozenset({"admin"}),

@@ -83,6 +83,12 @@ class PersistentDir(MemorySpec):
     load: LoadFn
     store: StoreFn
 
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        # A dir may sit below folders of its own (``persistent/user``); spaces may not.
+        return check_mount_path(value, nested=True)
+
     @property
     def space(self) -> str:
         return self.path

@@ -12,6 +12,11 @@ same message, as a change that does not exist
 (:func:`memfs.core.roles.require_same_org`). Reading a person's memory
 (their files or a file's history) goes through the store's audited
 ``open_person``/``open_history``. Reviewer edits obey ``limits``, as turns do.
+
+``put`` writes one file of an org space live at once (members and admins):
+no review, a new revision of origin ``edited`` authored by the actor, within
+``limits``, and the store records it in its audit log (``put``) in the same
+transaction as the write.
 """
 
 from __future__ import annotations
@@ -20,7 +25,17 @@ from typing import Literal
 
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import ConfigError, NotFound
-from memfs.core.models import DEFAULT_ORG, AuditEntry, By, Limits, Revision, SpaceRef, Stored
+from memfs.core.models import (
+    DEFAULT_ORG,
+    AuditEntry,
+    By,
+    ChangeSet,
+    Limits,
+    Provenance,
+    Revision,
+    SpaceRef,
+    Stored,
+)
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.core.roles import Role, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
@@ -133,6 +148,18 @@ class Acting:
     async def forget_user(self, user: str) -> list[SpaceRef]:
         require(self.role, "forget-user")
         return await self.store.forget_user(user, self.org, by=self.by)
+
+    async def put(self, space: str, path: str, content: bytes) -> Stored:
+        """Add or replace one live file of an org space, at once and audited; within ``limits``."""
+        require(self.role, "put")
+        ref = self.org_space(space)
+        changes = ChangeSet(created={path: content})  # checks the path before the store is asked
+        revisions = await self.store.history(ref, path)
+        if revisions and not revisions[-1].deleted:
+            changes = ChangeSet(updated={path: content})
+        return await self.store.put(
+            ref, changes, provenance=Provenance(origin="edited", by=self.by), limits=self.limits
+        )
 
     async def files(self, space: str) -> dict[str, bytes]:
         require(self.role, "read")

@@ -9,6 +9,8 @@ and simple deployments use. All functions here block: call them through
 Each file is written out with its mode and mtime (a read-only mount's lose
 their write bits), every stored folder is made, empty or not, and the scan
 reads each file's mode and times back with its bytes, and every folder.
+A nested mount's folders on the way (``persistent/`` of ``persistent/user``)
+are the session's: read-only (0555), holding only the mounts.
 """
 
 from __future__ import annotations
@@ -65,6 +67,23 @@ def materialize(
         # Children first: once a directory loses its write bit nothing more goes in.
         for dirpath, _dirnames, _files in os.walk(folder, topdown=False):
             Path(dirpath).chmod(READ_ONLY_DIR)
+
+
+def seal_parents(root: Path, folders: Iterable[Path]) -> None:
+    """Make the folders between ``root`` and each nested mount's folder read-only (0555).
+
+    They belong to no space (``persistent/`` of ``persistent/user``): nothing
+    stored is in them, so the agent gets no write bit to add, remove or rename
+    anything there. Root ignores mode bits; copy mode cannot stop root.
+    """
+    parents = {
+        root / parent
+        for folder in folders
+        for parent in folder.relative_to(root).parents
+        if parent != Path(".")
+    }
+    for parent in parents:
+        parent.chmod(READ_ONLY_DIR)
 
 
 def _relative(raw: bytes) -> str:
@@ -127,4 +146,4 @@ def remove(folder: Path) -> None:
     shutil.rmtree(folder)
 
 
-__all__ = ["Scan", "materialize", "remove", "scan"]
+__all__ = ["Scan", "materialize", "remove", "scan", "seal_parents"]

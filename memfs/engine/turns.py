@@ -59,7 +59,7 @@ from memfs.core.models import (
     TurnContext,
 )
 from memfs.core.names import check_identity
-from memfs.core.note import NoteSpace, render_note
+from memfs.core.note import NoteSpace, render_note, saving_for
 from memfs.core.policy import (
     EndAction,
     check_unique_paths,
@@ -68,12 +68,12 @@ from memfs.core.policy import (
     resolve_by,
     resolve_ref,
 )
-from memfs.core.review import NOTE_LINE, ReviewMode, saves_at_once
+from memfs.core.review import ReviewMode
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
 from memfs.engine.sources import AppSource, Source, StoreSource
 from memfs.engine.workspace import CopyWorkspace, Workspace
-from memfs.stores.base import ManagedStore, Store
+from memfs.stores.base import ManagedStore, ReviewingStore, Store
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
@@ -686,10 +686,9 @@ class Memory:
             writable=not mount.read_only,
             files=mount.sizes,
             from_last_known_copy=mount.from_last_known_copy,
-            extra_lines=(
-                (NOTE_LINE,)
-                if not mount.read_only and not saves_at_once(mount.layer, mount.review)
-                else ()
+            # Only a store that holds changes for a person makes them wait.
+            saving=saving_for(
+                mount.layer, mount.review, store_reviews=isinstance(self.store, ReviewingStore)
             ),
         )
 

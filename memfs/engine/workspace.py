@@ -111,6 +111,7 @@ class CopyWorkspace:
                 meta=load.meta,
                 folders=load.folders,
             )
+        copymode.seal_parents(root, [mount.path for mount in mounts.values()])
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
         base = self._base[(session, mount.name)]

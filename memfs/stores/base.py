@@ -120,7 +120,10 @@ class ManagedStore(Store, Protocol):
         """A person's edit outside any turn: applied at once, no snapshot to check.
 
         Past ``limits`` (the defaults if None) nothing is written: ``TooLarge``
-        or ``SpaceFull`` (:func:`memfs.core.limits.require_within`).
+        or ``SpaceFull`` (:func:`memfs.core.limits.require_within`). A put of
+        origin ``edited`` (a person's hand) adds a ``put`` entry to the audit
+        log, actor ``provenance.by``, in the same transaction as the write
+        (:func:`memfs.core.audit.about_put`); one from code does not.
         """
         ...
 
@@ -202,7 +205,7 @@ class ManagedStore(Store, Protocol):
         """The audit log (of ``org``, or all), oldest first.
 
         Every ``decide``, ``restore``, ``forget_file``, ``forget_user``,
-        ``set_review`` and ``open_person`` adds one entry in the same
+        ``set_review``, ``open_person`` and edited ``put`` adds one entry in the same
         transaction as the act. There is no way to change or remove an entry.
         """
         ...

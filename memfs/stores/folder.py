@@ -10,7 +10,11 @@ write of it::
 
 People may edit these files by hand; the next load sees what is there. There
 is no history and no review: a saved change set simply becomes the folder's
-content. What ``load`` sees is the regular files under the space folder with
+content. For the app-facing ``my_memory`` handler it lists a person's files
+(``user_files``) and forgets one (``forget_file``: the file is deleted, and
+with no history nothing of it stays).
+
+What ``load`` sees is the regular files under the space folder with
 UTF-8 names; symlinks, FIFOs, devices, sockets, names that are not UTF-8 and
 this store's own temp files are skipped, never followed or opened. A write to
 a path that passes through a symlink is refused; that check runs before
@@ -68,10 +72,11 @@ from pathlib import Path
 
 import trio
 
-from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
+from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable, Unsupported
 from memfs.core.models import (
     FILE_MODE,
     MODE_BITS,
+    By,
     ChangeSet,
     FileMeta,
     Loaded,
@@ -80,7 +85,7 @@ from memfs.core.models import (
     Stored,
     digest,
 )
-from memfs.core.names import check_path, decode_fs_name
+from memfs.core.names import check_identity, check_path, check_space_name, decode_fs_name
 from memfs.core.review import ReviewMode
 from memfs.private import DIR_MODE as PRIVATE_DIR_MODE
 from memfs.private import FILE_MODE as PRIVATE_FILE_MODE
@@ -482,6 +487,58 @@ class FolderStore:
         # From what we wrote, not a fresh scan: a file someone drops in meanwhile
         # must still make the caller's next store conflict.
         return Stored(status="saved", revisions=revisions, cursor=_cursor(manifest))
+
+    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
+        """The files of ``user``'s own memory in ``org``: space name -> path -> content.
+
+        Each folder under ``people/<org>/<user>/`` whose name is a space name
+        is a space; spaces without files are left out.
+        """
+        return await trio.to_thread.run_sync(self._user_files_sync, user, org)
+
+    def _user_files_sync(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        found: dict[str, dict[str, bytes]] = {}
+        person = self.root / "people" / org / user
+        probe = SpaceRef(layer="user", org=org, user=user, space="me")
+        with _unavailable("read the person's memory", probe):
+            if not self._require_root(probe) or not _is_real_dir(person):
+                return found
+            for entry in sorted(os.scandir(person), key=lambda e: e.name):
+                try:
+                    space = check_space_name(entry.name)
+                except InvalidName:
+                    continue  # not a space this store could have written
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                ref = probe.model_copy(update={"space": space})
+                with self._shared_lock(ref):
+                    files = _read_space(self.folder(ref))
+                if files:
+                    found[space] = dict(sorted(files.items()))
+        return found
+
+    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
+        """Delete ``path`` from the space's folder; ``NotFound`` if the folder holds no such file.
+
+        The folder keeps no history, so for every layer this erases the file:
+        nothing of it is left to read back or restore. ``by`` is not recorded;
+        this store keeps no audit log.
+        """
+        check_path(path)
+        return await trio.to_thread.run_sync(self._forget_file_sync, ref, path)
+
+    def _forget_file_sync(self, ref: SpaceRef, path: str) -> Stored:
+        with _unavailable("forget the file", ref):
+            if not self._require_root(ref):
+                raise NotFound("the space holds no such file", path=path)
+            with self._exclusive_lock(ref):
+                space = self.folder(ref)
+                manifest = {p: digest(c) for p, c in _read_space(space).items()}
+                if path not in manifest:
+                    raise NotFound("the space holds no such file", path=path)
+                return self._apply(space, manifest, ChangeSet(deleted=(path,)))
 
     async def aclose(self) -> None:
         """Nothing to release: every call opens and closes what it uses."""

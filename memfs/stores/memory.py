@@ -482,7 +482,13 @@ class MemoryStore:
         limits: Limits | None = None,
     ) -> Stored:
         require_within(changes, self._live_sizes(ref), limits or Limits())
-        return self._apply(ref, self._space(ref), changes, provenance)
+        stored = self._apply(ref, self._space(ref), changes, provenance)
+        about = audit_rules.about_put(ref, changes, provenance)
+        if about is not None:
+            self._log(
+                "put", ref.org, by=provenance.by, space=ref.space, target=about[0], detail=about[1]
+            )
+        return stored
 
     async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
         check_path(path)

@@ -870,9 +870,17 @@ def _put(
     provenance: Provenance,
     limits: Limits,
 ) -> Stored:
-    """A person's edit: within the limits a turn has, or nothing of it is written."""
+    """A person's edit: within the limits a turn has, or nothing of it is written.
+
+    Origin ``edited`` is audited (``put``) in the write's own transaction.
+    """
     require_within(changes, _live_sizes(conn, _space_id(conn, ref)), limits)
-    return _store_reviewed(conn, ref, changes, None, provenance, "none")
+    stored = _store_reviewed(conn, ref, changes, None, provenance, "none")
+    about = audit_rules.about_put(ref, changes, provenance)
+    if about is not None:  # a person's edit: recorded in the same transaction
+        target, detail = about
+        _log(conn, "put", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
+    return stored
 
 
 def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
