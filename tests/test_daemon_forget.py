@@ -139,6 +139,7 @@ def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == {
         "org": "default",
         "forgotten_spaces": ["me"],
+        "forgotten_files": 1,
         "open_turns": None,
     }
 

@@ -10,7 +10,7 @@ is signed in, as ``{"user": ..., "org": ...}``, or None for nobody (401).
 - ``DELETE /?space=me&path=prefs.md``: forget that file, purging its history
   (``{"forgotten": [path]}``; 404 if the store holds nothing of it).
 - ``DELETE /?all=true``: forget everything the person's memory holds in that
-  org (``{"forgotten_spaces": [space, ...]}``).
+  org (``{"forgotten_spaces": [space, ...], "forgotten_files": n}``).
 
 Errors are problem details, as in the control API. A space name or path that
 breaks the name rules (``..``, absolute) is a 400 before the store is touched.
@@ -85,8 +85,13 @@ def my_memory(store: ManagedStore, authorize: Authorize) -> Starlette:
         if everything is not None:
             if everything != "true" or "path" in query or "space" in query:
                 raise BadRequest("to forget everything, send all=true and nothing else")
-            spaces = await store.forget_user(user, org, by=None)
-            return JSONResponse({"forgotten_spaces": [ref.space for ref in spaces]})
+            forgot = await store.forget_user(user, org, by=None)
+            return JSONResponse(
+                {
+                    "forgotten_spaces": [ref.space for ref in forgot.spaces],
+                    "forgotten_files": forgot.files,
+                }
+            )
         space, path = query.get("space"), query.get("path")
         if space is None or path is None:
             raise BadRequest("say what to forget: space and path, or all=true")

@@ -20,7 +20,16 @@ from typing import Literal
 
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import ConfigError, NotFound
-from memfs.core.models import DEFAULT_ORG, AuditEntry, By, Limits, Revision, SpaceRef, Stored
+from memfs.core.models import (
+    DEFAULT_ORG,
+    AuditEntry,
+    By,
+    Forgot,
+    Limits,
+    Revision,
+    SpaceRef,
+    Stored,
+)
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.core.roles import Role, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, ReviewingStore, Store
@@ -130,7 +139,8 @@ class Acting:
             ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
         return await self.store.forget_file(ref, path, by=self.by)
 
-    async def forget_user(self, user: str) -> list[SpaceRef]:
+    async def forget_user(self, user: str) -> Forgot:
+        """Erase ``user``'s own memory in this org; says which spaces and how many files went."""
         require(self.role, "forget-user")
         return await self.store.forget_user(user, self.org, by=self.by)
 

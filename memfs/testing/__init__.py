@@ -9,6 +9,7 @@
 from memfs.testing.app import TestMemory as TestMemory
 from memfs.testing.app import test_memory as test_memory
 from memfs.testing.conformance import COMMON_CHECKS as COMMON_CHECKS
+from memfs.testing.conformance import FORGET_CHECKS as FORGET_CHECKS
 from memfs.testing.conformance import MANAGED_CHECKS as MANAGED_CHECKS
 from memfs.testing.conformance import REVIEW_CHECKS as REVIEW_CHECKS
 from memfs.testing.conformance import check_store as check_store
