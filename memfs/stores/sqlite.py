@@ -117,7 +117,7 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
-from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
+from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
 
 T = TypeVar("T")
@@ -1188,16 +1188,13 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
 
 # Review (memfs.core.review decides; these keep its changes and carry out its effects).
 
-_MODES: dict[str, ReviewMode] = {mode: mode for mode in REVIEW_MODES}
-
-
 def _review_setting(conn: sqlite3.Connection, space_id: int | None) -> ReviewMode | None:
     if space_id is None:
         return None
     row = conn.execute(
         "SELECT mode FROM review_settings WHERE space_id = ?", (space_id,)
     ).fetchone()
-    return None if row is None else _MODES[row["mode"]]
+    return None if row is None else review.check_mode(row["mode"])
 
 
 def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: By | None) -> None:

@@ -4,6 +4,9 @@
   contract every backend passes, and ``run_check`` for one check by name.
 - :mod:`memfs.testing.app`: ``test_memory()``, an in-memory store with sync
   helpers for an app's own tests.
+- :mod:`memfs.testing.faults`: ``FaultyStore(inner, fail=..., delay=...)``,
+  a wrapper around any store whose chosen methods fail, block or wait, for
+  tests of what happens when a store misbehaves.
 """
 
 from memfs.testing.app import TestMemory as TestMemory
@@ -15,3 +18,4 @@ from memfs.testing.conformance import REVIEW_CHECKS as REVIEW_CHECKS
 from memfs.testing.conformance import check_store as check_store
 from memfs.testing.conformance import checks_for as checks_for
 from memfs.testing.conformance import run_check as run_check
+from memfs.testing.faults import FaultyStore as FaultyStore
