@@ -1188,6 +1188,7 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
 
 # Review (memfs.core.review decides; these keep its changes and carry out its effects).
 
+
 def _review_setting(conn: sqlite3.Connection, space_id: int | None) -> ReviewMode | None:
     if space_id is None:
         return None
