@@ -509,7 +509,9 @@ class FolderStore:
                 return Forgot()
             spaces: list[SpaceRef] = []
             files = 0
-            for entry in sorted(os.scandir(person), key=lambda e: e.name):
+            with os.scandir(person) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+            for entry in entries:
                 try:
                     ref = SpaceRef(layer="user", org=org, user=user, space=entry.name)
                 except InvalidName:

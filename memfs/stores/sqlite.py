@@ -117,7 +117,7 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
-from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
+from memfs.core.review import OPEN_STATES, ChangeState, Effect, ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
 
 T = TypeVar("T")
@@ -685,7 +685,10 @@ def _load_lean(
         meta=meta,
         folders=tuple(sorted(folders)),
     )
-    loaded = review.lay_over(live, _own_waiting(conn, space_id, ref, session))
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
 
 
@@ -743,7 +746,8 @@ def _own_waiting(
     """The conversation's waiting change to the space, which its loads see (core.review.joins)."""
     if session is None:
         return None
-    return review.joins(_open_changes(conn, space_id, session), ref, session, "person")
+    waiting = _open_changes(conn, space_id, session, ("waiting",))  # the live ones: not read
+    return review.joins(waiting, ref, session, "person")
 
 
 def _live_among(conn: sqlite3.Connection, space_id: int | None, paths: Collection[str]) -> set[str]:
@@ -823,7 +827,10 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
         meta=_live_metas(conn, space_id),
         folders=tuple(sorted(_folders(conn, space_id))),
     )
-    loaded = review.lay_over(live, _own_waiting(conn, space_id, ref, session))
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"files": dict(sorted(loaded.files.items()))})
 
 
@@ -1217,14 +1224,20 @@ def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: B
     _log(conn, "set-review", ref.org, by=by, space=ref.space, detail=mode)
 
 
-def _open_changes(conn: sqlite3.Connection, space_id: int, session: str) -> list[WaitingChange]:
-    """The conversation's open changes to the space, oldest first (for core.review.joins)."""
+def _open_changes(
+    conn: sqlite3.Connection,
+    space_id: int,
+    session: str,
+    states: tuple[ChangeState, ...] = OPEN_STATES,
+) -> list[WaitingChange]:
+    """The conversation's changes to the space in ``states``, oldest first (for review.joins)."""
+    marks = ",".join("?" * len(states))
     return [
         WaitingChange.model_validate_json(row["data"])
         for row in conn.execute(
-            "SELECT data FROM changes WHERE space_id = ? AND session = ? AND state IN (?, ?)"
+            f"SELECT data FROM changes WHERE space_id = ? AND session = ? AND state IN ({marks})"
             " ORDER BY id",
-            (space_id, session, *OPEN_STATES),
+            (space_id, session, *states),
         )
     ]
 
