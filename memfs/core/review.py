@@ -241,11 +241,6 @@ def open_change(
     )
 
 
-def applied_origin(change: WaitingChange, action: Action) -> Origin:
-    """Where an applied file comes from: a reviewer's edit, else where the change came from."""
-    return "edited" if action == "edit" else change.provenance.origin
-
-
 def _turn_key(provenance: Provenance) -> str:
     return provenance.turn or ""
 
@@ -598,7 +593,6 @@ __all__ = [
     "Review",
     "ReviewMode",
     "WaitingChange",
-    "applied_origin",
     "applied_provenance",
     "check_mode",
     "conversation_of",
