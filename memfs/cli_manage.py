@@ -424,12 +424,13 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     def forget_user(user: str, store_url: str | None, org: str, actor: str, role: Role) -> None:
         """Remove everything a person's memory holds in the org (admins)."""
         with guard():
-            spaces = acting(store_url, org, actor, role, lambda a: a.forget_user(user))
+            forgot = acting(store_url, org, actor, role, lambda a: a.forget_user(user))
         reached = tell_daemon(org, user)
         echo(
             {
                 "org": org,
-                "forgotten_spaces": [ref.space for ref in spaces],
+                "forgotten_spaces": [ref.space for ref in forgot.spaces],
+                "forgotten_files": forgot.files,
                 "open_turns": reached,
             }
         )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import memfs
-from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.models import ChangeSet, Forgot, Provenance, SpaceRef
 from memfs.engine.acting import Acting
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
@@ -146,7 +146,7 @@ async def test_forget_and_forget_user_reach_the_actors_org_only(world: World) ->
         acme.forget("me", "never.md", user="dana"),
         ("p.md", "never.md"),
     )
-    assert await acme.forget_user("dana") == []
+    assert await acme.forget_user("dana") == Forgot()
     assert await world.globex_state() == before
 
 

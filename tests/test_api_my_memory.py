@@ -124,11 +124,11 @@ async def test_delete_all_forgets_every_space_of_the_person_only(store: ManagedS
     async with client(my_memory(store, signed_in)) as http:
         response = await http.delete("/", params={"all": "true"})
         assert response.status_code == 200
-        assert response.json() == {"forgotten_spaces": ["drafts", "me"]}
+        assert response.json() == {"forgotten_spaces": ["drafts", "me"], "forgotten_files": 2}
         assert (await http.get("/")).json()["spaces"] == {}
         # Forgetting again is not an error: there is simply nothing left.
         again = await http.delete("/", params={"all": "true"})
-        assert again.json() == {"forgotten_spaces": []}
+        assert again.json() == {"forgotten_spaces": [], "forgotten_files": 0}
     assert await store.user_files("dana", "bank-1") == {}
     assert await store.files(CAROL) == {"prefs.md": b"coffee"}
     assert await store.files(ORG) == {"rules.md": b"org rules"}

@@ -173,7 +173,7 @@ def test_members_see_that_a_persons_memory_exists_not_whose_admins_open_it_audit
 
 def test_forget_user_removes_the_persons_memory_and_is_audited(db: Path) -> None:
     gone = ok(db, "forget-user", "u_dana", role="admin", actor="root-admin")
-    assert gone["forgotten_spaces"] == ["me"]
+    assert (gone["forgotten_spaces"], gone["forgotten_files"]) == (["me"], 1)
     assert ok(db, "files", role="admin", actor="root-admin") == []
     actions = [e["action"] for e in ok(db, "audit", role="admin", actor="root-admin")]
     assert "forget-user" in actions

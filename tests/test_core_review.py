@@ -6,19 +6,37 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memfs.core.errors import Conflict, IllegalTransition, NotFound, SpaceFull, TooLarge
-from memfs.core.models import By, ChangeSet, FileMeta, Limits, Provenance, SpaceRef
+from memfs.core.errors import (
+    ConfigError,
+    Conflict,
+    IllegalTransition,
+    InvalidName,
+    NotFound,
+    SpaceFull,
+    TooLarge,
+)
+from memfs.core.models import By, ChangeSet, FileMeta, Limits, Loaded, Provenance, SpaceRef
 from memfs.core.review import (
     TRANSITIONS,
     Effect,
     WaitingChange,
+    applied_provenance,
+    check_mode,
+    conversation_of,
     decide,
     decided_folders,
+    effective_mode,
     is_listed,
+    joins,
+    lay_over,
     mark_stale,
     open_change,
+    open_state,
+    own_revision,
+    require_deletable,
     saves_at_once,
     status_after_store,
+    taught,
     update,
 )
 
@@ -314,3 +332,157 @@ def test_rejecting_a_live_change_undoes_its_folders() -> None:
     )
     _, effect, _ = decide(change, "reject", by=ADA)
     assert decided_folders(change, effect) == {"made": False, "gone": True}
+
+
+# -- one owner per rule: joining, laying over, deletions, conversations, modes --
+
+
+def test_a_waiting_and_a_live_change_of_one_conversation_never_join() -> None:
+    person = waiting("person")
+    after = waiting("after").model_copy(update={"id": "c2"})
+    other = person.model_copy(update={"id": "c3", "session": "s2"})
+    elsewhere = person.model_copy(update={"id": "c4", "ref": RULES.model_copy(update={"org": "b"})})
+    decided = person.model_copy(update={"id": "c5", "state": "approved"})
+    changes = [decided, person, after, other, elsewhere]
+    assert joins(changes, RULES, "s1", "person") is person
+    assert joins(changes, RULES, "s1", "after") is after
+    assert joins(changes, RULES, "s1", "none") is after  # none is live too, if listed at all
+    assert joins([decided, after], RULES, "s1", "person") is None
+    assert joins(changes, RULES, "s9", "person") is None
+    assert open_state("person") == "waiting" and open_state("after") == "live"
+
+
+def test_a_conversations_load_sees_its_waiting_change_with_one_made_up_revision_name() -> None:
+    live = Loaded(
+        files={"rules.md": b"v1", "old.md": b"o", "keep.md": b"k"},
+        cursor="10",
+        revisions={"rules.md": "r1", "old.md": "r2", "keep.md": "r3"},
+        shas={"rules.md": "sha-r1", "old.md": "sha-r2", "keep.md": "sha-r3"},
+        meta={"rules.md": FileMeta(mode=0o755, mtime_ns=1)},
+        folders=("kept",),
+    )
+    change = waiting().model_copy(update={"folders": {"made": True, "kept": False}})
+    seen = lay_over(live, change)
+    assert seen.files == {"rules.md": b"v2", "new.md": b"new", "keep.md": b"k"}
+    assert seen.revisions == {
+        "rules.md": own_revision(change, "rules.md"),
+        "new.md": own_revision(change, "new.md"),
+        "keep.md": "r3",
+    }
+    assert own_revision(change, "rules.md") == "cc1.12"
+    assert seen.shas == {"keep.md": "sha-r3"}  # the laid-over bytes are not the live ones
+    assert seen.meta["rules.md"].mode == 0o755  # the turn named no mode: the live one stays
+    assert seen.meta["new.md"].mtime_ns == int(change.provenance.at.timestamp() * 1e9)
+    assert seen.folders == ("made",)
+    assert seen.cursor == "10"
+    # No waiting change, or one that is live already: the live files as they are.
+    assert lay_over(live, None) is live
+    assert lay_over(live, waiting("after")) is live
+
+
+def test_a_lean_load_keeps_a_size_for_every_path_laid_over() -> None:
+    lean = Loaded(
+        files={},
+        revisions={"rules.md": "r1", "old.md": "r2"},
+        shas={"rules.md": "sha-r1", "old.md": "sha-r2"},
+        sizes={"rules.md": 2, "old.md": 1},
+    )
+    seen = lay_over(lean, waiting())
+    assert seen.sizes == {"rules.md": 2, "new.md": 3}
+    assert seen.files == {"rules.md": b"v2", "new.md": b"new"}
+    assert sorted(seen.paths()) == ["new.md", "rules.md"]
+
+
+def test_a_deletion_must_name_a_file_the_conversation_sees() -> None:
+    require_deletable(["a.md"], {"a.md", "b.md"})
+    require_deletable([], set())
+    with pytest.raises(InvalidName) as refused:
+        require_deletable(["a.md", "nope.md", "also-not.md"], {"a.md"})
+    assert refused.value.path == "nope.md"
+    own = waiting()  # writes new.md and rules.md, deletes old.md
+    require_deletable(["new.md", "rules.md"], set(), own)
+    with pytest.raises(InvalidName) as again:
+        require_deletable(["old.md"], {"old.md"}, own)
+    assert again.value.path == "old.md"
+    # A live (review after) change is already in the live files: they alone decide.
+    require_deletable(["old.md"], {"old.md"}, waiting("after"))
+
+
+def test_a_listed_change_needs_a_conversation_and_an_unlisted_one_does_not() -> None:
+    nobody = Provenance(origin="code")
+    for mode in ("person", "after"):
+        with pytest.raises(NotFound, match="conversation"):
+            conversation_of("org", mode, nobody)  # type: ignore[arg-type]
+        with pytest.raises(NotFound):
+            conversation_of("org", mode, nobody.model_copy(update={"session": ""}))  # type: ignore[arg-type]
+        assert conversation_of("org", mode, turn(1)) == "s1"  # type: ignore[arg-type]
+    assert conversation_of("org", "none", nobody) is None
+    assert conversation_of("user", "person", nobody) is None
+    with pytest.raises(NotFound):
+        open_change(
+            "c1",
+            RULES,
+            mode="person",
+            changes=ChangeSet(created={"a.md": b"a"}),
+            snapshot={},
+            loaded=0,
+            edited=1,
+            provenance=nobody,
+        )
+
+
+def test_an_unknown_review_mode_is_a_config_error_wherever_it_is_named() -> None:
+    assert [check_mode(mode) for mode in ("person", "after", "none")] == ["person", "after", "none"]
+    for bad in ("Person", "sometimes", ""):
+        with pytest.raises(ConfigError):
+            check_mode(bad)
+        with pytest.raises(ConfigError):
+            effective_mode("none", bad)  # checked even where the space's setting wins
+    assert effective_mode(None, "after") == "after"
+    assert effective_mode("person", "none") == "person"
+
+
+def test_each_file_of_a_change_keeps_the_turn_that_taught_it() -> None:
+    first = open_change(
+        "c1",
+        RULES,
+        mode="person",
+        changes=ChangeSet(created={"a.md": b"a", "c.md": b"c1", "gone.md": b"g"}),
+        snapshot={},
+        loaded=1,
+        edited=2,
+        provenance=turn(1, "prompt A"),
+    )
+    second = update(
+        first,
+        ChangeSet(created={"b.md": b"b"}, updated={"c.md": b"c2"}),
+        snapshot={},
+        loaded=2,
+        edited=3,
+        provenance=turn(2, "prompt B"),
+    )
+    assert {path: taught(second, path).prompt for path in second.files} == {
+        "a.md": "prompt A",
+        "gone.md": "prompt A",
+        "b.md": "prompt B",
+        "c.md": "prompt B",
+    }
+    assert second.provenance.prompt == "prompt B"  # the change's latest turn, as before
+    approved = applied_provenance(second, "a.md", "approve")
+    assert (approved.turn, approved.prompt, approved.origin) == ("t1", "prompt A", "conversation")
+    edited = applied_provenance(second, "b.md", "edit")
+    assert (edited.turn, edited.prompt, edited.origin) == ("t2", "prompt B", "edited")
+    # A turn no file comes from any more is not kept.
+    third = update(
+        second,
+        ChangeSet(updated={"a.md": b"a3", "gone.md": b"g3"}),
+        snapshot={},
+        loaded=3,
+        edited=4,
+        provenance=turn(3, "prompt C"),
+    )
+    assert set(third.turns) == {"t2", "t3"}
+    # A change kept before turns were recorded answers its latest turn's provenance.
+    old = second.model_copy(update={"turns": {}})
+    assert taught(old, "a.md") == second.provenance
+    assert WaitingChange.model_validate_json(second.model_dump_json()) == second

@@ -17,6 +17,7 @@ from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, d
 from memfs.engine.turns import Memory, TurnState
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
+from memfs.testing import FaultyStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
@@ -139,6 +140,7 @@ def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == {
         "org": "default",
         "forgotten_spaces": ["me"],
+        "forgotten_files": 1,
         "open_turns": None,
     }
 
@@ -436,16 +438,13 @@ async def test_a_forget_after_the_space_was_stored_leaves_no_name_in_done_json(
     tmp_path: Path,
 ) -> None:
     """The turn stays open (another space is kept); what it wrote down of the person goes."""
-    store = MemoryStore()
+    store = FaultyStore(MemoryStore())
     rules = SpaceRef(layer="org", space="lending-rules")
-    real = store.store
-
-    async def org_down(ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
-        if ref.layer == "org":
-            raise memfs.StoreUnavailable("the org store is down")
-        return await real(ref, changes, **kwargs)
-
-    store.store = org_down  # type: ignore[method-assign]
+    store.fail(
+        "store",
+        memfs.StoreUnavailable("the org store is down"),
+        when=lambda ref, *args, **kwargs: ref.layer == "org",
+    )
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
     specs = [memfs.user_memory(), memfs.org_memory(space=rules.space, review="none")]

@@ -11,7 +11,14 @@ from memfs.stores.base import Store
 from memfs.stores.folder import FolderStore
 from memfs.stores.open import open_store
 from memfs.stores.sqlite import SqliteStore
-from memfs.testing import COMMON_CHECKS, MANAGED_CHECKS, REVIEW_CHECKS, check_store, run_check
+from memfs.testing import (
+    COMMON_CHECKS,
+    FORGET_CHECKS,
+    MANAGED_CHECKS,
+    REVIEW_CHECKS,
+    check_store,
+    run_check,
+)
 
 BACKENDS: dict[str, tuple[bool, Callable[[Path], Callable[[], Store]]]] = {
     # name: (managed, factory of make_store for a tmp dir)
@@ -43,8 +50,10 @@ def _counter() -> Callable[[], int]:
 def _cases() -> list[tuple[str, str]]:
     cases = []
     for backend, (managed, _) in BACKENDS.items():
-        # managed stores (memory, sqlite) also hold org changes for review
-        names = [*COMMON_CHECKS, *((*MANAGED_CHECKS, *REVIEW_CHECKS) if managed else ())]
+        # every store here forgets people; managed stores (memory, sqlite) also
+        # keep history and hold org changes for review
+        extra = (*MANAGED_CHECKS, *REVIEW_CHECKS) if managed else ()
+        names = [*COMMON_CHECKS, *FORGET_CHECKS, *extra]
         cases.extend((backend, name) for name in names)
     return cases
 

@@ -396,3 +396,45 @@ async def test_folder_store_refuses_a_file_where_a_folder_holds_other_things(
     # An empty folder holds no content, so a file may take its place.
     await save(store, ORG, ChangeSet(created={"empty": b"now a file"}))
     assert (space / "empty").read_bytes() == b"now a file"
+
+
+async def test_folder_store_forget_user_removes_the_persons_folder_and_lock_files_whole(
+    tmp_path: Path,
+) -> None:
+    store = FolderStore(tmp_path / "root")
+    drafts = DANA.model_copy(update={"space": "drafts"})
+    await save(store, DANA, ChangeSet(created={"prefs.md": b"p", "sub/n.md": b"n"}))
+    await save(store, drafts, ChangeSet(folders_created=("empty",)))
+    person = tmp_path / "root" / "people" / "bank-1" / "dana"
+    # What a person may have dropped in by hand: a stray file, a name no space
+    # could have, a symlink to something outside that must not be followed.
+    outside = tmp_path / "outside.md"
+    outside.write_bytes(b"not dana's")
+    (person / "stray.txt").write_bytes(b"s")
+    (person / "Not A Space").mkdir()
+    (person / "Not A Space" / "x.md").write_bytes(b"x")
+    (person / "me" / "link.md").symlink_to(outside)
+    (person / "elsewhere").symlink_to(tmp_path)
+    locks = tmp_path / "root" / ".locks" / "people" / "bank-1" / "dana"
+    assert locks.is_dir()
+
+    forgot = await store.forget_user("dana", "bank-1", by=None)
+
+    # A folder-only space held something; the odd names are gone but never counted.
+    assert forgot.spaces == (drafts, DANA) and forgot.files == 2
+    assert not person.exists() and not locks.exists()
+    assert outside.read_bytes() == b"not dana's"
+    assert (tmp_path / "root" / "people" / "bank-1").is_dir()
+    assert (await store.load(DANA, "s1")).files == {}
+
+
+async def test_folder_store_forget_user_of_nobody_and_of_a_lost_root(tmp_path: Path) -> None:
+    never = FolderStore(tmp_path / "never-made")
+    assert (await never.forget_user("dana", "bank-1", by=None)).spaces == ()
+    assert not (tmp_path / "never-made").exists()  # forgetting makes nothing
+    store = FolderStore(tmp_path / "root")
+    await save(store, DANA, ChangeSet(created={"prefs.md": b"p"}))
+    os.rename(tmp_path / "root", tmp_path / "moved")
+    with pytest.raises(StoreUnavailable):
+        await store.forget_user("dana", "bank-1", by=None)
+    assert (tmp_path / "moved" / "people" / "bank-1" / "dana" / "me" / "prefs.md").is_file()

@@ -14,7 +14,7 @@ import pytest
 
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import AuditTampered
-from memfs.core.models import AuditEntry, By, ChangeSet, Provenance, SpaceRef
+from memfs.core.models import AuditEntry, By, ChangeSet, Forgot, Provenance, SpaceRef
 from memfs.stores.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.test_store_sqlite import raw, schema_at
 
@@ -57,7 +57,7 @@ async def test_forgetting_a_person_keeps_the_audit_entries_about_them(tmp_path: 
     await store.open_person("dana", "bank-1", by=ADA)
     await store.forget_file(DANA, "p.md", by=ADA)
     # The purge deletes rows of every other table; the audit's triggers must not stop it.
-    assert await store.forget_user("dana", "bank-1", by=ADA) == []
+    assert await store.forget_user("dana", "bank-1", by=ADA) == Forgot()
     assert [(e.action, e.target) for e in await store.audit()] == [
         ("open", "dana"),
         ("forget", "dana"),  # whose file, never its path

@@ -14,7 +14,7 @@ from memfs.core.models import SpaceRef
 from memfs.core.specs import PersistentDir, Spec
 from memfs.engine import copymode
 from memfs.stores.memory import MemoryStore
-from memfs.testing import test_memory
+from memfs.testing import FaultyStore, test_memory
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
 CAROL = {"userId": "u_carol", "name": "Carol", "bankId": "bank_17", "role": "officer"}
@@ -230,17 +230,10 @@ async def test_a_mode_only_change_is_an_update_and_a_touch_is_no_change(tmp_path
 
 @pytest.mark.parametrize("why", ["can_write false", "can_write awaitable false", "read-only mode"])
 async def test_read_only_mount_has_no_write_bits_and_skips_store(why: str, tmp_path: Path) -> None:
-    class Spy(MemoryStore):
-        stored = 0
-
-        async def store(self, *args: Any, **kwargs: Any) -> memfs.Stored:
-            Spy.stored += 1
-            return await super().store(*args, **kwargs)
-
     async def no(eb: Any) -> bool:
         return False
 
-    store = Spy()
+    store = FaultyStore(MemoryStore())
     seed(store, RULES, {"rules.md": b"Rule 1\n"})
     spec_args: dict[str, Any] = {
         "can_write false": {"can_write": lambda eb: False},
@@ -268,24 +261,20 @@ async def test_read_only_mount_has_no_write_bits_and_skips_store(why: str, tmp_p
     space = result.spaces["lending-rules"]
     assert space.status == "skipped"
     assert space.not_saved == ("new.md", "rules.md")
-    assert Spy.stored == 0
+    assert store.calls["store"] == 0
     assert store.files_nowait(RULES) == {"rules.md": b"Rule 1\n"}
 
 
 async def test_can_write_is_evaluated_every_turn_before_load(tmp_path: Path) -> None:
-    seen: list[str] = []
-
-    class Recording(MemoryStore):
-        async def load(self, ref: SpaceRef, session: str) -> memfs.Loaded:
-            seen.append("load")
-            return await super().load(ref, session)
+    store = FaultyStore(MemoryStore())
+    seen: list[tuple[str, int]] = []  # each can_write, with how many loads came before it
 
     def can_write(eb: Any) -> bool:
-        seen.append("can_write")
+        seen.append(("can_write", store.calls["load"]))
         return bool(eb["role"] == "underwriter")
 
     mem = memfs.Memory(
-        Recording(), [memfs.org_memory(space="rules", can_write=can_write)], workdir=tmp_path
+        store, [memfs.org_memory(space="rules", can_write=can_write)], workdir=tmp_path
     )
     first = await mem.start_turn("s1", DANA)
     assert not first.mounts["rules"].read_only
@@ -293,7 +282,8 @@ async def test_can_write_is_evaluated_every_turn_before_load(tmp_path: Path) -> 
     second = await mem.start_turn("s1", CAROL)
     assert second.mounts["rules"].read_only
     await second.end()
-    assert seen == ["can_write", "load", "can_write", "load"]
+    assert seen == [("can_write", 0), ("can_write", 1)]
+    assert store.calls["load"] == 2
 
 
 async def test_manual_mount_stores_nothing_until_commit_manual(tmp_path: Path) -> None:
@@ -455,22 +445,14 @@ async def test_non_utf8_file_name_is_refused(tmp_path: Path) -> None:
 
 
 async def test_failed_load_uses_the_last_known_copy_and_refuses_to_store(tmp_path: Path) -> None:
-    class Flaky(MemoryStore):
-        down = False
-
-        async def load(self, ref: SpaceRef, session: str) -> memfs.Loaded:
-            if self.down:
-                raise memfs.StoreUnavailable("database is down")
-            return await super().load(ref, session)
-
     heard: list[tuple[str, str]] = []
-    store = Flaky()
+    store = FaultyStore(MemoryStore())
     seed(store, RULES, {"rules.md": b"Rule 1\n"})
     memory = desk(store, tmp_path, on_error=lambda exc, space: heard.append((space, str(exc))))
     first = await memory.start_turn("s1", DANA)
     await first.end()
 
-    store.down = True
+    store.fail("load", lambda: memfs.StoreUnavailable("database is down"))
     turn = await memory.start_turn("s1", DANA)
     rules = turn.mounts["lending-rules"]
     assert rules.from_last_known_copy
@@ -491,16 +473,13 @@ async def test_failed_load_uses_the_last_known_copy_and_refuses_to_store(tmp_pat
 
 
 async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) -> None:
-    class Down(MemoryStore):
-        async def load(self, ref: SpaceRef, session: str) -> memfs.Loaded:
-            raise OSError("connection refused")
-
+    down = FaultyStore(MemoryStore(), fail={"load": lambda: OSError("connection refused")})
     heard: list[BaseException] = []
 
     async def report(exc: BaseException, space: str) -> None:
         heard.append(exc)
 
-    memory = desk(Down(), tmp_path, on_error=report)
+    memory = desk(down, tmp_path, on_error=report)
     turn = await memory.start_turn("s1", DANA)
     assert list(turn.mounts["me"].path.iterdir()) == []
     assert turn.mounts["me"].from_last_known_copy
@@ -510,12 +489,9 @@ async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) ->
 
 
 async def test_failed_store_reports_and_lists_every_unsaved_file(tmp_path: Path) -> None:
-    class BrokenWrites(MemoryStore):
-        async def store(self, *args: Any, **kwargs: Any) -> memfs.Stored:
-            raise memfs.StoreUnavailable("disk full")
-
+    broken = FaultyStore(MemoryStore(), fail={"store": memfs.StoreUnavailable("disk full")})
     heard: list[str] = []
-    memory = desk(BrokenWrites(), tmp_path, on_error=lambda exc, space: heard.append(space))
+    memory = desk(broken, tmp_path, on_error=lambda exc, space: heard.append(space))
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.md").write_text("a")
     (turn.root / "me" / "b.md").write_text("b")

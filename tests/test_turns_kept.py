@@ -9,8 +9,9 @@ import pytest
 
 import memfs
 from memfs.core.errors import Forgotten, InvalidName, NameTooLong, StoreUnavailable
-from memfs.core.models import ChangeSet, Provenance, SpaceRef, Stored
+from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.memory import MemoryStore
+from memfs.testing import FaultyStore
 from tests.test_turns_copy_mode import DANA, RULES, desk, seed
 
 ME = SpaceRef(layer="user", space="me", user="u_dana")
@@ -20,32 +21,22 @@ async def revision(store: MemoryStore, ref: SpaceRef, path: str) -> str:
     return (await store.load(ref, "look")).revisions[path]
 
 
-class Failing(MemoryStore):
-    """A memory store whose ``store`` raises ``failure`` while it is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failure: Exception | None = None
-        self.calls = 0
-
-    async def store(self, ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
-        self.calls += 1
-        if self.failure is not None:
-            raise self.failure
-        return await super().store(ref, changes, **kwargs)
+def failing() -> Any:
+    """A memory store whose ``store`` a test makes fail (``fail``) and work again (``heal``)."""
+    return FaultyStore(MemoryStore())
 
 
 async def test_a_failed_store_keeps_the_working_copy_and_ending_again_stores_exactly_it(
     tmp_path: Path,
 ) -> None:
-    store = Failing()
+    store = failing()
     seed(store, RULES, {"a.md": b"a1"})
     memory = desk(store, tmp_path)
     turn = await memory.start_turn("s1", DANA, prompt="p")
     (turn.root / "lending-rules" / "a.md").write_bytes(b"a2")
     (turn.root / "me" / "prefs.md").write_bytes(b"tea")
     (turn.root / "me" / "notes.md").write_bytes(b"n")
-    store.failure = StoreUnavailable("database is locked")
+    store.fail("store", StoreUnavailable("database is locked"))
 
     first = await turn.end()
 
@@ -62,7 +53,7 @@ async def test_a_failed_store_keeps_the_working_copy_and_ending_again_stores_exa
     kept = await memory.kept_changes("s1")
     assert kept["me"][2].created == {"notes.md": b"n", "prefs.md": b"tea"}
 
-    store.failure = None
+    store.heal("store")
     again = await turn.end()
 
     statuses = {n: r.status for n, r in again.spaces.items()}
@@ -76,27 +67,19 @@ async def test_a_failed_store_keeps_the_working_copy_and_ending_again_stores_exa
 
 
 async def test_ending_again_retries_only_the_kept_spaces(tmp_path: Path) -> None:
-    store = Failing()
+    store = failing()
     memory = desk(store, tmp_path)
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "prefs.md").write_bytes(b"tea")
     (turn.root / "lending-rules" / "r.md").write_bytes(b"r")
-    real_store = MemoryStore.store
-
-    async def me_fails(self: Failing, ref: SpaceRef, changes: ChangeSet, **kw: Any) -> Stored:
-        self.calls += 1
-        if ref.layer == "user":
-            raise StoreUnavailable("disk full")
-        return await real_store(self, ref, changes, **kw)
-
-    store.store = me_fails.__get__(store)  # type: ignore[method-assign]
+    store.fail("store", StoreUnavailable("disk full"), when=lambda ref, *a, **kw: ref == ME)
     first = await turn.end()
     assert first.spaces["lending-rules"].status == "saved"
     assert first.spaces["me"].kept
-    calls = store.calls
-    store.store = Failing.store.__get__(store)  # type: ignore[method-assign]
+    calls = store.calls["store"]
+    store.heal("store")
     again = await turn.end()
-    assert store.calls == calls + 1  # only the kept space is sent again
+    assert store.calls["store"] == calls + 1  # only the kept space is sent again
     assert again.spaces["lending-rules"] == first.spaces["lending-rules"]
     assert again.spaces["me"].status == "saved"
 
@@ -145,13 +128,8 @@ async def test_a_conflict_keeps_the_space_with_its_bases_and_discard_drops_it(
 async def test_a_path_the_store_refuses_is_named_and_the_rest_commits(
     refusal: InvalidName, tmp_path: Path
 ) -> None:
-    class Picky(MemoryStore):
-        async def store(self, ref: SpaceRef, changes: ChangeSet, **kwargs: Any) -> Stored:
-            if "long/name.md" in changes.paths:
-                raise refusal
-            return await super().store(ref, changes, **kwargs)
-
-    store = Picky()
+    store = FaultyStore(MemoryStore())
+    store.fail("store", refusal, when=lambda ref, changes, **kw: "long/name.md" in changes.paths)
     memory = desk(store, tmp_path)
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "long").mkdir()
@@ -204,15 +182,15 @@ async def test_an_open_turn_can_be_discarded_whole(tmp_path: Path) -> None:
 
 
 async def test_a_manual_commit_whose_store_fails_can_be_committed_again(tmp_path: Path) -> None:
-    store = Failing()
+    store = failing()
     memory = memfs.Memory(store, [memfs.user_memory(commit="manual")], workdir=tmp_path / "w")
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.md").write_bytes(b"draft")
     ended = await turn.end()
-    store.failure = StoreUnavailable("down")
+    store.fail("store", StoreUnavailable("down"))
     failed = await ended.commit_manual()
     assert failed.spaces["me"].kept and failed.pending == ["me"]
-    store.failure = None
+    store.heal("store")
     done = await failed.commit_manual()
     assert done.spaces["me"].status == "saved" and done.pending == []
     assert store.files_nowait(ME) == {"a.md": b"draft"}

@@ -160,3 +160,47 @@ async def test_review_after_is_live_at_once_and_listed(tmp_path: Path) -> None:
 def test_review_outside_the_three_modes_is_a_config_error() -> None:
     with pytest.raises(memfs.ConfigError):
         memfs.org_memory(space="rules", review="sometimes")  # type: ignore[arg-type]
+
+
+async def test_after_switched_to_person_mid_conversation_waits_apart_and_approval_makes_it_live(
+    tmp_path: Path,
+) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path)
+    mem.set_review("lending-rules", "after", org="bank_17")
+    first = await run(memory, "s1", DANA, {"lending-rules/a.md": "live at once\n"})
+    assert first.spaces["lending-rules"].status == "saved"
+    mem.set_review("lending-rules", "person", org="bank_17")
+
+    second = await run(memory, "s1", DANA, {"lending-rules/b.md": "waits\n"})
+
+    assert second.spaces["lending-rules"].status == "waiting"
+    assert mem.files("lending-rules", org="bank_17") == {"a.md": b"live at once\n"}
+    listed = {w["state"]: w for w in mem.waiting()}
+    assert set(listed) == {"live", "waiting"}
+    assert listed["live"]["files"] == {"a.md": b"live at once\n"}
+    assert listed["waiting"]["files"] == {"b.md": b"waits\n"}
+    mem.approve(listed["waiting"]["id"])
+    assert mem.files("lending-rules", org="bank_17") == {
+        "a.md": b"live at once\n",
+        "b.md": b"waits\n",
+    }
+
+
+async def test_a_change_built_over_two_turns_records_each_files_own_prompt(
+    tmp_path: Path,
+) -> None:
+    mem = test_memory()
+    memory = desk(mem.store, tmp_path)
+    turns = []
+    for path, prompt in (("a.md", "prompt A"), ("b.md", "prompt B")):
+        turn = await memory.start_turn("s1", DANA, prompt=prompt)
+        (turn.root / "lending-rules" / path).write_text(f"{prompt}\n")
+        turns.append(turn.id)
+        assert (await turn.end()).spaces["lending-rules"].status == "waiting"
+    [waiting] = mem.waiting()
+    mem.approve(waiting["id"])
+    ref = memfs.SpaceRef(layer="org", space="lending-rules", org="bank_17")
+    for path, prompt, turn_id in (("a.md", "prompt A", turns[0]), ("b.md", "prompt B", turns[1])):
+        [revision] = await mem.store.history(ref, path)
+        assert (revision.provenance.prompt, revision.provenance.turn) == (prompt, turn_id)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import memfs
-from memfs.core.models import SpaceRef, Trace
+from memfs.core.models import SpaceRef
 from memfs.stores.memory import MemoryStore
+from memfs.testing import FaultyStore
 from tests.test_turns_copy_mode import DANA, RULES, desk, seed
 
 ME = SpaceRef(layer="user", space="me", org="default", user="u_dana")
@@ -73,15 +74,10 @@ async def test_persistent_dirs_are_left_out_of_the_trace(tmp_path: Path) -> None
     assert set(trace.mounts) == {"me"}
 
 
-class _TraceFails(MemoryStore):
-    async def record_trace(self, trace: Trace) -> None:
-        raise RuntimeError("trace table is gone")
-
-
 async def test_a_failure_to_keep_the_trace_is_reported_and_the_turn_still_saves(
     tmp_path: Path,
 ) -> None:
-    store = _TraceFails()
+    store = FaultyStore(MemoryStore(), fail={"record_trace": RuntimeError("trace table is gone")})
     reported: list[tuple[str, str]] = []
     memory = desk(store, tmp_path, on_error=lambda exc, where: reported.append((str(exc), where)))
     turn = await memory.start_turn("s1", DANA)

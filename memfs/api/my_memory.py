@@ -10,7 +10,7 @@ is signed in, as ``{"user": ..., "org": ...}``, or None for nobody (401).
 - ``DELETE /?space=me&path=prefs.md``: forget that file, purging its history
   (``{"forgotten": [path]}``; 404 if the store holds nothing of it).
 - ``DELETE /?all=true``: forget everything the person's memory holds in that
-  org (``{"forgotten_spaces": [space, ...]}``).
+  org (``{"forgotten_spaces": [space, ...], "forgotten_files": n}``).
 
 ``store`` is any store that lists and forgets a person's files
 (:class:`PersonalStore`): the managed stores, and the folder store. Forgetting
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -45,6 +45,7 @@ from memfs.core.errors import (
 )
 from memfs.core.models import By, SpaceRef, Stored
 from memfs.core.names import check_identity, check_path
+from memfs.stores.base import PersonForgetting
 
 Identity = Mapping[str, Any]
 Authorize = Callable[[Request], Identity | Awaitable[Identity | None] | None]
@@ -56,11 +57,6 @@ class PersonalStore(Protocol):
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]: ...
 
     async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored: ...
-
-
-@runtime_checkable
-class _ForgetsPeople(Protocol):
-    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]: ...
 
 
 def _listing(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
@@ -109,13 +105,18 @@ def my_memory(store: PersonalStore, authorize: Authorize) -> Starlette:
         if everything is not None:
             if everything != "true" or "path" in query or "space" in query:
                 raise BadRequest("to forget everything, send all=true and nothing else")
-            if not isinstance(store, _ForgetsPeople):
+            if not isinstance(store, PersonForgetting):
                 raise NotSupported(
                     f"{type(store).__name__} cannot forget a whole person; "
                     "forget their files one by one (space and path)"
                 )
-            spaces = await store.forget_user(user, org, by=None)
-            return JSONResponse({"forgotten_spaces": [ref.space for ref in spaces]})
+            forgot = await store.forget_user(user, org, by=None)
+            return JSONResponse(
+                {
+                    "forgotten_spaces": [ref.space for ref in forgot.spaces],
+                    "forgotten_files": forgot.files,
+                }
+            )
         space, path = query.get("space"), query.get("path")
         if space is None or path is None:
             raise BadRequest("say what to forget: space and path, or all=true")

@@ -358,6 +358,17 @@ class Revision(Frozen):
     mtime_ns: int | None = None
 
 
+class Forgot(Frozen):
+    """What ``forget_user`` removed: the person's spaces that held anything, and their files.
+
+    ``spaces`` is sorted; ``files`` counts the files those spaces held
+    (what a turn would have loaded), never what they were.
+    """
+
+    spaces: tuple[SpaceRef, ...] = ()
+    files: int = 0
+
+
 class AuditEntry(Frozen):
     """One sensitive act, as the audit log keeps it: who did what to which space, and when.
 
@@ -551,6 +562,7 @@ __all__ = [
     "ChangeSet",
     "CommitMode",
     "FileMeta",
+    "Forgot",
     "Layer",
     "Limits",
     "Loaded",

@@ -19,6 +19,21 @@ two conversations that edit one file from the same snapshot, the later is
 stale, so a reviewer sees the conflict before approving. Values in, values
 out: stores keep the changes, this module decides what happens to them.
 
+Which open change an edit joins is decided here too (:func:`joins`): a
+conversation's ``waiting`` change (review ``person``) and its ``live`` change
+(review ``after``) stay apart, so a space switched from one mode to the other
+mid-conversation never mixes an edit that waits into one that is live. A
+conversation's load sees its own waiting change laid over the live files
+(:func:`lay_over`), which names each such file by one made-up revision
+(:func:`own_revision`). A deletion must name a file the conversation sees
+(:func:`require_deletable`); a change listed for review must come from a
+conversation (:func:`conversation_of`); a review mode is one of
+``REVIEW_MODES`` (:func:`check_mode`), and a space's own setting wins over
+the mode a turn asks for (:func:`effective_mode`). Each file of a change
+keeps the turn that taught it (``WaitingChange.turns``), so approving a
+change built over several turns records every file with its own prompt and
+turn (:func:`applied_provenance`).
+
 A change carries its files' metadata (``FileChange.meta``) and the folders
 the turns made or removed (``WaitingChange.folders``: path -> True for made,
 False for removed); both go live with the change, and a reviewer decides a
@@ -28,13 +43,13 @@ folder by its path as they decide a file. Folders are never stale.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
-from memfs.core.errors import Conflict, IllegalTransition, NotFound
+from memfs.core.errors import ConfigError, Conflict, IllegalTransition, InvalidName, NotFound
 from memfs.core.limits import require_within
 from memfs.core.models import (
     By,
@@ -43,11 +58,13 @@ from memfs.core.models import (
     Frozen,
     Layer,
     Limits,
+    Loaded,
     Origin,
     Provenance,
     SpaceRef,
     Status,
     now,
+    settle_meta,
 )
 
 ReviewMode = Literal["person", "after", "none"]
@@ -131,6 +148,11 @@ class WaitingChange(Frozen):
     created_at: datetime = Field(default_factory=now)
     reviews: tuple[Review, ...] = ()
     folders: dict[str, bool] = Field(default_factory=dict)  # True: made, False: removed
+    # The provenance of each turn whose edits the change holds, by turn id
+    # ("" for none; see taught): what each file records when it goes live.
+    # Changes kept before turns were recorded have none, and fall back to
+    # ``provenance``.
+    turns: dict[str, Provenance] = Field(default_factory=dict)
 
     @property
     def stale_paths(self) -> tuple[str, ...]:
@@ -204,24 +226,177 @@ def open_change(
     provenance: Provenance,
 ) -> WaitingChange:
     """A conversation's first change to a space: ``waiting`` (person) or ``live`` (after)."""
-    if provenance.session is None:
-        raise NotFound("a waiting change belongs to a conversation; this one has none")
+    session = _session(provenance)
     return WaitingChange(
         id=id,
         ref=ref,
-        session=provenance.session,
+        session=session,
         mode=mode,
-        state="waiting" if mode == "person" else "live",
+        state=open_state(check_mode(mode)),
         files=_files(changes, snapshot, provenance.turn, loaded, edited),
         provenance=provenance,
         created_at=provenance.at,
         folders=folder_changes(changes),
+        turns={_turn_key(provenance): provenance},
     )
 
 
-def applied_origin(change: WaitingChange, action: Action) -> Origin:
-    """Where an applied file comes from: a reviewer's edit, else where the change came from."""
-    return "edited" if action == "edit" else change.provenance.origin
+def _turn_key(provenance: Provenance) -> str:
+    return provenance.turn or ""
+
+
+def taught(change: WaitingChange, path: str) -> Provenance:
+    """The provenance of the turn that put ``path`` (a file of ``change``) into the change.
+
+    A change kept before its turns were recorded answers its latest turn's.
+    """
+    return change.turns.get(change.files[path].turn or "", change.provenance)
+
+
+def applied_provenance(change: WaitingChange, path: str, action: Action) -> Provenance:
+    """What the revision of ``path`` records when a reviewer's ``action`` applies it.
+
+    Who taught it (the prompt and turn that wrote this file, not the change's
+    latest turn) stays; a reviewer's edit makes its origin ``edited``. Who let
+    it in is the store's ``approved_by``.
+    """
+    source = taught(change, path)
+    origin: Origin = "edited" if action == "edit" else source.origin
+    return source.model_copy(update={"origin": origin})
+
+
+def check_mode(mode: str) -> ReviewMode:
+    """``mode`` as a review mode; ``ConfigError`` if it is none of ``REVIEW_MODES``.
+
+    The one check for every door that names a mode: a spec's ``review``, a
+    space's setting and the mode a turn stores under.
+    """
+    for known in REVIEW_MODES:
+        if mode == known:
+            return known
+    raise ConfigError(f"review must be one of {', '.join(REVIEW_MODES)}", path=str(mode))
+
+
+def effective_mode(setting: ReviewMode | None, requested: str) -> ReviewMode:
+    """The mode a store holds a turn's change under: the space's own setting wins.
+
+    ``requested`` (the turn's mode) is checked even when the setting wins: a
+    mistake is a mistake whichever mode applies.
+    """
+    asked = check_mode(requested)
+    return asked if setting is None else setting
+
+
+def conversation_of(layer: Layer, mode: ReviewMode, provenance: Provenance) -> str | None:
+    """The conversation a change is kept under for review; None if it is not listed.
+
+    A change listed for review (see :func:`is_listed`) is one per
+    conversation, so one that comes from none is ``NotFound``, and a store
+    asks this before it writes anything: under ``after`` nothing goes live.
+    """
+    if not is_listed(layer, mode):
+        return None
+    return _session(provenance)
+
+
+def _session(provenance: Provenance) -> str:
+    if not provenance.session:
+        raise NotFound("a change held for review belongs to a conversation; this one has none")
+    return provenance.session
+
+
+def open_state(mode: ReviewMode) -> Literal["waiting", "live"]:
+    """The state of the open change a turn's edit under ``mode`` goes into."""
+    return "waiting" if mode == "person" else "live"
+
+
+def joins(
+    changes: Iterable[WaitingChange], ref: SpaceRef, session: str, mode: ReviewMode
+) -> WaitingChange | None:
+    """The open change of ``session`` to ``ref`` that an edit under ``mode`` joins, if any.
+
+    ``changes`` in the order they were made; the latest that fits wins. A
+    conversation's waiting change and its live change stay apart: a space
+    switched from ``after`` to ``person`` mid-conversation holds the next
+    edit in a new waiting change (joining the live one would make it live
+    with nothing to approve), and one switched back makes the next edit live
+    in a change of its own (joining the waiting one would apply it twice).
+    """
+    state = open_state(mode)
+    found = None
+    for change in changes:
+        if change.ref == ref and change.session == session and change.state == state:
+            found = change
+    return found
+
+
+def own_revision(change: WaitingChange, path: str) -> str:
+    """What a conversation's load names a file of its own waiting change by.
+
+    Not a revision id: it names the change and the edit, so it differs from
+    every revision and from every other edit, and is never valid for restore.
+    """
+    return f"c{change.id}.{change.files[path].edited}"
+
+
+def lay_over(loaded: Loaded, own: WaitingChange | None) -> Loaded:
+    """What a conversation loads: the live files with its own waiting change laid over them.
+
+    ``own`` is the conversation's waiting change (``joins`` under
+    ``person``), None if it has none. A file the change deleted is gone for
+    this conversation only; a file it wrote comes with its bytes, its own
+    revision name (:func:`own_revision`), no sha256 (the bytes differ from
+    the live revision's) and the metadata its turn gave it.
+    """
+    if own is None or own.state != "waiting":
+        return loaded
+    files = dict(loaded.files)
+    revisions = dict(loaded.revisions)
+    shas = dict(loaded.shas)
+    sizes = dict(loaded.sizes)
+    meta = dict(loaded.meta)
+    folders = set(loaded.folders)
+    for path, file in own.files.items():
+        shas.pop(path, None)
+        if file.content is None:
+            for held in (files, revisions, sizes, meta):
+                held.pop(path, None)
+            continue
+        files[path] = file.content
+        revisions[path] = own_revision(own, path)
+        if loaded.sizes:  # a lean load names every path's size
+            sizes[path] = len(file.content)
+        meta[path] = settle_meta(file.meta, meta.get(path), taught(own, path).at)
+    for path, made in own.folders.items():
+        (folders.add if made else folders.discard)(path)
+    return loaded.model_copy(
+        update={
+            "files": files,
+            "revisions": revisions,
+            "shas": shas,
+            "sizes": sizes,
+            "meta": meta,
+            "folders": tuple(sorted(folders)),
+        }
+    )
+
+
+def require_deletable(
+    deleted: Iterable[str], live: Container[str], own: WaitingChange | None = None
+) -> None:
+    """A deletion must name a file the conversation sees, else ``InvalidName`` naming it.
+
+    ``live``: the space's live paths (at least those among ``deleted``);
+    ``own``: the conversation's waiting change, whose files it sees over the
+    live ones (a file it wrote can be deleted, one it deleted cannot be
+    again). Checked before anything is written, so a refused change set
+    writes nothing.
+    """
+    for path in deleted:
+        file = None if own is None or own.state != "waiting" else own.files.get(path)
+        seen = path in live if file is None else file.content is not None
+        if not seen:
+            raise InvalidName("cannot delete a file the space does not hold", path=path)
 
 
 def transition(change: WaitingChange, action: Action) -> tuple[ChangeState, Effect]:
@@ -264,7 +439,17 @@ def update(
         files[path] = file
     # A later turn's word on a folder replaces the earlier one, as for files.
     folders = {**change.folders, **folder_changes(changes)}
-    return change.model_copy(update={"files": files, "provenance": provenance, "folders": folders})
+    # Only the turns some file still comes from: a rewritten file's earlier turn
+    # taught nothing the change still holds.
+    taught_by = {file.turn or "" for file in files.values()}
+    turns = {
+        key: value
+        for key, value in {**change.turns, _turn_key(provenance): provenance}.items()
+        if key in taught_by
+    }
+    return change.model_copy(
+        update={"files": files, "provenance": provenance, "folders": folders, "turns": turns}
+    )
 
 
 OPEN_STATES: tuple[ChangeState, ...] = ("waiting", "live")
@@ -408,15 +593,24 @@ __all__ = [
     "Review",
     "ReviewMode",
     "WaitingChange",
-    "applied_origin",
+    "applied_provenance",
+    "check_mode",
+    "conversation_of",
     "decide",
     "decided_folders",
+    "effective_mode",
     "folder_changes",
     "is_listed",
+    "joins",
+    "lay_over",
     "mark_stale",
     "open_change",
+    "open_state",
+    "own_revision",
+    "require_deletable",
     "saves_at_once",
     "status_after_store",
+    "taught",
     "transition",
     "update",
 ]

@@ -16,7 +16,7 @@ from pydantic import ConfigDict, field_validator
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Frozen, TurnContext
 from memfs.core.names import check_mount_path, check_space_name
-from memfs.core.review import REVIEW_MODES, ReviewMode
+from memfs.core.review import ReviewMode, check_mode
 
 ExtraBody = Mapping[str, Any]
 Resolver = str | Callable[[ExtraBody], Any]
@@ -132,8 +132,7 @@ def org_memory(
     ``seed``: a folder whose files are version 1 of the space (origin
     ``code``); later changes to it arrive as a waiting "Changed in code" change.
     """
-    if review not in REVIEW_MODES:
-        raise ConfigError(f"review must be one of {', '.join(REVIEW_MODES)}", path=str(review))
+    check_mode(review)
     return _build(
         OrgMemory,
         space=space,

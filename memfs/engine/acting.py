@@ -30,6 +30,7 @@ from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    Forgot,
     Limits,
     Provenance,
     Revision,
@@ -145,7 +146,8 @@ class Acting:
             ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
         return await self.store.forget_file(ref, path, by=self.by)
 
-    async def forget_user(self, user: str) -> list[SpaceRef]:
+    async def forget_user(self, user: str) -> Forgot:
+        """Erase ``user``'s own memory in this org; says which spaces and how many files went."""
         require(self.role, "forget-user")
         return await self.store.forget_user(user, self.org, by=self.by)
 

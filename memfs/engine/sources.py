@@ -21,7 +21,7 @@ from memfs.core.models import (
     digest,
 )
 from memfs.core.names import check_path
-from memfs.core.review import ReviewMode
+from memfs.core.review import ReviewMode, effective_mode
 from memfs.core.specs import PersistentDir
 from memfs.stores.base import LeanStore, ReviewingStore, Store
 
@@ -56,7 +56,7 @@ class StoreSource:
         # The space's own review setting, set by a person in the store, wins
         # over the spec's default; ask at load so the note can tell the agent.
         if self.ref.layer == "org" and isinstance(self.store_, ReviewingStore):
-            self.review = await self.store_.review_mode(self.ref) or self.review
+            self.review = effective_mode(await self.store_.review_mode(self.ref), self.review)
         return loaded
 
     async def fetch(self, shas: Collection[str]) -> dict[str, bytes]:

@@ -19,6 +19,7 @@ from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    Forgot,
     Limits,
     Loaded,
     Provenance,
@@ -89,7 +90,28 @@ class ForgetLog(Store, Protocol):
 
 
 @runtime_checkable
-class ManagedStore(Store, Protocol):
+class PersonForgetting(Store, Protocol):
+    """A store that can erase a person: every managed store, and the folder store."""
+
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> Forgot:
+        """Erase everything ``user``'s own memory holds in ``org``, in every user-layer space.
+
+        Files, every revision and anything else the store keeps of those
+        spaces are purged, as ``forget_file`` purges one file, so nothing of
+        them can be read back. Stored traces that mounted those spaces are
+        rewritten in the same transaction without those mounts and their file
+        entries; the rest of each trace (other people, the org) stays.
+
+        Returns what went: the spaces that held anything (sorted) and how
+        many files they held; ``Forgot()`` if nothing did (not an error).
+        ``InvalidName`` for a user or org id that breaks the name rules.
+        Other people and other orgs are untouched.
+        """
+        ...
+
+
+@runtime_checkable
+class ManagedStore(PersonForgetting, Protocol):
     """A store that keeps history: every revision, with where it came from."""
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
@@ -151,20 +173,6 @@ class ManagedStore(Store, Protocol):
         User layer: the file and every revision of it are purged, so
         ``history`` is empty and nothing of its content can be read back from
         the store. ``NotFound`` if the store holds no revision of ``path``.
-        """
-        ...
-
-    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
-        """Erase everything ``user``'s own memory holds in ``org``, in every user-layer space.
-
-        Files, every revision and anything else the store keeps of those
-        spaces are purged, as ``forget_file`` purges one file, so nothing of
-        them can be read back. Stored traces that mounted those spaces are
-        rewritten in the same transaction without those mounts and their file
-        entries; the rest of each trace (other people, the org) stays.
-
-        Returns the spaces that held anything, sorted; an empty list if none
-        did (not an error). Other people and other orgs are untouched.
         """
         ...
 
@@ -263,4 +271,4 @@ class ReviewingStore(ManagedStore, Protocol):
         ...
 
 
-__all__ = ["ForgetLog", "ManagedStore", "ReviewingStore", "Store"]
+__all__ = ["ForgetLog", "ManagedStore", "PersonForgetting", "ReviewingStore", "Store"]

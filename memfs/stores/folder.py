@@ -51,6 +51,12 @@ with another's apply. Every file is written to a temp file in its folder,
 fsynced and renamed over the target, so a crash leaves the old or the new
 content, never a torn file. All I/O runs in worker threads, off the trio loop.
 
+``forget_user`` removes ``people/<org>/<user>/`` whole (each space under its
+lock), and the person's lock files with it; it reports the spaces that held
+any file or folder and how many files they held. There is no history to
+purge; a turn that loaded any of it before gets a conflict if it stores into
+it, since its cursor no longer matches.
+
 What the store creates is private to its user: folders 0700, files 0600
 (a file a person gave other permissions by hand keeps them when replaced, and
 folders and files made before this rule keep theirs: ``chmod -R go= ROOT``).
@@ -64,6 +70,7 @@ import fcntl
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 import threading
 import time
@@ -79,6 +86,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    Forgot,
     Loaded,
     Provenance,
     SpaceRef,
@@ -86,7 +94,7 @@ from memfs.core.models import (
     digest,
 )
 from memfs.core.names import check_identity, check_path, check_space_name, decode_fs_name
-from memfs.core.review import ReviewMode
+from memfs.core.review import ReviewMode, require_deletable
 from memfs.private import DIR_MODE as PRIVATE_DIR_MODE
 from memfs.private import FILE_MODE as PRIVATE_FILE_MODE
 
@@ -427,9 +435,7 @@ class FolderStore:
         writes = {**changes.created, **changes.updated}
         # Check everything before touching disk, so a refused change set writes nothing.
         targets = {path: self._target(space, path) for path in changes.paths}
-        for path in changes.deleted:
-            if path not in manifest:
-                raise InvalidName("cannot delete a file the space does not hold", path=path)
+        require_deletable(changes.deleted, manifest)
         made = {path: self._target(space, path) for path in changes.folders_created}
         removed = {path: self._target(space, path) for path in changes.folders_deleted}
         final = {p for p in manifest if p not in changes.deleted} | set(writes)
@@ -539,6 +545,54 @@ class FolderStore:
                 if path not in manifest:
                     raise NotFound("the space holds no such file", path=path)
                 return self._apply(space, manifest, ChangeSet(deleted=(path,)))
+
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> Forgot:
+        """Remove ``people/<org>/<user>/`` whole: every space of that person in that org.
+
+        ``by`` is accepted for the protocol; this store keeps no audit log.
+        """
+        check_identity(user, what="user id")
+        check_identity(org, what="org id")
+        return await trio.to_thread.run_sync(self._forget_user_sync, user, org)
+
+    def _forget_user_sync(self, user: str, org: str) -> Forgot:
+        person = self.root / "people" / org / user
+        where = f"user:{org}/{user}"
+        try:
+            if not self._require_root(SpaceRef(layer="user", org=org, user=user, space="me")):
+                return Forgot()
+            if not _is_real_dir(person):
+                return Forgot()
+            spaces: list[SpaceRef] = []
+            files = 0
+            with os.scandir(person) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+            for entry in entries:
+                try:
+                    ref = SpaceRef(layer="user", org=org, user=user, space=entry.name)
+                except InvalidName:
+                    continue  # no space has this name; the folder goes below all the same
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                # Under the space's lock, so no store is half-way through it.
+                with self._exclusive_lock(ref):
+                    held, _, folders = _read_space_meta(self.folder(ref))
+                    if held or folders:
+                        spaces.append(ref)
+                        files += len(held)
+                    shutil.rmtree(self.folder(ref))
+            # What is left (names no space could have, files a person dropped in) goes too,
+            # and with the lock files nothing under the root names the person any more.
+            shutil.rmtree(person)
+            _fsync_dir(person.parent)
+            locks = self.root / ".locks" / "people" / org / user
+            if _is_real_dir(locks):
+                shutil.rmtree(locks)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the folder store could not forget the person: {exc}", path=where
+            ) from exc
+        return Forgot(spaces=tuple(sorted(spaces, key=str)), files=files)
 
     async def aclose(self) -> None:
         """Nothing to release: every call opens and closes what it uses."""

@@ -13,7 +13,7 @@ from typing import Literal
 from memfs.core import audit as audit_rules
 from memfs.core import review as rules
 from memfs.core.audit import GENESIS, AuditCheck
-from memfs.core.errors import Forgotten, InvalidName, NotFound
+from memfs.core.errors import Forgotten, NotFound
 from memfs.core.limits import require_within
 from memfs.core.models import (
     FILE_MODE,
@@ -22,6 +22,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    Forgot,
     Limits,
     Loaded,
     Provenance,
@@ -129,30 +130,17 @@ class MemoryStore:
         files = {path: content for path, (_, content) in space.live.items()}
         revisions = {path: rev for path, (rev, _) in space.live.items()}
         metas = {path: space.metas[rev] for path, (rev, _) in space.live.items()}
-        folders = set(space.folders)
-        # A conversation sees what it saved, even while it waits for review.
-        waiting = self._open_change(ref, session)
-        if waiting is not None and waiting.state == "waiting":
-            for path, file in waiting.files.items():
-                if file.content is None:
-                    files.pop(path, None)
-                    revisions.pop(path, None)
-                    metas.pop(path, None)
-                else:
-                    files[path] = file.content
-                    revisions[path] = f"c{waiting.id}.{file.edited}"
-                    metas[path] = settle_meta(file.meta, metas.get(path), waiting.provenance.at)
-            for path, made in waiting.folders.items():
-                (folders.add if made else folders.discard)(path)
         # The cursor is the store's whole sequence, so waiting edits and
         # revisions can be ordered against the snapshot (see core.review).
-        return Loaded(
+        live = Loaded(
             files=files,
             cursor=str(self._seq),
             revisions=revisions,
             meta=metas,
-            folders=tuple(sorted(folders)),
+            folders=tuple(sorted(space.folders)),
         )
+        # A conversation sees what it saved, even while it waits for review.
+        return rules.lay_over(live, self._joins(ref, session, "person"))
 
     async def store(
         self,
@@ -196,8 +184,9 @@ class MemoryStore:
         provenance: Provenance,
         review: ReviewMode,
     ) -> Stored:
+        mode = rules.effective_mode(self._review.get(ref), review)
+        rules.conversation_of(ref.layer, mode, provenance)  # before anything is written
         space = self._space(ref)
-        mode = self._review.get(ref, review)
         if not rules.saves_at_once(ref.layer, mode):
             return self._hold(ref, changes, base, provenance, mode)
         if base is not None:
@@ -218,11 +207,8 @@ class MemoryStore:
             stored = stored.model_copy(update={"change": listed.change})
         return stored
 
-    def _open_change(self, ref: SpaceRef, session: str) -> WaitingChange | None:
-        for change in self._changes.values():
-            if change.ref == ref and change.session == session and change.state in OPEN_STATES:
-                return change
-        return None
+    def _joins(self, ref: SpaceRef, session: str, mode: ReviewMode) -> WaitingChange | None:
+        return rules.joins(self._changes.values(), ref, session, mode)
 
     def _hold(
         self,
@@ -236,12 +222,14 @@ class MemoryStore:
         snapshot: dict[str, str] | None = None,
     ) -> Stored:
         """Put a turn's change into its conversation's open change (made if need be)."""
-        if provenance.session is None:
-            raise InvalidName("a change held for review needs the conversation it came from")
+        session = rules.conversation_of(ref.layer, mode, provenance)
+        assert session is not None  # only listed changes are held
+        change = self._joins(ref, session, mode)
+        if live is None:  # waiting: checked against what the conversation sees
+            rules.require_deletable(changes.deleted, self._space(ref).live, change)
         snapshot = self._snapshot(ref) if snapshot is None else snapshot
         edited = int(self._next(self._space(ref)))
         start = edited - 1 if loaded is None else loaded
-        change = self._open_change(ref, provenance.session)
         if change is None:
             change = rules.open_change(
                 f"c{edited}",
@@ -275,9 +263,7 @@ class MemoryStore:
         self.set_review_nowait(ref, mode, by=by)
 
     def set_review_nowait(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
-        if mode not in rules.REVIEW_MODES:
-            raise InvalidName("review must be person, after or none", path=str(mode))
-        self._review[ref] = mode
+        self._review[ref] = rules.check_mode(mode)
         self._log("set-review", ref.org, by=by, space=ref.space, detail=mode)
 
     async def review_mode(self, ref: SpaceRef) -> ReviewMode | None:
@@ -352,11 +338,10 @@ class MemoryStore:
         )
         space = self._space(change.ref)
         if effect is Effect.APPLY:
-            origin = rules.applied_origin(change, action)
-            provenance = change.provenance.model_copy(update={"origin": origin})
             for path, content in sorted(files.items()):
                 if content is None and path not in space.live:
                     continue
+                provenance = rules.applied_provenance(change, path, action)
                 # A reviewer's edit replaces the bytes, not the mode the turn gave.
                 meta = change.files[path].meta
                 self._record(space, path, content, provenance, approved_by=by, meta=meta)
@@ -401,8 +386,7 @@ class MemoryStore:
     ) -> Stored:
         for path in changes.deleted:
             check_path(path)
-            if path not in space.live:
-                raise InvalidName("cannot delete a file the space does not hold", path=path)
+        rules.require_deletable(changes.deleted, space.live)
         written: dict[str, str] = {}
         for path, content in sorted({**changes.created, **changes.updated}.items()):
             meta = changes.meta.get(path)
@@ -586,11 +570,12 @@ class MemoryStore:
             key=str,
         )
 
-    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> Forgot:
         refs = set(self._own_spaces(user, org))
         purged = sorted(
             (ref for ref in refs if ref in self._spaces and self._spaces[ref].history), key=str
         )
+        files = sum(len(self._spaces[ref].live) for ref in purged)
         for ref in refs:
             self._spaces.pop(ref, None)
             self._review.pop(ref, None)
@@ -606,7 +591,7 @@ class MemoryStore:
         # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
         detail = audit_rules.count(len(purged), "space")  # how many, never what they held
         self._log("forget-user", org, by=by, target=user, detail=detail)
-        return purged
+        return Forgot(spaces=tuple(purged), files=files)
 
     async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
         base = parse_cursor(cursor)

@@ -89,13 +89,11 @@ import trio
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
-from memfs.core import review as review_rules
 from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import (
     AuditTampered,
     ConfigError,
     Forgotten,
-    InvalidName,
     NotFound,
     StoreUnavailable,
 )
@@ -106,6 +104,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    Forgot,
     Limits,
     Loaded,
     Provenance,
@@ -118,7 +117,7 @@ from memfs.core.models import (
 )
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
-from memfs.core.review import OPEN_STATES, REVIEW_MODES, Effect, ReviewMode, WaitingChange
+from memfs.core.review import OPEN_STATES, ChangeState, Effect, ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
 from memfs.stores.manifests import DEFAULT_MAX_FILES, Manifest, ManifestCache
 
@@ -706,14 +705,12 @@ def _load_lean(
     if manifest is None:
         manifest = _read_manifest(conn, space_id, version)
         manifests.put(space_id, manifest)
-    # Copies: the cached manifest is shared, and the own change is laid over these.
-    revisions = dict(manifest.revisions)
-    shas = dict(manifest.shas)
-    sizes = dict(manifest.sizes)
-    meta = dict(manifest.meta)
-    folders = set(manifest.folders)
-    wanted = {int(revisions[path]): path for path, sha in shas.items() if sha not in have}
     files: dict[str, bytes] = {}
+    wanted = {
+        int(manifest.revisions[path]): path
+        for path, sha in manifest.shas.items()
+        if sha not in have
+    }
     ids = list(wanted)
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
@@ -722,21 +719,23 @@ def _load_lean(
             f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
         ):
             files[wanted[revision_id]] = bytes(content)
-    if _lay_own_change(
-        conn, space_id, session, files, revisions, shas, sizes, meta=meta, folders=folders
-    ):
-        revisions = dict(sorted(revisions.items()))
     # model_construct: these dicts come straight from the store's own tables,
     # and validating 10,000 entries three times would cost more than the query.
-    return Loaded.model_construct(
+    # Copies: the cached manifest is shared by every load at its version.
+    live = Loaded.model_construct(
         files=files,
         cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
-        revisions=revisions,
-        shas=shas,
-        sizes=sizes,
-        meta=meta,
-        folders=tuple(sorted(folders)),
+        revisions=dict(manifest.revisions),
+        shas=dict(manifest.shas),
+        sizes=dict(manifest.sizes),
+        meta=dict(manifest.meta),
+        folders=tuple(sorted(manifest.folders)),
     )
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
+    return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
 
 
 def _read_manifest(conn: sqlite3.Connection, space_id: int, version: int) -> Manifest:
@@ -809,43 +808,33 @@ def _set_folders(conn: sqlite3.Connection, space_id: int, folders: Mapping[str, 
             conn.execute("DELETE FROM folders WHERE space_id = ? AND path = ?", (space_id, path))
 
 
-def _lay_own_change(
-    conn: sqlite3.Connection,
-    space_id: int,
-    session: str,
-    files: dict[str, bytes],
-    revisions: dict[str, str],
-    shas: dict[str, str],
-    sizes: dict[str, int] | None,
-    *,
-    meta: dict[str, FileMeta] | None = None,
-    folders: set[str] | None = None,
-) -> bool:
-    """Lay the conversation's own waiting change over the live files, in place; whether any."""
-    own = _open_change(conn, space_id, session, "waiting")
-    if own is None:
-        return False
-    for path, file in own.files.items():
-        shas.pop(path, None)  # the bytes differ from the live revision's
-        if file.content is None:  # the conversation deleted it: gone for it only
-            files.pop(path, None)
-            revisions.pop(path, None)
-            if sizes is not None:
-                sizes.pop(path, None)
-            if meta is not None:
-                meta.pop(path, None)
-        else:
-            files[path] = file.content
-            if sizes is not None:
-                sizes[path] = len(file.content)
-            if meta is not None:
-                meta[path] = settle_meta(file.meta, meta.get(path), own.provenance.at)
-            # Not a revision id: names the change and the edit, never valid for restore.
-            revisions[path] = f"c{own.id}.{file.edited}"
-    if folders is not None:
-        for path, made in own.folders.items():
-            (folders.add if made else folders.discard)(path)
-    return True
+def _own_waiting(
+    conn: sqlite3.Connection, space_id: int, ref: SpaceRef, session: str | None
+) -> WaitingChange | None:
+    """The conversation's waiting change to the space, which its loads see (core.review.joins)."""
+    if session is None:
+        return None
+    waiting = _open_changes(conn, space_id, session, ("waiting",))  # the live ones: not read
+    return review.joins(waiting, ref, session, "person")
+
+
+def _live_among(conn: sqlite3.Connection, space_id: int | None, paths: Collection[str]) -> set[str]:
+    """Which of ``paths`` are live in the space (for the deletion rule, without reading bytes)."""
+    if space_id is None or not paths:
+        return set()
+    found: set[str] = set()
+    wanted = list(paths)
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            row[0]
+            for row in conn.execute(
+                f"SELECT path FROM live WHERE space_id = ? AND path IN ({marks})",
+                (space_id, *chunk),
+            )
+        )
+    return found
 
 
 def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int]:
@@ -906,20 +895,19 @@ def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loade
     if space_id is None:
         return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     files, revisions, shas = _live_files(conn, space_id)
-    meta = _live_metas(conn, space_id)
-    folders = _folders(conn, space_id)
-    if session is not None:
-        _lay_own_change(
-            conn, space_id, session, files, revisions, shas, None, meta=meta, folders=folders
-        )
-    return Loaded(
-        files=dict(sorted(files.items())),
+    live = Loaded(
+        files=files,
         cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
         revisions=revisions,
         shas=shas,
-        meta=meta,
-        folders=tuple(sorted(folders)),
+        meta=_live_metas(conn, space_id),
+        folders=tuple(sorted(_folders(conn, space_id))),
     )
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
+    return loaded.model_copy(update={"files": dict(sorted(loaded.files.items()))})
 
 
 def _record(
@@ -1004,6 +992,7 @@ def _store(
             return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(current))
     if changes.is_empty():
         return Stored(status="saved", cursor=str(current))
+    review.require_deletable(changes.deleted, _live_among(conn, space_id, changes.deleted))
     if space_id is None:
         space_id = _ensure_space(conn, ref)
 
@@ -1014,11 +1003,7 @@ def _store(
         _make_live(conn, space_id, path, current)
         written[path] = str(current)
     for path in changes.deleted:
-        # Checked here rather than up front: the caller's transaction rolls back
-        # the writes above, so a refused change set still writes nothing.
-        gone = conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
-        if gone.rowcount != 1:
-            raise InvalidName("cannot delete a file the space does not hold", path=path)
+        conn.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, path))
         current = _record(conn, space_id, path, None, provenance)
         written[path] = str(current)
     return Stored(status="saved", revisions=written, cursor=str(current))
@@ -1102,14 +1087,16 @@ def _own_spaces(conn: sqlite3.Connection, user: str, org: str) -> list[tuple[int
     return sorted(found, key=lambda pair: str(pair[1]))
 
 
-def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -> list[SpaceRef]:
+def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -> Forgot:
     """Delete every row of the person's spaces in ``org``, the ``spaces`` rows included."""
     purged: list[SpaceRef] = []
+    files = 0
     for space_id, ref in _own_spaces(conn, user, org):
-        conn.execute("DELETE FROM live WHERE space_id = ?", (space_id,))
+        held = conn.execute("DELETE FROM live WHERE space_id = ?", (space_id,)).rowcount
         gone = conn.execute("DELETE FROM revisions WHERE space_id = ?", (space_id,))
         if gone.rowcount > 0:
             purged.append(ref)
+            files += held
         # The user layer never holds changes for review, but a row that exists
         # must go too: it references the space, and it may hold content.
         conn.execute("DELETE FROM changes WHERE space_id = ?", (space_id,))
@@ -1124,7 +1111,7 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
     # How many spaces went, never what they held.
     detail = audit_rules.count(len(purged), "space")
     _log(conn, "forget-user", org, by=by, target=user, detail=detail)
-    return purged
+    return Forgot(spaces=tuple(purged), files=files)
 
 
 def _forget_in_traces(conn: sqlite3.Connection, user: str, org: str) -> None:
@@ -1284,8 +1271,6 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
 
 # Review (memfs.core.review decides; these keep its changes and carry out its effects).
 
-_MODES: dict[str, ReviewMode] = {mode: mode for mode in REVIEW_MODES}
-
 
 def _review_setting(conn: sqlite3.Connection, space_id: int | None) -> ReviewMode | None:
     if space_id is None:
@@ -1293,7 +1278,7 @@ def _review_setting(conn: sqlite3.Connection, space_id: int | None) -> ReviewMod
     row = conn.execute(
         "SELECT mode FROM review_settings WHERE space_id = ?", (space_id,)
     ).fetchone()
-    return None if row is None else _MODES[row["mode"]]
+    return None if row is None else review.check_mode(row["mode"])
 
 
 def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: By | None) -> None:
@@ -1315,19 +1300,22 @@ def _set_review(conn: sqlite3.Connection, ref: SpaceRef, mode: ReviewMode, by: B
     _log(conn, "set-review", ref.org, by=by, space=ref.space, detail=mode)
 
 
-def _open_change(
+def _open_changes(
     conn: sqlite3.Connection,
     space_id: int,
     session: str,
-    state: Literal["waiting", "live"],
-) -> WaitingChange | None:
-    """The conversation's open change to the space in ``state``, if it has one."""
-    row = conn.execute(
-        "SELECT data FROM changes WHERE space_id = ? AND session = ? AND state = ?"
-        " ORDER BY id DESC LIMIT 1",
-        (space_id, session, state),
-    ).fetchone()
-    return None if row is None else WaitingChange.model_validate_json(row["data"])
+    states: tuple[ChangeState, ...] = OPEN_STATES,
+) -> list[WaitingChange]:
+    """The conversation's changes to the space in ``states``, oldest first (for review.joins)."""
+    marks = ",".join("?" * len(states))
+    return [
+        WaitingChange.model_validate_json(row["data"])
+        for row in conn.execute(
+            f"SELECT data FROM changes WHERE space_id = ? AND session = ? AND state IN ({marks})"
+            " ORDER BY id",
+            (space_id, session, *states),
+        )
+    ]
 
 
 def _save_change(conn: sqlite3.Connection, change: WaitingChange) -> None:
@@ -1378,17 +1366,14 @@ def _keep_change(
     provenance: Provenance,
 ) -> str:
     """Put ``changes`` into the conversation's open change (a new one if it has none)."""
-    if provenance.session is None:
-        # core's open_change says so too; checked first so no empty row is left behind
-        raise NotFound("a waiting change belongs to a conversation; this one has none")
-    # A conversation's waiting (person) and live (after) changes stay apart: merging
-    # live files into a waiting change would apply them twice on approval.
-    state: Literal["waiting", "live"] = "waiting" if mode == "person" else "live"
-    existing = _open_change(conn, space_id, provenance.session, state)
+    # Checked first, so no empty row is left behind.
+    session = review.conversation_of(ref.layer, mode, provenance)
+    assert session is not None  # only listed changes are kept
+    existing = review.joins(_open_changes(conn, space_id, session), ref, session, mode)
     edited = _tick(conn)
     if existing is None:
         change = review.open_change(
-            _new_change_id(conn, space_id, provenance.session),
+            _new_change_id(conn, space_id, session),
             ref,
             mode=mode,
             changes=changes,
@@ -1426,17 +1411,8 @@ def _hold(
     if changes.is_empty():
         return Stored(status="saved", cursor=str(_cursor(conn, space_id)))
     loaded = _cursor(conn, space_id) if base is None else base
-    # A deletion must name a file the conversation sees: live, or in its own change.
-    own = _open_change(conn, space_id, provenance.session or "", "waiting")
-    seen = set(_live_files(conn, space_id)[0])
-    for path, file in ({} if own is None else own.files).items():
-        if file.content is None:
-            seen.discard(path)
-        else:
-            seen.add(path)
-    for path in changes.deleted:
-        if path not in seen:
-            raise InvalidName("cannot delete a file the space does not hold", path=path)
+    own = _own_waiting(conn, space_id, ref, provenance.session)
+    review.require_deletable(changes.deleted, _live_among(conn, space_id, changes.deleted), own)
     snapshot = _snapshot_at(conn, space_id, changes.paths, loaded)
     change_id = _keep_change(
         conn,
@@ -1460,7 +1436,8 @@ def _store_reviewed(
     requested: ReviewMode,
 ) -> Stored:
     """A turn's store under review: the space's own setting wins over the turn's mode."""
-    mode = _review_setting(conn, _space_id(conn, ref)) or requested
+    mode = review.effective_mode(_review_setting(conn, _space_id(conn, ref)), requested)
+    review.conversation_of(ref.layer, mode, provenance)  # before anything is written
     if not review.saves_at_once(ref.layer, mode):
         return _hold(conn, ref, changes, base, provenance)
     if not review.is_listed(ref.layer, mode):
@@ -1692,11 +1669,9 @@ def _decide(
         limits=limits,
     )
     if effect is Effect.APPLY:
-        # Who taught it stays on the revision; who let it in is approved_by.
-        applied = change.provenance.model_copy(
-            update={"origin": review_rules.applied_origin(change, action)}
-        )
         for path, content in sorted(concerned.items()):
+            # Who taught each file stays on its revision; who let it in is approved_by.
+            applied = review.applied_provenance(change, path, action)
             if content is None:
                 _delete_live(conn, space_id, path, applied, by)
             else:
@@ -2005,7 +1980,7 @@ class SqliteStore:
             )
         return result
 
-    async def forget_user(self, user: str, org: str, *, by: By | None) -> list[SpaceRef]:
+    async def forget_user(self, user: str, org: str, *, by: By | None) -> Forgot:
         check_identity(user, what="user id")
         check_identity(org, what="org id")
         return await trio.to_thread.run_sync(
@@ -2068,8 +2043,7 @@ class SqliteStore:
         return self._run(_spaces, write=False)
 
     async def set_review(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
-        if mode not in REVIEW_MODES:
-            raise ConfigError(f"unknown review mode {mode!r}", path=str(ref))
+        mode = review.check_mode(mode)
         await trio.to_thread.run_sync(
             lambda: self._run(lambda conn: _set_review(conn, ref, mode, by), write=True)
         )

@@ -4,13 +4,18 @@
   contract every backend passes, and ``run_check`` for one check by name.
 - :mod:`memfs.testing.app`: ``test_memory()``, an in-memory store with sync
   helpers for an app's own tests.
+- :mod:`memfs.testing.faults`: ``FaultyStore(inner, fail=..., delay=...)``,
+  a wrapper around any store whose chosen methods fail, block or wait, for
+  tests of what happens when a store misbehaves.
 """
 
 from memfs.testing.app import TestMemory as TestMemory
 from memfs.testing.app import test_memory as test_memory
 from memfs.testing.conformance import COMMON_CHECKS as COMMON_CHECKS
+from memfs.testing.conformance import FORGET_CHECKS as FORGET_CHECKS
 from memfs.testing.conformance import MANAGED_CHECKS as MANAGED_CHECKS
 from memfs.testing.conformance import REVIEW_CHECKS as REVIEW_CHECKS
 from memfs.testing.conformance import check_store as check_store
 from memfs.testing.conformance import checks_for as checks_for
 from memfs.testing.conformance import run_check as run_check
+from memfs.testing.faults import FaultyStore as FaultyStore

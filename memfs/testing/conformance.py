@@ -3,8 +3,9 @@
 ``check_store(make_store)`` runs every check that applies to a backend, like
 ``trio.testing.check_one_way_stream``; each check gets a fresh store from
 ``make_store``, and ``run_check`` runs one by name (the conformance id a test
-can be parametrized over). Managed and reviewing stores get their own checks
-on top of the common ones.
+can be parametrized over). Stores that forget people (``PersonForgetting``:
+the managed stores and the folder store), managed stores and reviewing stores
+get their own checks on top of the common ones.
 """
 
 from __future__ import annotations
@@ -15,12 +16,22 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from memfs.core.audit import GENESIS, entry_hash
-from memfs.core.errors import Conflict, Forgotten, IllegalTransition, NotFound, SpaceFull, TooLarge
+from memfs.core.errors import (
+    ConfigError,
+    Conflict,
+    Forgotten,
+    IllegalTransition,
+    InvalidName,
+    NotFound,
+    SpaceFull,
+    TooLarge,
+)
 from memfs.core.models import (
     MIB,
     By,
     ChangeSet,
     FileMeta,
+    Forgot,
     Limits,
     Provenance,
     SpaceRef,
@@ -30,7 +41,7 @@ from memfs.core.models import (
     TraceMount,
     now,
 )
-from memfs.stores.base import ForgetLog, ManagedStore, ReviewingStore, Store
+from memfs.stores.base import ForgetLog, ManagedStore, PersonForgetting, ReviewingStore, Store
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
 Check = Callable[[Store], Awaitable[None]]
@@ -442,7 +453,7 @@ async def check_forget_user_removes_every_space_of_that_person_in_that_org(
 
     purged = await store.forget_user("dana", "bank-1", by=By(id="dana"))
 
-    assert purged == sorted([DANA, drafts], key=str)
+    assert purged.spaces == tuple(sorted([DANA, drafts], key=str))
     assert await store.user_files("dana", "bank-1") == {}
     for ref, path in [(DANA, "prefs.md"), (DANA, "keep.md"), (drafts, "draft.md")]:
         assert await store.history(ref, path) == []
@@ -461,8 +472,8 @@ async def check_forget_user_removes_every_space_of_that_person_in_that_org(
     assert await store.history(DANA, "prefs.md") == []
     assert await store.history(DANA, "p.md") == []
     # Forgetting someone with nothing stored is not an error.
-    assert await store.forget_user("dana", "bank-1", by=None) == []
-    assert await store.forget_user("nobody", "bank-1", by=None) == []
+    assert await store.forget_user("dana", "bank-1", by=None) == Forgot()
+    assert await store.forget_user("nobody", "bank-1", by=None) == Forgot()
     # What they save later starts anew.
     await _save(store, DANA, ChangeSet(created={"prefs.md": b"new"}))
     assert [r.deleted for r in await store.history(DANA, "prefs.md")] == [False]
@@ -477,7 +488,7 @@ async def check_forget_user_leaves_other_people_and_orgs(store: Store) -> None:
     await _save(store, ORG, ChangeSet(created={"rules.md": b"org rules"}))
     await _save(store, NOTES, ChangeSet(created={"n.md": b"notes"}))
 
-    assert await store.forget_user("dana", "bank-1", by=ADA) == [DANA]
+    assert await store.forget_user("dana", "bank-1", by=ADA) == Forgot(spaces=(DANA,), files=1)
 
     assert await store.files(CAROL) == {"prefs.md": b"carol's"}
     assert len(await store.history(CAROL, "prefs.md")) == 1
@@ -1166,6 +1177,271 @@ async def check_a_folder_only_change_waits_and_a_reviewer_can_reject_it(store: S
     assert "drafts" not in (await store.load(ORG, "s1")).folders
 
 
+# -- one owner per review rule (memfs.core.review): every store says the same --
+
+
+async def _raises(call: Awaitable[object], error: type[Exception], what: str) -> Exception:
+    try:
+        await call
+    except error as exc:
+        return exc
+    except Exception as exc:
+        raise AssertionError(f"{what}: expected {error.__name__}, got {exc!r}") from exc
+    raise AssertionError(f"{what}: expected {error.__name__}, nothing was raised")
+
+
+async def check_deleting_a_file_the_space_does_not_hold_is_refused_whole(store: Store) -> None:
+    await _save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    loaded = await store.load(ORG, "s1")
+    exc = await _raises(
+        store.store(
+            ORG,
+            ChangeSet(created={"b.md": b"b"}, updated={"a.md": b"a2"}, deleted=("nope.md",)),
+            cursor=loaded.cursor,
+            provenance=_prov(turn="t2"),
+        ),
+        InvalidName,
+        "deleting a file the space does not hold",
+    )
+    assert getattr(exc, "path", None) == "nope.md", exc
+    assert (await store.load(ORG, "s2")).files == {"a.md": b"a"}
+
+
+async def check_a_waiting_deletion_must_name_a_file_the_conversation_sees(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"live.md": b"l"}))
+    await _wait(store, ChangeSet(created={"mine.md": b"m"}, deleted=("live.md",)))
+    # Its own waiting file it may delete; what it already deleted, or never
+    # existed, it may not: the refusal holds nothing of the turn.
+    for path in ("live.md", "never.md"):
+        loaded = await store.load(ORG, "s1")
+        exc = await _raises(
+            store.store(
+                ORG,
+                ChangeSet(created={"x.md": b"x"}, deleted=(path,)),
+                cursor=loaded.cursor,
+                provenance=_prov(turn=f"t-{path}"),
+                review="person",
+            ),
+            InvalidName,
+            f"a waiting deletion of {path}",
+        )
+        assert getattr(exc, "path", None) == path, exc
+    [change] = await store.list_changes()
+    assert set(change.files) == {"mine.md", "live.md"}
+    await _wait(store, ChangeSet(deleted=("mine.md",)))
+    assert (await store.load(ORG, "s1")).files == {}
+
+
+async def check_a_space_switched_from_after_to_person_holds_the_next_edit_apart(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    await store.set_review(ORG, "after", by=ADA)
+    loaded = await store.load(ORG, "s1")
+    live = await store.store(
+        ORG, ChangeSet(created={"a.md": b"a"}), cursor=loaded.cursor, provenance=_prov(turn="t1")
+    )
+    assert live.status == "saved" and live.change is not None
+    await store.set_review(ORG, "person", by=ADA)
+    loaded = await store.load(ORG, "s1")
+    held = await store.store(
+        ORG, ChangeSet(created={"b.md": b"b"}), cursor=loaded.cursor, provenance=_prov(turn="t2")
+    )
+    assert held.status == "waiting", held
+    assert held.change is not None and held.change != live.change
+    assert await store.files(ORG) == {"a.md": b"a"}
+    assert (await store.load(ORG, "s1")).files == {"a.md": b"a", "b.md": b"b"}
+    assert (await store.load(ORG, "s2")).files == {"a.md": b"a"}
+    assert set((await store.get_change(live.change)).files) == {"a.md"}
+    approved = await store.decide(held.change, "approve", by=REVIEWER)
+    assert approved.state == "approved"
+    assert await store.files(ORG) == {"a.md": b"a", "b.md": b"b"}
+    [still] = await store.list_changes()
+    assert (still.id, still.state, set(still.files)) == (live.change, "live", {"a.md"})
+
+
+async def check_a_space_switched_from_person_to_after_keeps_the_waiting_change_apart(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    waiting = await _wait(store, ChangeSet(created={"w.md": b"w"}))
+    await store.set_review(ORG, "after", by=ADA)
+    loaded = await store.load(ORG, "s1")
+    live = await store.store(
+        ORG, ChangeSet(created={"l.md": b"l"}), cursor=loaded.cursor, provenance=_prov(turn="t2")
+    )
+    assert live.status == "saved" and live.change not in (None, waiting.change)
+    assert await store.files(ORG) == {"l.md": b"l"}
+    # The conversation still sees what waits, whichever change came last.
+    assert (await store.load(ORG, "s1")).files == {"l.md": b"l", "w.md": b"w"}
+    assert waiting.change is not None
+    assert set((await store.get_change(waiting.change)).files) == {"w.md"}
+    await store.decide(waiting.change, "approve", by=REVIEWER)
+    assert await store.files(ORG) == {"l.md": b"l", "w.md": b"w"}
+
+
+async def check_a_change_held_for_review_needs_a_conversation(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    nobody = Provenance(origin="code", prompt="no conversation")
+    for mode in ("person", "after"):
+        loaded = await store.load(ORG, "s1")
+        await _raises(
+            store.store(
+                ORG,
+                ChangeSet(created={f"{mode}.md": b"x"}),
+                cursor=loaded.cursor,
+                provenance=nobody,
+                review=mode,
+            ),
+            NotFound,
+            f"a change under review {mode} with no conversation",
+        )
+    # Refused before anything is written: nothing live, nothing listed.
+    assert await store.files(ORG) == {}
+    assert await store.list_changes() == []
+    # Where nothing is listed, no conversation is needed.
+    loaded = await store.load(ORG, "s1")
+    stored = await store.store(
+        ORG, ChangeSet(created={"n.md": b"n"}), cursor=loaded.cursor, provenance=nobody
+    )
+    assert stored.status == "saved"
+
+
+async def check_an_unknown_review_mode_is_a_config_error_and_changes_nothing(
+    store: Store,
+) -> None:
+    assert isinstance(store, ReviewingStore)
+    await _raises(
+        store.set_review(ORG, "sometimes", by=ADA),  # type: ignore[arg-type]
+        ConfigError,
+        "setting an unknown review mode",
+    )
+    assert await store.review_mode(ORG) is None
+    assert await store.audit() == []
+    loaded = await store.load(ORG, "s1")
+    await _raises(
+        store.store(
+            ORG,
+            ChangeSet(created={"a.md": b"a"}),
+            cursor=loaded.cursor,
+            provenance=_prov(),
+            review="sometimes",  # type: ignore[arg-type]
+        ),
+        ConfigError,
+        "storing under an unknown review mode",
+    )
+    assert await store.files(ORG) == {}
+    assert await store.list_changes() == []
+
+
+async def check_approval_records_each_file_with_the_turn_that_taught_it(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    for turn, prompt, changes in (
+        ("t1", "prompt A", ChangeSet(created={"a.md": b"a", "c.md": b"c1"})),
+        ("t2", "prompt B", ChangeSet(created={"b.md": b"b"}, updated={"c.md": b"c2"})),
+    ):
+        loaded = await store.load(ORG, "s1")
+        stored = await store.store(
+            ORG,
+            changes,
+            cursor=loaded.cursor,
+            provenance=_prov(turn=turn, prompt=prompt),
+            review="person",
+        )
+        assert stored.status == "waiting"
+    assert stored.change is not None
+    await store.decide(stored.change, "approve", by=REVIEWER)
+    taught = {}
+    for path in ("a.md", "b.md", "c.md"):
+        last = (await store.history(ORG, path))[-1].provenance
+        taught[path] = (last.turn, last.prompt)
+    # A file rewritten by the later turn was taught by it.
+    assert taught == {
+        "a.md": ("t1", "prompt A"),
+        "b.md": ("t2", "prompt B"),
+        "c.md": ("t2", "prompt B"),
+    }, taught
+    [revision] = await store.history(ORG, "a.md")
+    assert (revision.provenance.session, revision.approved_by) == ("s1", REVIEWER)
+
+
+async def check_an_edited_approval_keeps_each_files_turn(store: Store) -> None:
+    assert isinstance(store, ReviewingStore)
+    first = await _wait(store, ChangeSet(created={"a.md": b"a"}), prompt="prompt A")
+    await store.store(
+        ORG,
+        ChangeSet(created={"b.md": b"b"}),
+        cursor=(await store.load(ORG, "s1")).cursor,
+        provenance=_prov(turn="t2", prompt="prompt B"),
+        review="person",
+    )
+    assert first.change is not None
+    await store.decide(first.change, "edit", by=REVIEWER, edits={"a.md": b"fixed"})
+    [a] = await store.history(ORG, "a.md")
+    [b] = await store.history(ORG, "b.md")
+    assert (a.provenance.origin, a.provenance.turn, a.provenance.prompt) == (
+        "edited",
+        "t1",
+        "prompt A",
+    )
+    assert (b.provenance.origin, b.provenance.turn, b.provenance.prompt) == (
+        "edited",
+        "t2",
+        "prompt B",
+    )
+
+
+# -- stores that forget a person (managed stores and the folder store) ----
+
+
+async def check_forget_user_reports_the_spaces_and_files_it_removed(store: Store) -> None:
+    assert isinstance(store, PersonForgetting)
+    drafts = DANA.model_copy(update={"space": "drafts"})
+    dana_elsewhere = DANA.model_copy(update={"org": "bank-2"})
+    await _save(store, DANA, ChangeSet(created={"prefs.md": b"p", "keep.md": b"k"}))
+    await _save(store, drafts, ChangeSet(created={"draft.md": b"d", "gone.md": b"g"}))
+    await _save(store, drafts, ChangeSet(deleted=("gone.md",)))
+    await _save(store, CAROL, ChangeSet(created={"prefs.md": b"carol's"}))
+    await _save(store, dana_elsewhere, ChangeSet(created={"prefs.md": b"bank-2"}))
+    await _save(store, ORG, ChangeSet(created={"rules.md": b"org"}))
+
+    forgot = await store.forget_user("dana", "bank-1", by=ADA)
+
+    assert forgot == Forgot(spaces=tuple(sorted([DANA, drafts], key=str)), files=3), forgot
+    for ref in (DANA, drafts):
+        assert (await store.load(ref, "s9")).files == {}
+    assert (await store.load(CAROL, "s9")).files == {"prefs.md": b"carol's"}
+    assert (await store.load(dana_elsewhere, "s9")).files == {"prefs.md": b"bank-2"}
+    assert (await store.load(ORG, "s9")).files == {"rules.md": b"org"}
+    # Nothing left to forget is not an error, and says so.
+    assert await store.forget_user("dana", "bank-1", by=ADA) == Forgot()
+    assert await store.forget_user("nobody", "bank-1", by=ADA) == Forgot()
+    # What they save later starts anew.
+    await _save(store, DANA, ChangeSet(created={"new.md": b"n"}))
+    assert (await store.load(DANA, "s9")).files == {"new.md": b"n"}
+
+
+async def check_forget_user_refuses_a_bad_identity_and_removes_nothing(store: Store) -> None:
+    assert isinstance(store, PersonForgetting)
+    await _save(store, DANA, ChangeSet(created={"prefs.md": b"p"}))
+    for user, org in (("../dana", "bank-1"), ("dana", "../bank-1"), ("", "bank-1")):
+        await _raises(
+            store.forget_user(user, org, by=ADA), InvalidName, f"forget_user({user!r}, {org!r})"
+        )
+    assert (await store.load(DANA, "s9")).files == {"prefs.md": b"p"}
+
+
+FORGET_CHECKS: dict[str, Check] = {
+    "forget_user_reports_the_spaces_and_files_it_removed": (
+        check_forget_user_reports_the_spaces_and_files_it_removed
+    ),
+    "forget_user_refuses_a_bad_identity_and_removes_nothing": (
+        check_forget_user_refuses_a_bad_identity_and_removes_nothing
+    ),
+}
+
+
 REVIEW_CHECKS: dict[str, Check] = {
     "approving_a_stale_file_needs_force_and_otherwise_changes_nothing": (
         check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
@@ -1204,6 +1480,25 @@ REVIEW_CHECKS: dict[str, Check] = {
     "a_folder_only_change_waits_and_a_reviewer_can_reject_it": (
         check_a_folder_only_change_waits_and_a_reviewer_can_reject_it
     ),
+    "a_waiting_deletion_must_name_a_file_the_conversation_sees": (
+        check_a_waiting_deletion_must_name_a_file_the_conversation_sees
+    ),
+    "a_space_switched_from_after_to_person_holds_the_next_edit_apart": (
+        check_a_space_switched_from_after_to_person_holds_the_next_edit_apart
+    ),
+    "a_space_switched_from_person_to_after_keeps_the_waiting_change_apart": (
+        check_a_space_switched_from_person_to_after_keeps_the_waiting_change_apart
+    ),
+    "a_change_held_for_review_needs_a_conversation": (
+        check_a_change_held_for_review_needs_a_conversation
+    ),
+    "an_unknown_review_mode_is_a_config_error_and_changes_nothing": (
+        check_an_unknown_review_mode_is_a_config_error_and_changes_nothing
+    ),
+    "approval_records_each_file_with_the_turn_that_taught_it": (
+        check_approval_records_each_file_with_the_turn_that_taught_it
+    ),
+    "an_edited_approval_keeps_each_files_turn": check_an_edited_approval_keeps_each_files_turn,
 }
 
 
@@ -1227,6 +1522,9 @@ COMMON_CHECKS: dict[str, Check] = {
     "empty_folders_are_kept_until_removed": check_empty_folders_are_kept_until_removed,
     "a_folder_outlives_its_last_file_when_stored": (
         check_a_folder_outlives_its_last_file_when_stored
+    ),
+    "deleting_a_file_the_space_does_not_hold_is_refused_whole": (
+        check_deleting_a_file_the_space_does_not_hold_is_refused_whole
     ),
 }
 MANAGED_CHECKS: dict[str, Check] = {
@@ -1295,6 +1593,8 @@ MANAGED_CHECKS: dict[str, Check] = {
 def checks_for(store: Store) -> dict[str, Check]:
     """The checks that apply to ``store``: managed and reviewing stores get theirs too."""
     checks = dict(COMMON_CHECKS)
+    if isinstance(store, PersonForgetting):
+        checks.update(FORGET_CHECKS)
     if isinstance(store, ManagedStore):
         checks.update(MANAGED_CHECKS)
     if isinstance(store, ReviewingStore):
@@ -1313,7 +1613,9 @@ async def run_check(make_store: MakeStore, name: str) -> None:
     """Run one named check on a fresh store, and close the store after."""
     store = await _make(make_store)
     try:
-        check = {**COMMON_CHECKS, **MANAGED_CHECKS, **REVIEW_CHECKS}[name]
+        check = {**COMMON_CHECKS, **FORGET_CHECKS, **MANAGED_CHECKS, **REVIEW_CHECKS}[name]
+        if name in FORGET_CHECKS and not isinstance(store, PersonForgetting):
+            raise AssertionError(f"{name} applies only to stores that forget people; {store!r}")
         if name in MANAGED_CHECKS and not isinstance(store, ManagedStore):
             raise AssertionError(f"{name} applies only to managed stores; {store!r} is not one")
         if name in REVIEW_CHECKS and not isinstance(store, ReviewingStore):
@@ -1337,6 +1639,7 @@ async def check_store(make_store: MakeStore) -> None:
 
 __all__ = [
     "COMMON_CHECKS",
+    "FORGET_CHECKS",
     "MANAGED_CHECKS",
     "REVIEW_CHECKS",
     "check_store",
