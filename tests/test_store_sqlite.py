@@ -32,7 +32,8 @@ from memfs.core.models import (
 )
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
-from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore, _add_file_metadata
+from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
+from memfs.stores.sqlite.schema import _add_file_metadata
 
 ORG = SpaceRef(layer="org", space="lending-rules", org="bank-1")
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
@@ -367,7 +368,7 @@ async def test_forget_says_so_when_a_reader_keeps_old_content_in_the_log(
 ) -> None:
     # The log can only be emptied once no one reads an older state; until then
     # the caller is told the content may still be in it, not that all is well.
-    monkeypatch.setattr("memfs.stores.sqlite.BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr("memfs.stores.sqlite.store.BUSY_TIMEOUT_MS", 50)
     path = tmp_path / "memfs.db"
     store = SqliteStore(path)
     await save(store, DANA, ChangeSet(created={"health.md": b"zebra-7f3a9c"}))

@@ -1,0 +1,305 @@
+"""Loading and storing a space's files: full and lean loads, turn stores, puts, restores, history.
+
+A turn's store is exactly once: a second store of the same change set from
+the same (space, session, turn) returns the ``Stored`` the first got and
+writes nothing, so a turn end repeated after a crash between the store and
+the daemon's own record is reported as saved, not as a conflict. A store
+from a turn that loaded before a person's space was forgotten is refused
+(``Forgotten``). A lean load reads the manifest once per space version
+(``memfs.stores.manifests``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection, Container
+from datetime import datetime
+
+from memfs.core import audit as audit_rules
+from memfs.core import review
+from memfs.core.errors import (
+    Forgotten,
+    NotFound,
+)
+from memfs.core.limits import require_within
+from memfs.core.models import (
+    ChangeSet,
+    FileMeta,
+    Limits,
+    Loaded,
+    Provenance,
+    Revision,
+    SpaceRef,
+    Stored,
+)
+from memfs.core.review import ReviewMode
+from memfs.stores.manifests import Manifest, ManifestCache
+from memfs.stores.sqlite.audit import _log
+from memfs.stores.sqlite.review import _own_waiting, _store_reviewed
+from memfs.stores.sqlite.rows import (
+    _CHUNK,
+    _by,
+    _cursor,
+    _ensure_space,
+    _folders,
+    _forgotten_at,
+    _live_files,
+    _live_metas,
+    _live_sizes,
+    _make_live,
+    _meta,
+    _record,
+    _row_id,
+    _space_id,
+)
+
+
+def _load_lean(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    session: str,
+    have: Container[str],
+    manifests: ManifestCache,
+) -> Loaded:
+    """``_load`` without the bytes of live files whose sha256 is in ``have``."""
+    row = conn.execute(
+        'SELECT id, version FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
+        (ref.layer, ref.org, ref.user or "", ref.space),
+    ).fetchone()
+    if row is None:
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
+    space_id, version = int(row[0]), int(row[1])
+    manifest = manifests.get(space_id, version)
+    if manifest is None:
+        manifest = _read_manifest(conn, space_id, version)
+        manifests.put(space_id, manifest)
+    files: dict[str, bytes] = {}
+    wanted = {
+        int(manifest.revisions[path]): path
+        for path, sha in manifest.shas.items()
+        if sha not in have
+    }
+    ids = list(wanted)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for revision_id, content in conn.execute(
+            f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
+        ):
+            files[wanted[revision_id]] = bytes(content)
+    # model_construct: these dicts come straight from the store's own tables,
+    # and validating 10,000 entries three times would cost more than the query.
+    # Copies: the cached manifest is shared by every load at its version.
+    live = Loaded.model_construct(
+        files=files,
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
+        revisions=dict(manifest.revisions),
+        shas=dict(manifest.shas),
+        sizes=dict(manifest.sizes),
+        meta=dict(manifest.meta),
+        folders=tuple(sorted(manifest.folders)),
+    )
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
+    return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
+
+
+def _read_manifest(conn: sqlite3.Connection, space_id: int, version: int) -> Manifest:
+    """Every live file of the space without its bytes, in path order, and its folders."""
+    # Plain tuples and comprehensions: this runs over every file of a space.
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(
+        "SELECT live.path, live.revision_id, revisions.sha256, revisions.size,"
+        " revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
+        " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
+        " WHERE live.space_id = ? ORDER BY live.path",
+        (space_id,),
+    ).fetchall()
+    return Manifest(
+        version=version,
+        revisions={row[0]: str(row[1]) for row in rows},
+        shas={row[0]: row[2] for row in rows},
+        sizes={row[0]: row[3] for row in rows},
+        meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
+        folders=frozenset(_folders(conn, space_id)),
+    )
+
+
+def _put(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    provenance: Provenance,
+    limits: Limits,
+) -> Stored:
+    """A person's edit: within the limits a turn has, or nothing of it is written.
+
+    Origin ``edited`` is audited (``put``) in the write's own transaction.
+    """
+    require_within(changes, _live_sizes(conn, _space_id(conn, ref)), limits)
+    stored = _store_reviewed(conn, ref, changes, None, provenance, "none")
+    about = audit_rules.about_put(ref, changes, provenance)
+    if about is not None:  # a person's edit: recorded in the same transaction
+        target, detail = about
+        _log(conn, "put", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
+    return stored
+
+
+def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
+    space_id = _space_id(conn, ref)
+    found: dict[str, bytes] = {}
+    if space_id is None:
+        return found
+    wanted = list(dict.fromkeys(shas))
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for sha, content in conn.execute(
+            f"SELECT sha256, content FROM revisions WHERE space_id = ? AND sha256 IN ({marks})",
+            (space_id, *chunk),
+        ):
+            found.setdefault(sha, bytes(content))
+    return found
+
+
+def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loaded:
+    """The live files; with ``session``, that conversation's waiting change laid over them."""
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
+    files, revisions, shas = _live_files(conn, space_id)
+    live = Loaded(
+        files=files,
+        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
+        revisions=revisions,
+        shas=shas,
+        meta=_live_metas(conn, space_id),
+        folders=tuple(sorted(_folders(conn, space_id))),
+    )
+    own = _own_waiting(conn, space_id, ref, session)
+    if own is None:
+        return live  # ordered by path already
+    loaded = review.lay_over(live, own)
+    return loaded.model_copy(update={"files": dict(sorted(loaded.files.items()))})
+
+
+def _restore(
+    conn: sqlite3.Connection, ref: SpaceRef, path: str, revision: str, provenance: Provenance
+) -> Stored:
+    unknown = NotFound(f"{path!r} in {ref} has no revision {revision!r}", path=path)
+    space_id = _space_id(conn, ref)
+    row_id = _row_id(revision)
+    if space_id is None or row_id is None:
+        raise unknown
+    row = conn.execute(
+        "SELECT content, mode FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+        (row_id, space_id, path),
+    ).fetchone()
+    if row is None:
+        raise unknown
+    if row["content"] is None:
+        raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
+    # The mode comes back with the bytes; the times are the restore's own.
+    mode = FileMeta(mode=0o644 if row["mode"] is None else row["mode"])
+    current = _record(conn, space_id, path, bytes(row["content"]), provenance, meta=mode)
+    _make_live(conn, space_id, path, current)
+    target, detail = audit_rules.about_file(ref, path, revision)
+    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
+    return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
+
+
+def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revision]:
+    space_id = _space_id(conn, ref)
+    if space_id is None:
+        return []
+    rows = conn.execute(
+        "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
+        " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns"
+        " FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
+        (space_id, path),
+    ).fetchall()
+    return [
+        Revision(
+            id=str(row["id"]),
+            path=path,
+            sha256=row["sha256"],
+            size=row["size"],
+            deleted=row["sha256"] is None,
+            provenance=Provenance(
+                origin=row["origin"],
+                session=row["session"],
+                turn=row["turn"],
+                prompt=row["prompt"],
+                by=_by(row["by_id"], row["by_label"], row["by_role"]),
+                at=datetime.fromisoformat(row["created_at"]),
+            ),
+            approved_by=_by(
+                row["approved_by_id"], row["approved_by_label"], row["approved_by_role"]
+            ),
+            mode=(None if row["sha256"] is None else 0o644 if row["mode"] is None else row["mode"]),
+            mtime_ns=None if row["sha256"] is None else row["mtime_ns"],
+        )
+        for row in rows
+    ]
+
+
+def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
+    rows = conn.execute(
+        'SELECT layer, org, "user", space FROM spaces'
+        " WHERE EXISTS (SELECT 1 FROM revisions WHERE revisions.space_id = spaces.id)"
+    ).fetchall()
+    refs = [
+        SpaceRef(layer=layer, org=org, user=user or None, space=space)
+        for layer, org, user, space in rows
+    ]
+    return sorted(refs, key=str)
+
+
+def _turn_key(provenance: Provenance) -> tuple[str, str] | None:
+    """The (session, turn) a store comes from, if it comes from a turn."""
+    if provenance.origin != "conversation" or not provenance.session or not provenance.turn:
+        return None
+    return provenance.session, provenance.turn
+
+
+def _store_turn(
+    conn: sqlite3.Connection,
+    ref: SpaceRef,
+    changes: ChangeSet,
+    base: int | None,
+    provenance: Provenance,
+    requested: ReviewMode,
+) -> Stored:
+    """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
+    key = _turn_key(provenance)
+    if key is not None:
+        space_id = _space_id(conn, ref)
+        row = (
+            None
+            if space_id is None
+            else conn.execute(
+                "SELECT changes, stored FROM stored_turns"
+                " WHERE space_id = ? AND session = ? AND turn = ?",
+                (space_id, *key),
+            ).fetchone()
+        )
+        if row is not None and row["changes"] == changes.fingerprint():
+            return Stored.model_validate_json(row["stored"])
+    if base is not None and _forgotten_at(conn, ref) > base:
+        raise Forgotten(
+            "this person's memory was forgotten after the turn loaded it; nothing of the "
+            "turn is stored in it",
+            path=str(ref),
+        )
+    stored = _store_reviewed(conn, ref, changes, base, provenance, requested)
+    if key is not None and stored.status != "conflict" and not changes.is_empty():
+        conn.execute(
+            "INSERT INTO stored_turns (space_id, session, turn, changes, stored)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
+            " SET changes = excluded.changes, stored = excluded.stored",
+            (_ensure_space(conn, ref), *key, changes.fingerprint(), stored.model_dump_json()),
+        )
+    return stored
