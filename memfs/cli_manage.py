@@ -103,9 +103,7 @@ def config_limits(config_file: Path | None) -> Limits:
         return Limits()
     from memfsd.config import load_config  # the daemon's own reading of its file
 
-    limits = load_config(config_file).limits
-    assert isinstance(limits, Limits)  # memfsd is typed outside this package's mypy run
-    return limits
+    return load_config(config_file).limits
 
 
 def force_option(command: F) -> F:

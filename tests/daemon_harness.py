@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ async def running_daemon(
             pyfuse3.terminate()
 
 
-async def sh(script: str, cwd: Path, *, check: bool = True) -> trio.CompletedProcess[bytes]:
+async def sh(script: str, cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
     """Run ``script`` in bash in ``cwd``, as an agent would."""
     done = await trio.run_process(
         ["bash", "-c", script], cwd=cwd, capture_stdout=True, capture_stderr=True, check=False
