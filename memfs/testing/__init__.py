@@ -4,6 +4,9 @@
   contract every backend passes, and ``run_check`` for one check by name.
 - :mod:`memfs.testing.app`: ``test_memory()``, an in-memory store with sync
   helpers for an app's own tests.
+- :mod:`memfs.testing.mount`: ``mounted_daemon(specs)``, a real daemon on a
+  temporary FUSE mount for an app's integration tests;
+  :mod:`memfs.testing.pytest_plugin` offers it as the ``memfs_daemon`` fixture.
 """
 
 from memfs.testing.app import TestMemory as TestMemory
@@ -14,3 +17,6 @@ from memfs.testing.conformance import REVIEW_CHECKS as REVIEW_CHECKS
 from memfs.testing.conformance import check_store as check_store
 from memfs.testing.conformance import checks_for as checks_for
 from memfs.testing.conformance import run_check as run_check
+from memfs.testing.mount import FuseUnavailable as FuseUnavailable
+from memfs.testing.mount import MountedDaemon as MountedDaemon
+from memfs.testing.mount import mounted_daemon as mounted_daemon
