@@ -39,7 +39,7 @@ def type_checking_imports() -> dict[str, str]:
 
 
 def test_the_lazy_table_the_type_checker_block_and_all_name_the_same_things() -> None:
-    table = memfs._EXPORTS  # type: ignore[attr-defined]
+    table = memfs._EXPORTS
     assert type_checking_imports() == table
     assert sorted(memfs.__all__) == sorted([*table, "__version__"])
     assert len(set(memfs.__all__)) == len(memfs.__all__)
@@ -51,7 +51,7 @@ def test_every_public_name_imports_from_memfs_and_is_the_defining_modules_object
 ) -> None:
     value = getattr(memfs, name)
     if name != "__version__":
-        module = importlib.import_module(memfs._EXPORTS[name])  # type: ignore[attr-defined]
+        module = importlib.import_module(memfs._EXPORTS[name])
         assert getattr(module, name) is value
     namespace: dict[str, object] = {}
     exec(f"from memfs import {name}", namespace)

@@ -16,7 +16,7 @@ import memfs.testing.mount as mount
 from memfs.core.specs import Spec
 from tests.daemon_harness import require_fuse, sh
 
-SPECS = [
+SPECS: list[Spec] = [
     memfs.org_memory(space="desk-rules", description="The desk's rules.", review="none"),
     memfs.user_memory(user="userId", label="name", description="Your own notes."),
 ]
@@ -36,9 +36,7 @@ async def test_mounted_daemon_runs_a_turn_for_the_apps_specs_and_unmounts(tmp_pa
         assert await trio.to_thread.run_sync(os.path.ismount, daemon.mount_root)
         turn = await daemon.call(daemon.client.start_turn, "s1", DANA)
         assert set(turn.mounts) == {"desk-rules", "me"}
-        await sh(
-            "echo 'Short answers.' > me/style.md && echo 'rule 1' > desk-rules/r.md", turn.root
-        )
+        await sh("echo 'Short.' > me/style.md && echo 'rule 1' > desk-rules/r.md", Path(turn.root))
         ended = await daemon.call(daemon.client.end_turn, "s1")
         assert ended.spaces["me"].status == "saved"
         assert ended.spaces["desk-rules"].created == ["r.md"]
@@ -81,7 +79,7 @@ async def test_the_plugins_memfs_daemon_fixture_runs_the_apps_specs(
 async def test_missing_fusermount3_is_a_clear_error_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(mount.shutil, "which", lambda name: None)
+    monkeypatch.setattr("memfs.testing.mount.shutil.which", lambda name: None)
     with pytest.raises(memfs.testing.FuseUnavailable, match="fusermount3 missing"):
         async with memfs.testing.mounted_daemon(SPECS):
             pass  # pragma: no cover
@@ -123,4 +121,6 @@ async def test_the_helper_waits_for_nothing_it_leaves_running() -> None:
     require_fuse()
     async with memfs.testing.mounted_daemon(SPECS):
         pass
-    assert len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks) <= 1
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    assert len(root.child_nurseries[0].child_tasks) <= 1
