@@ -17,9 +17,9 @@ import logging
 import os
 import stat
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 
@@ -38,8 +38,14 @@ BLOCK = 4096
 CACHE_SECONDS = 300.0
 
 
-def fuse_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Every handler's one error boundary."""
+def fuse_errors(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Every handler's one error boundary.
+
+    Typed on coroutines, not awaitables: ``pyfuse3.Operations`` declares its
+    handlers ``async def``, and a wrapped handler must still override them.
+    """
 
     name = method.__name__
 

@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from memfs import __version__
+from memfs._version import __version__
 from memfs.api.models import (
     DaemonStatus,
     FileAccess,

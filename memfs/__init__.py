@@ -11,53 +11,177 @@ turns::
 
 With the daemon running (``memfs daemon``), ``memfs.Client()`` does the same
 over its control socket, and each turn's spaces are FUSE-mounted directories.
+
+Every public name is re-exported here but imported on first use (PEP 562):
+``import memfs.core`` loads the pure core and nothing of the engine, the
+stores, the client or the web stack, and ``memfs --help`` starts fast.
 """
 
-from memfs.client import Client as Client
-from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
-from memfs.core.errors import AuditTampered as AuditTampered
-from memfs.core.errors import BadRequest as BadRequest
-from memfs.core.errors import ConfigError as ConfigError
-from memfs.core.errors import Conflict as Conflict
-from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
-from memfs.core.errors import DiskFull as DiskFull
-from memfs.core.errors import Forgotten as Forgotten
-from memfs.core.errors import IllegalTransition as IllegalTransition
-from memfs.core.errors import InvalidName as InvalidName
-from memfs.core.errors import MemfsError as MemfsError
-from memfs.core.errors import NameTooLong as NameTooLong
-from memfs.core.errors import NoIdentity as NoIdentity
-from memfs.core.errors import NotFound as NotFound
-from memfs.core.errors import PermissionDenied as PermissionDenied
-from memfs.core.errors import ReadOnly as ReadOnly
-from memfs.core.errors import SpaceFull as SpaceFull
-from memfs.core.errors import StoreUnavailable as StoreUnavailable
-from memfs.core.errors import TooLarge as TooLarge
-from memfs.core.errors import TooManyOpen as TooManyOpen
-from memfs.core.errors import TurnOpen as TurnOpen
-from memfs.core.errors import Unsupported as Unsupported
-from memfs.core.models import By as By
-from memfs.core.models import ChangeSet as ChangeSet
-from memfs.core.models import FileMeta as FileMeta
-from memfs.core.models import Limits as Limits
-from memfs.core.models import Loaded as Loaded
-from memfs.core.models import Provenance as Provenance
-from memfs.core.models import Revision as Revision
-from memfs.core.models import SpaceRef as SpaceRef
-from memfs.core.models import SpaceResult as SpaceResult
-from memfs.core.models import Stored as Stored
-from memfs.core.models import TurnContext as TurnContext
-from memfs.core.specs import org_memory as org_memory
-from memfs.core.specs import persistent_dir as persistent_dir
-from memfs.core.specs import user_memory as user_memory
-from memfs.engine.acting import Acting as Acting
-from memfs.engine.acting import act_as as act_as
-from memfs.engine.turns import CommitResult as CommitResult
-from memfs.engine.turns import Memory as Memory
-from memfs.engine.turns import Mount as Mount
-from memfs.engine.turns import Turn as Turn
-from memfs.stores.base import ManagedStore as ManagedStore
-from memfs.stores.base import Store as Store
-from memfs.stores.open import open_store as open_store
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from memfs._version import __version__ as __version__
+
+if TYPE_CHECKING:
+    from memfs.client import Client as Client
+    from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
+    from memfs.core.errors import AuditTampered as AuditTampered
+    from memfs.core.errors import BadRequest as BadRequest
+    from memfs.core.errors import ConfigError as ConfigError
+    from memfs.core.errors import Conflict as Conflict
+    from memfs.core.errors import DaemonUnavailable as DaemonUnavailable
+    from memfs.core.errors import DiskFull as DiskFull
+    from memfs.core.errors import Forgotten as Forgotten
+    from memfs.core.errors import IllegalTransition as IllegalTransition
+    from memfs.core.errors import InvalidName as InvalidName
+    from memfs.core.errors import MemfsError as MemfsError
+    from memfs.core.errors import NameTooLong as NameTooLong
+    from memfs.core.errors import NoIdentity as NoIdentity
+    from memfs.core.errors import NotFound as NotFound
+    from memfs.core.errors import PermissionDenied as PermissionDenied
+    from memfs.core.errors import ReadOnly as ReadOnly
+    from memfs.core.errors import SpaceFull as SpaceFull
+    from memfs.core.errors import StoreUnavailable as StoreUnavailable
+    from memfs.core.errors import TooLarge as TooLarge
+    from memfs.core.errors import TooManyOpen as TooManyOpen
+    from memfs.core.errors import TurnOpen as TurnOpen
+    from memfs.core.errors import Unsupported as Unsupported
+    from memfs.core.models import By as By
+    from memfs.core.models import ChangeSet as ChangeSet
+    from memfs.core.models import FileMeta as FileMeta
+    from memfs.core.models import Limits as Limits
+    from memfs.core.models import Loaded as Loaded
+    from memfs.core.models import Provenance as Provenance
+    from memfs.core.models import Revision as Revision
+    from memfs.core.models import SpaceRef as SpaceRef
+    from memfs.core.models import SpaceResult as SpaceResult
+    from memfs.core.models import Stored as Stored
+    from memfs.core.models import TurnContext as TurnContext
+    from memfs.core.specs import org_memory as org_memory
+    from memfs.core.specs import persistent_dir as persistent_dir
+    from memfs.core.specs import user_memory as user_memory
+    from memfs.engine.acting import Acting as Acting
+    from memfs.engine.acting import act_as as act_as
+    from memfs.engine.turns import CommitResult as CommitResult
+    from memfs.engine.turns import Memory as Memory
+    from memfs.engine.turns import Mount as Mount
+    from memfs.engine.turns import Turn as Turn
+    from memfs.stores.base import ManagedStore as ManagedStore
+    from memfs.stores.base import Store as Store
+    from memfs.stores.open import open_store as open_store
+
+# name -> the module that defines it
+_EXPORTS = {
+    "Client": "memfs.client",
+    "AlreadyCommitted": "memfs.core.errors",
+    "AuditTampered": "memfs.core.errors",
+    "BadRequest": "memfs.core.errors",
+    "ConfigError": "memfs.core.errors",
+    "Conflict": "memfs.core.errors",
+    "DaemonUnavailable": "memfs.core.errors",
+    "DiskFull": "memfs.core.errors",
+    "Forgotten": "memfs.core.errors",
+    "IllegalTransition": "memfs.core.errors",
+    "InvalidName": "memfs.core.errors",
+    "MemfsError": "memfs.core.errors",
+    "NameTooLong": "memfs.core.errors",
+    "NoIdentity": "memfs.core.errors",
+    "NotFound": "memfs.core.errors",
+    "PermissionDenied": "memfs.core.errors",
+    "ReadOnly": "memfs.core.errors",
+    "SpaceFull": "memfs.core.errors",
+    "StoreUnavailable": "memfs.core.errors",
+    "TooLarge": "memfs.core.errors",
+    "TooManyOpen": "memfs.core.errors",
+    "TurnOpen": "memfs.core.errors",
+    "Unsupported": "memfs.core.errors",
+    "By": "memfs.core.models",
+    "ChangeSet": "memfs.core.models",
+    "FileMeta": "memfs.core.models",
+    "Limits": "memfs.core.models",
+    "Loaded": "memfs.core.models",
+    "Provenance": "memfs.core.models",
+    "Revision": "memfs.core.models",
+    "SpaceRef": "memfs.core.models",
+    "SpaceResult": "memfs.core.models",
+    "Stored": "memfs.core.models",
+    "TurnContext": "memfs.core.models",
+    "org_memory": "memfs.core.specs",
+    "persistent_dir": "memfs.core.specs",
+    "user_memory": "memfs.core.specs",
+    "Acting": "memfs.engine.acting",
+    "act_as": "memfs.engine.acting",
+    "CommitResult": "memfs.engine.turns",
+    "Memory": "memfs.engine.turns",
+    "Mount": "memfs.engine.turns",
+    "Turn": "memfs.engine.turns",
+    "ManagedStore": "memfs.stores.base",
+    "Store": "memfs.stores.base",
+    "open_store": "memfs.stores.open",
+}
+
+__all__ = [
+    "Acting",
+    "AlreadyCommitted",
+    "AuditTampered",
+    "BadRequest",
+    "By",
+    "ChangeSet",
+    "Client",
+    "CommitResult",
+    "ConfigError",
+    "Conflict",
+    "DaemonUnavailable",
+    "DiskFull",
+    "FileMeta",
+    "Forgotten",
+    "IllegalTransition",
+    "InvalidName",
+    "Limits",
+    "Loaded",
+    "ManagedStore",
+    "MemfsError",
+    "Memory",
+    "Mount",
+    "NameTooLong",
+    "NoIdentity",
+    "NotFound",
+    "PermissionDenied",
+    "Provenance",
+    "ReadOnly",
+    "Revision",
+    "SpaceFull",
+    "SpaceRef",
+    "SpaceResult",
+    "Store",
+    "StoreUnavailable",
+    "Stored",
+    "TooLarge",
+    "TooManyOpen",
+    "Turn",
+    "TurnContext",
+    "TurnOpen",
+    "Unsupported",
+    "__version__",
+    "act_as",
+    "open_store",
+    "org_memory",
+    "persistent_dir",
+    "user_memory",
+]
+
+# Defined only at run time: under a type checker, a module-level __getattr__
+# would make every misspelt ``memfs.X`` pass.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'memfs' has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))

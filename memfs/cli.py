@@ -14,16 +14,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 
 import click
-import trio
-from pydantic import BaseModel
 
-from memfs.api.models import DEFAULT_MAX_BODY_BYTES, MAX_ID
 from memfs.cli_manage import register
-from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_STATE_DIR, MAX_ID
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
+
+# Commands import what they run (the client, trio, the daemon) when they run,
+# so `memfs --help` loads neither the daemon, the control API nor httpx.
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from memfs.client import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +69,8 @@ def socket_option(command: F) -> F:
 
 def call(socket_path: Path | None, action: Callable[[Client], BaseModel]) -> None:
     """Run one control-API call and print its answer as JSON."""
+    from memfs.client import Client
+
     with reported(), Client(socket_path) as client:
         result = action(client)
     emit(result)
@@ -98,6 +104,8 @@ def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
     Prints each turn's note, what the agent's shell printed, the commit result
     and the access log, then the history of the file the agent wrote.
     """
+    import trio
+
     from memfs.demo import run_copy_demo, run_daemon_demo
     from memfs.stores.open import parse_store_url
 
@@ -331,6 +339,8 @@ def turn_kept(session: str, name: str | None, path: str | None, socket_path: Pat
         return
     if path is None:
         fail(BadRequest("give both NAME (the mount) and PATH, or neither"))
+    from memfs.client import Client
+
     with reported(), Client(socket_path) as client:
         content = client.kept_file(session, name, path)
     sys.stdout.buffer.write(content)

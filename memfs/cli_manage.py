@@ -13,20 +13,22 @@ import base64
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import trio
 
-from memfs.client import DEFAULT_STATE_DIR, Client
+from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.diff import unified
 from memfs.core.errors import MemfsError
 from memfs.core.models import DEFAULT_ORG, Limits
 from memfs.core.review import REVIEW_MODES, WaitingChange
 from memfs.core.roles import Role
-from memfs.engine.acting import Acting, act_as
-from memfs.stores.base import Store
-from memfs.stores.open import open_store
+
+# The engine, the stores, the client and trio are imported by the commands
+# that use them: `memfs --help` builds these commands without loading any.
+if TYPE_CHECKING:
+    from memfs.engine.acting import Acting
+    from memfs.stores.base import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -52,6 +54,8 @@ def tell_daemon(
     socket) nothing is lost; the answer is then ``None``. Otherwise: the open
     turns that held it, session -> mount names.
     """
+    from memfs.client import Client
+
     try:
         with Client(timeout=FORGET_NOTICE_TIMEOUT) as client:
             return client.forgotten(org, user, space=space, path=path).dropped
@@ -104,9 +108,7 @@ def config_limits(config_file: Path | None) -> Limits:
         return Limits()
     from memfsd.config import load_config  # the daemon's own reading of its file
 
-    limits = load_config(config_file).limits
-    assert isinstance(limits, Limits)  # memfsd is typed outside this package's mypy run
-    return limits
+    return load_config(config_file).limits
 
 
 def force_option(command: F) -> F:
@@ -166,6 +168,10 @@ def change_json(
 
 
 def run(store_url: str | None, act: Callable[[Store], Awaitable[T]]) -> T:
+    import trio
+
+    from memfs.stores.open import open_store
+
     async def main() -> T:
         store = open_store(store_url or default_store())
         try:
@@ -189,6 +195,8 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         limits: Limits | None = None,
     ) -> Any:
         """Run ``act`` as this actor: each act checks the role before it reaches the store."""
+        from memfs.engine.acting import act_as
+
         return run(store_url, lambda store: act(act_as(store, actor, role, org=org, limits=limits)))
 
     @main.group()

@@ -32,10 +32,9 @@ from memfs.api.models import (
     TurnStarted,
 )
 from memfs.core import errors
+from memfs.core.defaults import DEFAULT_STATE_DIR, SOCKET_NAME
 from memfs.core.errors import BadRequest, DaemonUnavailable, MemfsError
 
-DEFAULT_STATE_DIR = "/var/lib/memfs"
-SOCKET_NAME = "memfs.sock"
 DEFAULT_TIMEOUT = 60.0  # starting or ending a turn loads or stores whole spaces
 
 M = TypeVar("M", bound=BaseModel)

@@ -1,6 +1,7 @@
 """Running the real daemon in-process for tests: a FUSE mount in a tmp dir, driven by real shells.
 
-The FUSE handlers run in the test's own trio loop, so the test must never
+The suite's harness over the public helper, :func:`memfs.testing.mounted_daemon`:
+the FUSE handlers run in the test's own trio loop, so the test must never
 touch the mount with blocking calls from that loop: use :func:`sh` (a
 subprocess) or ``trio.to_thread``.
 """
@@ -8,38 +9,41 @@ subprocess) or ``trio.to_thread``.
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-import pyfuse3
 import pytest
 import trio
 
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
-from memfsd.main import Settings, serve
-from memfsd.service import DaemonService
+from memfs.testing.mount import MountedDaemon, fuse_missing, mounted_daemon, under_ci
+
+Daemon = MountedDaemon
+
+# Set by tests/conftest.py before each test: whether the test is marked ``fuse``.
+MOUNT_ALLOWED = True
 
 
 def require_fuse() -> None:
-    """Skip where FUSE is truly missing, except under CI, where a missing FUSE fails the run."""
-    missing = [
-        what
-        for what, present in (
-            ("/dev/fuse", os.path.exists("/dev/fuse")),
-            ("fusermount3", shutil.which("fusermount3") is not None),
+    """Skip where FUSE is truly missing, except under CI, where a missing FUSE fails the run.
+
+    Every test that mounts comes here first; one the conftest did not mark
+    ``fuse`` fails, so ``pytest -m "not fuse"`` never mounts.
+    """
+    if not MOUNT_ALLOWED:
+        pytest.fail(
+            "this test mounts FUSE but is not marked fuse: name a mount helper of "
+            "tests/conftest.py's MOUNTS in its module, or mark it"
         )
-        if not present
-    ]
-    if not missing:
+    why = fuse_missing()
+    if why is None:
         return
-    message = f"FUSE is not available here: {', '.join(missing)} missing"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (under CI=true this fails the run)")
-    pytest.skip(message)
+    if under_ci():
+        pytest.fail(why + " (under CI=true this fails the run)")
+    pytest.skip(why)
 
 
 def require_root(why: str) -> None:
@@ -51,19 +55,9 @@ def require_root(why: str) -> None:
     if os.geteuid() == 0:
         return
     message = f"needs root: {why}"
-    if os.environ.get("CI"):
+    if under_ci():
         pytest.fail(message + " (under CI=true this fails the run)")
     pytest.skip(message)
-
-
-@dataclass
-class Daemon:
-    service: DaemonService
-    settings: Settings
-
-    @property
-    def mount_root(self) -> Path:
-        return self.settings.mount_root
 
 
 @asynccontextmanager
@@ -75,24 +69,11 @@ async def running_daemon(
     limits: Limits | None = None,
 ) -> AsyncIterator[Daemon]:
     require_fuse()
-    state_dir = tmp_path / "state"
-    settings = Settings(
-        mount_root=tmp_path / "mnt",
-        state_dir=state_dir,
-        store=store or f"sqlite://{state_dir}/memfs.db",
-        specs=list(specs),
-        limits=limits or Limits(),
-        socket=state_dir / "memfs.sock",
-    )
-    async with trio.open_nursery() as nursery:
-        service = await nursery.start(serve, settings)
-        try:
-            yield Daemon(service, settings)
-        finally:
-            pyfuse3.terminate()
+    async with mounted_daemon(specs, tmp_path, store=store, limits=limits) as daemon:
+        yield daemon
 
 
-async def sh(script: str, cwd: Path, *, check: bool = True) -> trio.CompletedProcess[bytes]:
+async def sh(script: str, cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
     """Run ``script`` in bash in ``cwd``, as an agent would."""
     done = await trio.run_process(
         ["bash", "-c", script], cwd=cwd, capture_stdout=True, capture_stderr=True, check=False

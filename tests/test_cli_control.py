@@ -235,6 +235,7 @@ async def test_an_id_with_a_slash_cannot_reach_another_route(daemon: Daemon) -> 
     assert daemon.target.calls == []
 
 
+@pytest.mark.error_log(r"memfs\.api\.control: control API: GET /status failed")
 async def test_unexpected_daemon_failure_reaches_the_cli_as_exit_1(daemon: Daemon) -> None:
     daemon.target.fail_with = RuntimeError("a bug")
     done = await daemon.cli("status")

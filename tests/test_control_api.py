@@ -110,6 +110,7 @@ async def test_memfs_error_inside_an_exception_group_is_still_translated(
     assert response.json()["error"] == "StoreUnavailable"
 
 
+@pytest.mark.error_log(r"memfs\.api\.control: control API: GET /status failed")
 async def test_unexpected_error_is_a_logged_500_problem(
     client: httpx.AsyncClient, target: FakeTarget, caplog: pytest.LogCaptureFixture
 ) -> None:

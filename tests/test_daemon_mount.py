@@ -395,6 +395,7 @@ async def test_same_file_in_two_sessions_conflicts_and_loses_nothing(tmp_path: P
         assert (await files_of(daemon))["lending-rules/a.md"] == b"from-one\n"
 
 
+@pytest.mark.error_log(r"memfsd\.fs: unexpected error in FUSE handler read")
 async def test_a_fault_in_a_handler_is_eio_and_the_mount_lives_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

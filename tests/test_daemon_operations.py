@@ -145,6 +145,7 @@ async def test_file_size_limit_is_efbig_at_one_byte_past(tmp_path: Path) -> None
     assert raised.value.errno == errno.EFBIG
 
 
+@pytest.mark.error_log(r"memfsd\.fs: unexpected error in FUSE handler handler")
 async def test_error_boundary_turns_unexpected_exceptions_into_eio(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

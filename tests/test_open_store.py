@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,15 @@ async def test_sqlite_url_opens_a_database_file(tmp_path: Path) -> None:
 def test_unknown_schemes_and_relative_paths_are_config_errors(url: str) -> None:
     with pytest.raises(memfs.ConfigError):
         memfs.open_store(url)
+
+
+async def test_sqlite_url_in_a_folder_not_made_yet_makes_it_0700(tmp_path: Path) -> None:
+    # The README's quick start on a fresh machine: no folder for the file yet.
+    store = memfs.open_store(f"sqlite://{tmp_path}/fresh/state/memfs.db")
+    try:
+        for folder in (tmp_path / "fresh", tmp_path / "fresh" / "state"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+        await store.load(memfs.SpaceRef(layer="org", space="rules"), "s1")
+        assert (tmp_path / "fresh" / "state" / "memfs.db").is_file()
+    finally:
+        await store.aclose()

@@ -25,8 +25,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memfs._version import __version__
 from memfs.api.models import (
-    DEFAULT_MAX_BODY_BYTES,
     DaemonStatus,
     ForgetApplied,
     ForgetNotice,
@@ -38,6 +38,7 @@ from memfs.api.models import (
     TurnStarted,
 )
 from memfs.api.target import ControlTarget
+from memfs.core.defaults import DEFAULT_MAX_BODY_BYTES
 from memfs.core.errors import BadRequest, MemfsError, NotFound, TooLarge, sole_memfs_error
 
 log = logging.getLogger(__name__)
@@ -173,8 +174,6 @@ class _BodyLimit:
 
 def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The control API, driving ``target``; request bodies over ``max_body_bytes`` get 413."""
-    from memfs import __version__
-
     app = FastAPI(
         title="memfs control API",
         version=__version__,

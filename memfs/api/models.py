@@ -20,12 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from memfs.core.defaults import MAX_ID
 from memfs.core.models import Layer, Status
 
-# uid_t and gid_t are 32 bits, and (uid_t)-1 means "leave unchanged" to chown.
-MAX_ID = 2**32 - 2
-# Far past any identity an app sends, well below what pydantic will serialise.
-DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far below this
 MAX_EXTRA_BODY_DEPTH = 64
 
 

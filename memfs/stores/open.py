@@ -1,7 +1,8 @@
 """``open_store(url)``: a store from its URL.
 
 ``memory://`` (in-process), ``folder:///abs/dir`` (plain files) and
-``sqlite:///abs/path/memfs.db`` (the embedded default). Paths are absolute,
+``sqlite:///abs/path/memfs.db`` (the embedded default; a missing folder for
+the file is made, 0700). Paths are absolute,
 in file-URL form. An unknown scheme or a relative path is a ``ConfigError``
 at start, never a store somewhere unexpected.
 """
@@ -56,8 +57,12 @@ def open_store(url: str) -> Store:
         from memfs.stores.folder import FolderStore
 
         return FolderStore(path)
+    from memfs.private import make_private_dirs
     from memfs.stores.sqlite import SqliteStore
 
+    # A fresh machine has no folder for the file yet: it is made here, 0700
+    # like state_dir (the file is memory), as SQLite makes the file itself.
+    make_private_dirs(path.parent)
     return SqliteStore(path)
 
 

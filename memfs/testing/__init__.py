@@ -7,6 +7,9 @@
 - :mod:`memfs.testing.faults`: ``FaultyStore(inner, fail=..., delay=...)``,
   a wrapper around any store whose chosen methods fail, block or wait, for
   tests of what happens when a store misbehaves.
+- :mod:`memfs.testing.mount`: ``mounted_daemon(specs)``, a real daemon on a
+  temporary FUSE mount for an app's integration tests;
+  :mod:`memfs.testing.pytest_plugin` offers it as the ``memfs_daemon`` fixture.
 """
 
 from memfs.testing.app import TestMemory as TestMemory
@@ -19,3 +22,6 @@ from memfs.testing.conformance import check_store as check_store
 from memfs.testing.conformance import checks_for as checks_for
 from memfs.testing.conformance import run_check as run_check
 from memfs.testing.faults import FaultyStore as FaultyStore
+from memfs.testing.mount import FuseUnavailable as FuseUnavailable
+from memfs.testing.mount import MountedDaemon as MountedDaemon
+from memfs.testing.mount import mounted_daemon as mounted_daemon

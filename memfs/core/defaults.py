@@ -1,0 +1,18 @@
+"""Defaults and bounds that the daemon, ``memfs.Client`` and the CLI share.
+
+Plain values with no imports, so the ``memfs`` command can build its options
+(and answer ``--help``) without loading the client or the control API.
+"""
+
+from __future__ import annotations
+
+# Where the daemon keeps its state, and the control socket's name in it.
+DEFAULT_STATE_DIR = "/var/lib/memfs"
+SOCKET_NAME = "memfs.sock"
+
+# uid_t and gid_t are 32 bits, and (uid_t)-1 means "leave unchanged" to chown.
+MAX_ID = 2**32 - 2
+# Far past any identity an app sends, well below what pydantic will serialise.
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far below this
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_STATE_DIR", "MAX_ID", "SOCKET_NAME"]
