@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from memfs.api.models import DEFAULT_MAX_BODY_BYTES, MAX_ID
 from memfs.cli_manage import register
+from memfs.cli_people import register as register_people
 from memfs.client import DEFAULT_STATE_DIR, Client
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
@@ -371,6 +372,7 @@ def _echo(value: object) -> None:
 
 
 register(main, _echo, reported)
+register_people(main, _echo, reported)
 
 
 if __name__ == "__main__":  # pragma: no cover
