@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 import click
 
 from memfs.cli_manage import register
+from memfs.cli_people import register as register_people
 from memfs.core.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_STATE_DIR, MAX_ID
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
@@ -381,6 +382,7 @@ def _echo(value: object) -> None:
 
 
 register(main, _echo, reported)
+register_people(main, _echo, reported)
 
 
 if __name__ == "__main__":  # pragma: no cover

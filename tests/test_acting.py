@@ -149,3 +149,38 @@ async def test_a_put_from_code_is_not_an_audited_act(managed: ReviewingStore) ->
     code = Provenance(origin="code")
     await managed.put(RULES, ChangeSet(created={"r.md": b"seeded"}), provenance=code)
     assert await managed.audit() == []
+
+
+async def test_forget_user_acts_on_the_folder_store_role_checked(tmp_path: Path) -> None:
+    from memfs.stores.folder import FolderStore
+
+    store = FolderStore(tmp_path / "folder")
+    loaded = await store.load(DANA_ME, "s1")
+    await store.store(
+        DANA_ME, ChangeSet(created={"p.md": b"p"}), cursor=loaded.cursor, provenance=Provenance()
+    )
+    with pytest.raises(memfs.PermissionDenied):
+        await memfs.act_as(store, "m", "member", org="bank_17").forget_user("u_dana")
+    assert await store.user_files("u_dana", "bank_17") == {"me": {"p.md": b"p"}}
+    admin = memfs.act_as(store, "root", "admin", org="bank_17")
+    forgot = await admin.forget_user("u_dana")
+    assert (forgot.spaces, forgot.files) == ((DANA_ME,), 1)
+    assert await store.user_files("u_dana", "bank_17") == {}
+    # Everything else needs history, and says so.
+    with pytest.raises(memfs.ConfigError, match="keeps no history"):
+        await admin.files("rules")
+
+
+def test_a_store_that_cannot_forget_people_is_refused_at_once() -> None:
+    class AppStore:
+        async def load(self, ref: SpaceRef, session: str) -> memfs.Loaded:
+            return memfs.Loaded()
+
+        async def store(self, *args: object, **kwargs: object) -> memfs.Stored:
+            return memfs.Stored(status="saved")
+
+        async def aclose(self) -> None:
+            return None
+
+    with pytest.raises(memfs.ConfigError, match="keeps no history"):
+        memfs.act_as(AppStore(), "root", "admin")

@@ -46,7 +46,21 @@ Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
 StoreStatus = Literal["saved", "waiting", "conflict"]
 Origin = Literal["conversation", "code", "edited", "fix"]
 AuditAction = Literal[
-    "approve", "reject", "edit", "restore", "forget", "forget-user", "open", "set-review", "put"
+    "approve",
+    "reject",
+    "edit",
+    "restore",
+    "forget",
+    "forget-user",
+    "open",
+    "set-review",
+    "put",
+    # Who may sign in (see memfs.core.members): never a token or its hash.
+    "add-member",
+    "change-member",
+    "remove-member",
+    "create-token",
+    "revoke-tokens",
 ]
 
 DEFAULT_ORG = "default"

@@ -32,6 +32,7 @@ Act = Literal[
     "forget-user",
     "open",
     "verify-audit",
+    "manage-people",
 ]
 
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -39,8 +40,8 @@ ACTS: tuple[Act, ...] = get_args(Act)
 
 # The whole policy, as data: each act and the roles allowed it. Reviewing,
 # restoring, forgetting and writing (put) a file are everyday curation (members); changing
-# how a space is reviewed, erasing a person and reading their memory are
-# rarer and weightier (admins).
+# how a space is reviewed, erasing a person, reading their memory and
+# managing who signs in are rarer and weightier (admins).
 ALLOWED: Mapping[str, frozenset[str]] = {
     "read": frozenset({"viewer", "member", "admin"}),
     "review": frozenset({"member", "admin"}),
@@ -51,6 +52,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "forget-user": frozenset({"admin"}),
     "open": frozenset({"admin"}),
     "verify-audit": frozenset({"admin"}),
+    # Who may sign in, and with which role: whoever may do this may make
+    # themselves anything, so it is the admins' alone.
+    "manage-people": frozenset({"admin"}),
 }
 
 

@@ -13,6 +13,12 @@ same message, as a change that does not exist
 (their files or a file's history) goes through the store's audited
 ``open_person``/``open_history``. Reviewer edits obey ``limits``, as turns do.
 
+Every act needs a managed store, except ``forget_user``: any store that
+forgets people (``PersonForgetting``, the folder store among them) will do,
+still role-checked, and audited where the store keeps an audit log. A store
+that cannot even forget people is a ``ConfigError`` at once; a folder store's
+other acts are a ``ConfigError`` when asked.
+
 ``put`` writes one file of an org space live at once (members and admins):
 no review, a new revision of origin ``edited`` authored by the actor, within
 ``limits``, and the store records it in its audit log (``put``) in the same
@@ -39,7 +45,9 @@ from memfs.core.models import (
 )
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.core.roles import Role, people_view, require, require_same_org
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.stores.base import ManagedStore, PersonForgetting, ReviewingStore, Store
+
+_UNMANAGED = "this store keeps no history or review; use sqlite or memory"
 
 
 class Acting:
@@ -54,18 +62,29 @@ class Acting:
         org: str = DEFAULT_ORG,
         limits: Limits | None = None,
     ) -> None:
-        if not isinstance(store, ManagedStore):
-            raise ConfigError("this store keeps no history or review; use sqlite or memory")
-        self.store = store
+        # A store that only forgets people (the folder store) may still be
+        # acted on for that: ``forget_user``. Everything else needs a managed
+        # store, and says so when asked (``store``).
+        if not isinstance(store, PersonForgetting):
+            raise ConfigError(_UNMANAGED)
+        self._store: PersonForgetting = store
         self.by = By(id=actor, role=role)
         self.role: Role = role
         self.org = org
         self.limits = limits or Limits()
 
+    @property
+    def store(self) -> ManagedStore:
+        """The store, for every act but ``forget_user``: ``ConfigError`` unless it is managed."""
+        if not isinstance(self._store, ManagedStore):
+            raise ConfigError(_UNMANAGED)
+        return self._store
+
     def _reviewing(self) -> ReviewingStore:
-        if not isinstance(self.store, ReviewingStore):
+        store = self.store
+        if not isinstance(store, ReviewingStore):
             raise ConfigError("this store holds no changes for review")
-        return self.store
+        return store
 
     def org_space(self, space: str) -> SpaceRef:
         return SpaceRef(layer="org", space=space, org=self.org)
@@ -147,9 +166,13 @@ class Acting:
         return await self.store.forget_file(ref, path, by=self.by)
 
     async def forget_user(self, user: str) -> Forgot:
-        """Erase ``user``'s own memory in this org; says which spaces and how many files went."""
+        """Erase ``user``'s own memory in this org; says which spaces and how many files went.
+
+        Any store that forgets people will do (the folder store too): the role
+        is checked all the same, and a store with an audit log records the act.
+        """
         require(self.role, "forget-user")
-        return await self.store.forget_user(user, self.org, by=self.by)
+        return await self._store.forget_user(user, self.org, by=self.by)
 
     async def put(self, space: str, path: str, content: bytes) -> Stored:
         """Add or replace one live file of an org space, at once and audited; within ``limits``."""

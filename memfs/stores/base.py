@@ -15,6 +15,7 @@ from collections.abc import Collection, Container
 from typing import Literal, Protocol, runtime_checkable
 
 from memfs.core.audit import AuditCheck
+from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     AuditEntry,
     By,
@@ -111,7 +112,62 @@ class PersonForgetting(Store, Protocol):
 
 
 @runtime_checkable
-class ManagedStore(PersonForgetting, Protocol):
+class Members(Protocol):
+    """The people who may sign in, and their tokens: every managed store keeps them.
+
+    Ids are per org: ``("ada", "bank-1")`` and ``("ada", "bank-2")`` are two
+    people, and nothing done to one touches the other. A token belongs to one
+    member; the store keeps only its hash (:func:`memfs.core.members.token_hash`)
+    and resolves a presented token to the member as the store holds them now,
+    so a role changed since applies at once and a removed member's token
+    resolves to nothing. Every change below adds one audit entry in the same
+    transaction, naming the actor (``by``) and the member id (``target``),
+    never a token or its hash.
+    """
+
+    async def add_member(self, member: Member, *, by: By | None) -> Member:
+        """Add ``member``, or change the role and label of the member of that id in that org.
+
+        Audited as ``add-member`` (detail: the role) or ``change-member``
+        (detail: what changed, never the label); a change to nothing is not
+        audited. Returns the member as stored.
+        """
+        ...
+
+    async def member(self, id: str, org: str) -> Member:
+        """The member ``id`` of ``org``; ``NotFound`` if there is none."""
+        ...
+
+    async def members(self, org: str) -> list[Member]:
+        """Every member of ``org``, by id."""
+        ...
+
+    async def remove_member(self, id: str, org: str, *, by: By | None) -> Member:
+        """Remove a member, revoking every token of theirs (``remove-member``); ``NotFound``."""
+        ...
+
+    async def create_token(self, id: str, org: str, *, by: By | None) -> IssuedToken:
+        """A new sign-in token for a member (``create-token``); its secret is returned once.
+
+        A member may hold several tokens; each resolves until revoked.
+        ``NotFound`` if there is no such member.
+        """
+        ...
+
+    async def revoke_tokens(self, id: str, org: str, *, by: By | None) -> int:
+        """Revoke every token of a member (``revoke-tokens``, detail the count); how many.
+
+        ``NotFound`` if there is no such member; a member with no token is 0.
+        """
+        ...
+
+    async def resolve_token(self, token: str) -> Member | None:
+        """The member ``token`` signs in as, or None: unknown, revoked, malformed, removed."""
+        ...
+
+
+@runtime_checkable
+class ManagedStore(PersonForgetting, Members, Protocol):
     """A store that keeps history: every revision, with where it came from."""
 
     async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
@@ -214,7 +270,8 @@ class ManagedStore(PersonForgetting, Protocol):
 
         Every ``decide``, ``restore``, ``forget_file``, ``forget_user``,
         ``set_review``, ``open_person`` and edited ``put`` adds one entry in the same
-        transaction as the act. There is no way to change or remove an entry.
+        transaction as the act, and so does every change to members and tokens
+        (:class:`Members`). There is no way to change or remove an entry.
         """
         ...
 
@@ -271,4 +328,11 @@ class ReviewingStore(ManagedStore, Protocol):
         ...
 
 
-__all__ = ["ForgetLog", "ManagedStore", "PersonForgetting", "ReviewingStore", "Store"]
+__all__ = [
+    "ForgetLog",
+    "ManagedStore",
+    "Members",
+    "PersonForgetting",
+    "ReviewingStore",
+    "Store",
+]

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memfs.core import audit as audit_rules
+from memfs.core import members as member_rules
 from memfs.core import review as rules
 from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import Forgotten, NotFound
 from memfs.core.limits import require_within
+from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     FILE_MODE,
     AuditAction,
@@ -88,6 +90,9 @@ class MemoryStore:
         # (org, user, space) -> the sequence number when it was last forgotten;
         # space "" is the whole person. No path, no content.
         self._forgotten: dict[tuple[str, str, str], int] = {}
+        # People who sign in, by (org, id); tokens by their hash (never the token).
+        self._members: dict[tuple[str, str], Member] = {}
+        self._tokens: dict[str, tuple[str, str]] = {}  # hash -> (org, id)
 
     def _log(
         self,
@@ -633,6 +638,72 @@ class MemoryStore:
 
     async def spaces(self) -> list[SpaceRef]:
         return sorted((ref for ref, space in self._spaces.items() if space.history), key=str)
+
+    async def add_member(self, member: Member, *, by: By | None) -> Member:
+        key = (member.org, member.id)
+        before = self._members.get(key)
+        detail = member_rules.member_change(before, member)
+        if detail is None:
+            return member
+        self._members[key] = member
+        action: AuditAction = "add-member" if before is None else "change-member"
+        self._log(action, member.org, by=by, target=member.id, detail=detail)
+        return member
+
+    def _member(self, id: str, org: str) -> Member:
+        member_rules.check_member_id(id)
+        member_rules.check_member_id(org, what="org id")
+        found = self._members.get((org, id))
+        if found is None:
+            raise NotFound(f"org {org!r} has no member of this id", path=id)
+        return found
+
+    async def member(self, id: str, org: str) -> Member:
+        return self._member(id, org)
+
+    async def members(self, org: str) -> list[Member]:
+        member_rules.check_member_id(org, what="org id")
+        return sorted((m for (o, _), m in self._members.items() if o == org), key=lambda m: m.id)
+
+    def _drop_tokens(self, id: str, org: str) -> int:
+        mine = [h for h, owner in self._tokens.items() if owner == (org, id)]
+        for hashed in mine:
+            del self._tokens[hashed]
+        return len(mine)
+
+    async def remove_member(self, id: str, org: str, *, by: By | None) -> Member:
+        found = self._member(id, org)
+        revoked = self._drop_tokens(id, org)
+        del self._members[(org, id)]
+        detail = audit_rules.count(revoked, "token")
+        self._log("remove-member", org, by=by, target=id, detail=detail)
+        return found
+
+    async def create_token(self, id: str, org: str, *, by: By | None) -> IssuedToken:
+        found = self._member(id, org)
+        token = member_rules.new_token()
+        self._tokens[member_rules.token_hash(token)] = (org, id)
+        self._log("create-token", org, by=by, target=id)
+        return IssuedToken(token=token, member=found)
+
+    async def revoke_tokens(self, id: str, org: str, *, by: By | None) -> int:
+        self._member(id, org)
+        revoked = self._drop_tokens(id, org)
+        self._log(
+            "revoke-tokens", org, by=by, target=id, detail=audit_rules.count(revoked, "token")
+        )
+        return revoked
+
+    async def resolve_token(self, token: str) -> Member | None:
+        if not member_rules.looks_like_token(token):
+            return None
+        hashed = member_rules.token_hash(token)
+        # Every kept hash is compared, each in constant time: a test store, few tokens.
+        match = next(
+            (owner for kept, owner in self._tokens.items() if member_rules.same_hash(kept, hashed)),
+            None,
+        )
+        return None if match is None else self._members.get(match)
 
     async def aclose(self) -> None:
         self.closed = True

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from memfs.core.audit import GENESIS, entry_hash
+from memfs.core.audit import GENESIS, canonical, entry_hash
 from memfs.core.errors import (
     ConfigError,
     Conflict,
@@ -26,6 +26,7 @@ from memfs.core.errors import (
     SpaceFull,
     TooLarge,
 )
+from memfs.core.members import Member, looks_like_token, token_hash
 from memfs.core.models import (
     MIB,
     By,
@@ -1502,6 +1503,184 @@ REVIEW_CHECKS: dict[str, Check] = {
 }
 
 
+# -- members: the people who sign in, and their tokens (managed stores) ----
+
+OPERATOR = By(id="operator:0", role="admin")
+ADA_MEMBER = Member(id="ada", org="bank-1", role="admin", label="Ada")
+BEN_MEMBER = Member(id="ben", org="bank-1", role="viewer")
+
+
+async def _member_audit(store: ManagedStore) -> list[tuple[str, str | None, str | None]]:
+    members_acts = {"add-member", "change-member", "remove-member", "create-token", "revoke-tokens"}
+    return [
+        (e.action, e.target, None if e.actor is None else e.actor.id)
+        for e in await store.audit()
+        if e.action in members_acts
+    ]
+
+
+async def check_members_are_added_listed_changed_and_removed(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    assert await store.members("bank-1") == []
+    assert await store.add_member(BEN_MEMBER, by=OPERATOR) == BEN_MEMBER
+    await store.add_member(ADA_MEMBER, by=OPERATOR)
+    assert await store.members("bank-1") == [ADA_MEMBER, BEN_MEMBER]  # by id
+    assert await store.member("ben", "bank-1") == BEN_MEMBER
+    promoted = BEN_MEMBER.model_copy(update={"role": "member", "label": "Ben"})
+    assert await store.add_member(promoted, by=OPERATOR) == promoted
+    assert await store.member("ben", "bank-1") == promoted
+    assert await store.remove_member("ben", "bank-1", by=OPERATOR) == promoted
+    assert await store.members("bank-1") == [ADA_MEMBER]
+    await _raises_not_found(store.member("ben", "bank-1"))
+    await _raises_not_found(store.remove_member("ben", "bank-1", by=OPERATOR))
+
+
+async def check_member_ids_are_per_org(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    other = Member(id="ada", org="bank-2", role="viewer", label="Another Ada")
+    await store.add_member(ADA_MEMBER, by=OPERATOR)
+    await store.add_member(other, by=OPERATOR)
+    assert await store.members("bank-2") == [other]
+    assert (await store.member("ada", "bank-1")).role == "admin"
+    mine = await store.create_token("ada", "bank-1", by=OPERATOR)
+    theirs = await store.create_token("ada", "bank-2", by=OPERATOR)
+    assert await store.resolve_token(mine.token) == ADA_MEMBER
+    assert await store.resolve_token(theirs.token) == other
+    # Revoking or removing one is nothing to the other.
+    assert await store.revoke_tokens("ada", "bank-2", by=OPERATOR) == 1
+    assert await store.resolve_token(mine.token) == ADA_MEMBER
+    await store.remove_member("ada", "bank-2", by=OPERATOR)
+    assert await store.members("bank-1") == [ADA_MEMBER]
+    await _raises_not_found(store.member("ada", "bank-2"))
+    await _raises_not_found(store.create_token("ben", "bank-2", by=OPERATOR))
+    assert {e.org for e in await store.audit(org="bank-2")} == {"bank-2"}
+
+
+async def check_a_token_is_shown_once_and_resolves_to_the_member_as_stored_now(
+    store: Store,
+) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    issued = await store.create_token("ben", "bank-1", by=OPERATOR)
+    assert issued.member == BEN_MEMBER
+    assert issued.token.startswith("memfs_") and looks_like_token(issued.token)
+    assert issued.token not in repr(issued) and issued.token not in str(issued)
+    second = await store.create_token("ben", "bank-1", by=OPERATOR)
+    assert second.token != issued.token  # a member may hold several, each its own
+    assert await store.resolve_token(issued.token) == BEN_MEMBER
+    assert await store.resolve_token(second.token) == BEN_MEMBER
+    # The role comes from the store, at the time of asking.
+    admin = BEN_MEMBER.model_copy(update={"role": "admin"})
+    await store.add_member(admin, by=OPERATOR)
+    assert await store.resolve_token(issued.token) == admin
+
+
+async def check_unknown_malformed_and_revoked_tokens_resolve_to_nothing(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    issued = await store.create_token("ben", "bank-1", by=OPERATOR)
+    other = await store.create_token("ben", "bank-1", by=OPERATOR)
+    flipped = issued.token[:-1] + ("A" if issued.token[-1] != "A" else "B")
+    for bad in (
+        "",
+        "memfs_",
+        flipped,
+        issued.token + "x",
+        issued.token[:-1],
+        issued.token.upper(),
+        " " + issued.token,
+        token_hash(issued.token),  # what the store keeps is no token
+        "memfs_" + "A" * 43,
+        "x" * 100_000,
+        "memfs_\x00" + "A" * 42,
+    ):
+        assert await store.resolve_token(bad) is None, bad[:60]
+    assert await store.revoke_tokens("ben", "bank-1", by=OPERATOR) == 2
+    assert await store.resolve_token(issued.token) is None
+    assert await store.resolve_token(other.token) is None
+    assert await store.revoke_tokens("ben", "bank-1", by=OPERATOR) == 0
+    assert await store.member("ben", "bank-1") == BEN_MEMBER  # still a member
+    fresh = await store.create_token("ben", "bank-1", by=OPERATOR)
+    assert await store.resolve_token(fresh.token) == BEN_MEMBER
+
+
+async def check_a_removed_members_tokens_resolve_to_nothing_even_if_added_again(
+    store: Store,
+) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    issued = await store.create_token("ben", "bank-1", by=OPERATOR)
+    await store.remove_member("ben", "bank-1", by=OPERATOR)
+    assert await store.resolve_token(issued.token) is None
+    # The same id again is a new membership: the old token stays revoked.
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    assert await store.resolve_token(issued.token) is None
+    await _raises_not_found(store.revoke_tokens("carol", "bank-1", by=OPERATOR))
+
+
+async def check_every_change_to_members_is_audited_and_never_a_token(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)  # a change to nothing: no entry
+    await store.add_member(BEN_MEMBER.model_copy(update={"role": "member"}), by=ADA)
+    await store.add_member(
+        BEN_MEMBER.model_copy(update={"role": "member", "label": "Benjamin Secret"}), by=ADA
+    )
+    first = await store.create_token("ben", "bank-1", by=OPERATOR)
+    await store.revoke_tokens("ben", "bank-1", by=OPERATOR)
+    second = await store.create_token("ben", "bank-1", by=OPERATOR)
+    await store.remove_member("ben", "bank-1", by=OPERATOR)
+    assert await _member_audit(store) == [
+        ("add-member", "ben", "operator:0"),
+        ("change-member", "ben", "ada"),
+        ("change-member", "ben", "ada"),
+        ("create-token", "ben", "operator:0"),
+        ("revoke-tokens", "ben", "operator:0"),
+        ("create-token", "ben", "operator:0"),
+        ("remove-member", "ben", "operator:0"),
+    ]
+    entries = [e for e in await store.audit(org="bank-1")]
+    details = [e.detail for e in entries]
+    assert details == [
+        "role viewer",
+        "role viewer -> member",
+        "label changed",
+        None,
+        "1 token",
+        None,
+        "1 token",
+    ]
+    for entry in entries:
+        written = canonical(entry).decode() + entry.hash
+        for secret in (first.token, second.token):
+            assert secret not in written and token_hash(secret) not in written
+        assert "Benjamin" not in written  # a label is the person's, not the log's
+    await store.verify_audit()
+
+
+async def check_a_refused_members_act_changes_nothing_and_is_not_audited(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(BEN_MEMBER, by=OPERATOR)
+    before = await store.audit()
+    await _raises_not_found(store.create_token("carol", "bank-1", by=OPERATOR))
+    await _raises_not_found(store.revoke_tokens("carol", "bank-1", by=OPERATOR))
+    await _raises_not_found(store.remove_member("carol", "bank-1", by=OPERATOR))
+    for bad_id in ("..", "a/b", "", "x\x00y", "tab\tbed", "é" * 200):
+        for call in (
+            store.member(bad_id, "bank-1"),
+            store.create_token(bad_id, "bank-1", by=OPERATOR),
+            store.remove_member("ben", bad_id, by=OPERATOR),
+        ):
+            try:
+                await call
+            except InvalidName:
+                pass
+            else:
+                raise AssertionError(f"member id {bad_id!r} was not refused")
+    assert await store.audit() == before
+    assert await store.members("bank-1") == [BEN_MEMBER]
+
+
 COMMON_CHECKS: dict[str, Check] = {
     "unknown_space_loads_empty": check_unknown_space_loads_empty,
     "created_files_load_back_byte_for_byte": check_created_files_load_back_byte_for_byte,
@@ -1587,6 +1766,25 @@ MANAGED_CHECKS: dict[str, Check] = {
     "history_shows_each_revisions_mode": check_history_shows_each_revisions_mode,
     "ctimes_load_back": check_ctimes_load_back,
     "restore_brings_back_the_revisions_mode": check_restore_brings_back_the_revisions_mode,
+    "members_are_added_listed_changed_and_removed": (
+        check_members_are_added_listed_changed_and_removed
+    ),
+    "member_ids_are_per_org": check_member_ids_are_per_org,
+    "a_token_is_shown_once_and_resolves_to_the_member_as_stored_now": (
+        check_a_token_is_shown_once_and_resolves_to_the_member_as_stored_now
+    ),
+    "unknown_malformed_and_revoked_tokens_resolve_to_nothing": (
+        check_unknown_malformed_and_revoked_tokens_resolve_to_nothing
+    ),
+    "a_removed_members_tokens_resolve_to_nothing_even_if_added_again": (
+        check_a_removed_members_tokens_resolve_to_nothing_even_if_added_again
+    ),
+    "every_change_to_members_is_audited_and_never_a_token": (
+        check_every_change_to_members_is_audited_and_never_a_token
+    ),
+    "a_refused_members_act_changes_nothing_and_is_not_audited": (
+        check_a_refused_members_act_changes_nothing_and_is_not_audited
+    ),
 }
 
 

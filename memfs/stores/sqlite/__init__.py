@@ -7,6 +7,7 @@ The package owns the database file and everything in it, one module per part:
 - :mod:`~memfs.stores.sqlite.files`: loads (full and lean), turn stores, puts, restores, history;
 - :mod:`~memfs.stores.sqlite.review`: org changes held for review;
 - :mod:`~memfs.stores.sqlite.privacy`: forgetting, and audited reads of a person's memory;
+- :mod:`~memfs.stores.sqlite.members`: the people who sign in, and their tokens' hashes;
 - :mod:`~memfs.stores.sqlite.traces` and :mod:`~memfs.stores.sqlite.audit`;
 - :mod:`~memfs.stores.sqlite.store`: ``SqliteStore``, the connection and its transactions.
 

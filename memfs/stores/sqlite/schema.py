@@ -23,6 +23,9 @@ understands is refused. These tables hold everything::
     forgotten        digest of (org, user, space) -> the clock when it was forgotten;
                      space '' is the whole person (schema 8)
     space_clock      the one counter space versions come from, so none repeats (schema 9)
+    members          (org, id) -> role and label of a person who may sign in (schema 10)
+    tokens           sha256 of a sign-in token -> (org, member) it signs in as, never the
+                     token itself (schema 10; the format is ``memfs.core.members``)
 
 Schema 7 also gives every revision its file's ``mode`` (the permission bits)
 and ``mtime_ns``/``ctime_ns`` (see ``memfs.core.models.FileMeta``); revisions
@@ -327,6 +330,38 @@ def _add_space_versions(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Schema 10: who may sign in. A member's id is unique within its org only
+# (ids are per org). A token row references its member, so a member cannot be
+# deleted while a token of theirs is kept: removing one revokes them first.
+_SCHEMA_MEMBERS = (
+    """
+    CREATE TABLE members (
+        org TEXT NOT NULL,
+        id TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('viewer', 'member', 'admin')),
+        label TEXT,
+        added_at TEXT NOT NULL,
+        PRIMARY KEY (org, id)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE tokens (
+        hash TEXT PRIMARY KEY,
+        org TEXT NOT NULL,
+        member TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        FOREIGN KEY (org, member) REFERENCES members (org, id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX tokens_by_member ON tokens (org, member)",
+)
+
+
+def _add_members(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_MEMBERS:
+        conn.execute(statement)
+
+
 def _chain_audit(conn: sqlite3.Connection) -> None:
     """Schema 6: every audit entry carries its hash and the one before (``memfs.core.audit``).
 
@@ -379,6 +414,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_file_metadata,
     _add_turn_records,
     _add_space_versions,
+    _add_members,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -21,12 +21,14 @@ from typing import Literal, TypeVar
 
 import trio
 
+from memfs.core import members as member_rules
 from memfs.core import review
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import (
     ConfigError,
     StoreUnavailable,
 )
+from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     AuditEntry,
     By,
@@ -55,6 +57,15 @@ from memfs.stores.sqlite.files import (
     _restore,
     _spaces,
     _store_turn,
+)
+from memfs.stores.sqlite.members import (
+    _add_member,
+    _create_token,
+    _member,
+    _members,
+    _remove_member,
+    _resolve_token,
+    _revoke_tokens,
 )
 from memfs.stores.sqlite.privacy import (
     _forget,
@@ -88,6 +99,11 @@ def _map_exceptions(path: Path) -> Iterator[None]:
         yield
     except (sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(f"the sqlite store failed: {exc}", path=str(path)) from exc
+
+
+def _check_member(id: str, org: str) -> None:
+    member_rules.check_member_id(id)
+    member_rules.check_member_id(org, what="org id")
 
 
 class SqliteStore:
@@ -461,6 +477,49 @@ class SqliteStore:
                 lambda conn: _decide(conn, id, action, by, paths, edits, force, within),
                 write=True,
             )
+        )
+
+    async def add_member(self, member: Member, *, by: By | None) -> Member:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _add_member(conn, member, by), write=True)
+        )
+
+    async def member(self, id: str, org: str) -> Member:
+        _check_member(id, org)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _member(conn, id, org), write=False)
+        )
+
+    async def members(self, org: str) -> list[Member]:
+        member_rules.check_member_id(org, what="org id")
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _members(conn, org), write=False)
+        )
+
+    async def remove_member(self, id: str, org: str, *, by: By | None) -> Member:
+        _check_member(id, org)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _remove_member(conn, id, org, by), write=True)
+        )
+
+    async def create_token(self, id: str, org: str, *, by: By | None) -> IssuedToken:
+        _check_member(id, org)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _create_token(conn, id, org, by), write=True)
+        )
+
+    async def revoke_tokens(self, id: str, org: str, *, by: By | None) -> int:
+        _check_member(id, org)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _revoke_tokens(conn, id, org, by), write=True)
+        )
+
+    async def resolve_token(self, token: str) -> Member | None:
+        if not member_rules.looks_like_token(token):
+            return None  # not a token at all: no need to ask the file
+        hashed = member_rules.token_hash(token)
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _resolve_token(conn, hashed), write=False)
         )
 
     async def aclose(self) -> None:

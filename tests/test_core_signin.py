@@ -1,0 +1,132 @@
+"""The sign-in throttle: failures per client in a sliding window, at and past its limits."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from memfs.core.signin import (
+    DEFAULT_SIGNIN_FAILURES,
+    DEFAULT_SIGNIN_WINDOW_SECONDS,
+    SigninLimits,
+    SigninThrottle,
+    Verdict,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def throttle(
+    failures: int = 3, window: float = 60.0, clients: int = 100
+) -> tuple[SigninThrottle, Clock]:
+    clock = Clock()
+    limits = SigninLimits(
+        signin_failures=failures, signin_window_seconds=window, signin_max_clients=clients
+    )
+    return SigninThrottle(limits, clock=clock), clock
+
+
+def test_the_defaults_are_five_failures_in_five_minutes() -> None:
+    limits = SigninLimits()
+    assert (limits.signin_failures, limits.signin_window_seconds) == (5, 300.0)
+    assert (DEFAULT_SIGNIN_FAILURES, DEFAULT_SIGNIN_WINDOW_SECONDS) == (5, 300.0)
+    gate = SigninThrottle(clock=Clock())
+    for _ in range(4):
+        assert gate.failed("10.0.0.1").allowed
+    assert gate.failed("10.0.0.1") == Verdict(allowed=False, retry_after=300)
+
+
+def test_a_client_below_the_limit_may_try_and_at_the_limit_is_refused() -> None:
+    gate, clock = throttle()
+    assert gate.check("a") == Verdict(allowed=True)
+    assert gate.failed("a").allowed
+    clock.now += 1
+    assert gate.failed("a").allowed  # two of three
+    clock.now += 1
+    refused = gate.failed("a")  # the third, at the limit
+    assert refused == Verdict(allowed=False, retry_after=58)
+    assert gate.check("a") == refused
+
+
+def test_retry_after_counts_down_and_the_oldest_failure_ageing_out_allows_one_more() -> None:
+    gate, clock = throttle()
+    for _ in range(3):
+        gate.failed("a")
+        clock.now += 10  # failures at 1000, 1010, 1020
+    clock.now = 1059.5
+    assert gate.check("a") == Verdict(allowed=False, retry_after=1)  # rounded up, never 0
+    clock.now = 1060.0  # the first failure is exactly one window old: it no longer counts
+    assert gate.check("a") == Verdict(allowed=True)
+    refused = gate.failed("a")  # past the limit again: now waits for the one at 1010
+    assert refused == Verdict(allowed=False, retry_after=10)
+
+
+def test_a_refused_attempt_is_not_counted_so_the_wait_is_what_was_told() -> None:
+    gate, clock = throttle()
+    for _ in range(3):
+        gate.failed("a")
+    told = gate.check("a").retry_after
+    for _ in range(50):
+        assert not gate.check("a").allowed
+        clock.now += 1
+    clock.now = 1000.0 + told
+    assert gate.check("a").allowed
+
+
+def test_a_good_sign_in_clears_the_clients_failures_and_clients_are_apart() -> None:
+    gate, _ = throttle()
+    for _ in range(3):
+        gate.failed("a")
+    assert not gate.check("a").allowed
+    assert gate.check("b").allowed
+    gate.succeeded("a")
+    assert gate.check("a").allowed
+    assert gate.statistics().clients == 0
+
+
+def test_memory_is_bounded_by_failures_per_client_and_by_clients() -> None:
+    gate, clock = throttle(failures=3, clients=10)
+    for _ in range(100):
+        gate.failed("a")
+    assert gate.statistics().failures == 3  # only the last `signin_failures` times are kept
+    assert not gate.check("a").allowed
+    for n in range(50):
+        clock.now += 0.01
+        gate.failed(f"client-{n}")
+    stats = gate.statistics()
+    assert stats.clients == 10  # at the bound
+    # the clients whose last failure is oldest went first: "a", and its refusal with it
+    assert gate.check("a") == Verdict(allowed=True)
+    gate.failed("client-49")
+    gate.failed("client-49")
+    assert not gate.check("client-49").allowed  # the newest are kept, failures and all
+
+
+def test_expired_clients_are_dropped() -> None:
+    gate, clock = throttle(window=60.0)
+    for n in range(20):
+        gate.failed(f"c{n}")
+    clock.now += 60
+    gate.check("someone")
+    assert gate.statistics().clients == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"signin_failures": 0},
+        {"signin_window_seconds": 0},
+        {"signin_window_seconds": -1},
+        {"signin_max_clients": 0},
+        {"signin_failures": 3, "unknown": 1},
+    ],
+)
+def test_limits_out_of_range_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValidationError):
+        SigninLimits.model_validate(bad)
