@@ -32,6 +32,7 @@ from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.open import open_store
 from memfsd.blobs import BlobCache
+from memfsd.config import DEFAULT_FORGET_POLL_SECONDS
 from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
 from memfsd.notify import notify, watchdog_interval
@@ -54,6 +55,9 @@ class Settings:
     socket: Path
     sync_on_close: bool = False
     control_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # Seconds between two looks at the store for forgets made by another
+    # process (config key forget_poll_seconds); 0: never.
+    forget_poll_seconds: float = DEFAULT_FORGET_POLL_SECONDS
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -196,6 +200,8 @@ async def serve(
             interval = watchdog_interval()
             if interval is not None:
                 nursery.start_soon(_watchdog, interval)
+            if settings.forget_poll_seconds > 0:
+                nursery.start_soon(_poll_forgets, service, settings.forget_poll_seconds)
             notify("READY=1")
             log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
             task_status.started(service)
@@ -227,6 +233,24 @@ async def _watch_seeds(memory: Memory, stop: trio.Event) -> None:
             log.exception("could not bring a changed seed into its spaces")
 
 
+async def _poll_forgets(service: DaemonService, interval: float) -> None:
+    """Every ``interval`` seconds, apply the forgets other processes made to the open turns.
+
+    The CLI tells the daemon of a forget at once (``POST /forgotten``); a
+    person forgetting through an app's ``my_memory`` handler, or another
+    daemon on a shared store, tells nobody, and the store only refuses the
+    turn's write-back. A store that is down is asked again next time.
+    """
+    while True:
+        await trio.sleep(interval)
+        try:
+            await service.poll_forgets()
+        except MemfsError as exc:
+            log.warning("could not ask the store about forgets: %s", exc)
+        except Exception:
+            log.exception("could not apply forgets found in the store")
+
+
 async def _watchdog(interval: float) -> None:
     while True:
         notify("WATCHDOG=1")
@@ -251,6 +275,7 @@ def run_daemon(config: Any) -> None:
         socket=Path(config.socket),
         sync_on_close=config.sync_on_close,
         control_max_body_bytes=config.control_max_body_bytes,
+        forget_poll_seconds=config.forget_poll_seconds,
     )
     trio.run(serve, settings)
 
