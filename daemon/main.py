@@ -181,6 +181,10 @@ async def serve(
     try:
         service.recover()
         try:
+            await service.finish_discards()
+        except MemfsError:
+            log.exception("could not finish a discard a crash cut short; discard it again")
+        try:
             await service.catch_up_forgets()
         except MemfsError:
             # The store is down: the turn keeps serving what it holds, but the

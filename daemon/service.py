@@ -105,9 +105,30 @@ class DaemonService:
             swept = self.workspace.overlay.blobs.sweep()
             if swept:
                 log.info("removed %d blobs no open turn holds", swept)
+            ended = self.workspace.sweep_ended()
+            if ended:
+                log.info("removed what %d ended turns left in state_dir", ended)
         else:
             log.warning("an open turn did not come back; its blobs are left in place")
         return back
+
+    async def finish_discards(self) -> list[str]:
+        """Finish every discard a crash cut short; returns the sessions whose turn it ended.
+
+        A discard writes down that it dropped the turn's spaces before it
+        removes anything, so a restart that finds every space of a turn
+        settled and one of them discarded completes it (the trace once, the
+        working copies gone) instead of bringing back half a discarded turn.
+        """
+        finished = []
+        for turn in self.memory.open_turns():
+            settled = turn.mounts.keys() <= turn.done.keys() and not turn.kept
+            if settled and any(r.reason == "discarded" for r in turn.done.values()):
+                await self.memory.discard_turn(turn.session)
+                self.workspace.pop_access(turn.session)
+                log.info("finished discarding the turn %s of session %s", turn.id, turn.session)
+                finished.append(turn.session)
+        return finished
 
     async def catch_up_forgets(self) -> list[tuple[str, str]]:
         """Drop what restored turns hold of a person forgotten while the daemon was down.

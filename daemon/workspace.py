@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -339,13 +340,39 @@ class OverlayWorkspace:
         }
 
     async def close(self, session: str) -> None:
+        # turn.json goes first: from then on the turn is over, and a crash
+        # while its working copy is being removed leaves a folder nobody
+        # brings back (the next start removes it, :meth:`sweep_ended`), never
+        # a turn record over half a working copy.
+        self.turn_file(session).unlink(missing_ok=True)
+        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
             self._access[session] = tree.turn.access_log()
             self.overlay.detach_turn(session)
-        self.turn_file(session).unlink(missing_ok=True)
-        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         await self.forget_names()
+
+    def sweep_ended(self) -> int:
+        """Remove the turn folders no ``turn.json`` names; returns how many.
+
+        They are what a crash left of turns already over (ended or
+        discarded) while their working copies were being removed. Called
+        at start once every open turn is back.
+        """
+        removed = 0
+        for session in sorted((self.overlay.state_dir / "sessions").glob("*")):
+            if not session.is_dir():
+                continue
+            try:
+                head = (session / TURN_FILE).read_text().partition("\n")[0]
+                live = json.loads(head)["state"]["turn"]
+            except FileNotFoundError:
+                live = None
+            for folder in session.iterdir():
+                if folder.is_dir() and folder.name != live:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
 
     async def close_session(self, session: str) -> None:
         self.overlay.close_session(session)
@@ -402,8 +429,8 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
-        if turn.kept:
-            # It was ending when the daemon stopped: what is kept is what was there.
+        if ending(turn):
+            # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
         forgotten = [name for name, result in turn.done.items() if result.reason == "forgotten"]
         for name in forgotten:
@@ -449,6 +476,17 @@ class OverlayWorkspace:
         ]
         body = json.dumps(record, separators=(",", ":")) + "\n" + "\0".join(kept)
         _write_atomic(target, body)
+
+
+def ending(turn: Turn) -> bool:
+    """Whether a restored turn was ending (or being discarded) when the daemon stopped.
+
+    Its end had kept a space, or settled one (stored, or discarded): a write
+    let in now would be to a space whose end is written down, and lost. A
+    space settled only because its person was forgotten says nothing: the
+    turn may still be going on in its other spaces.
+    """
+    return bool(turn.kept) or any(result.reason != "forgotten" for result in turn.done.values())
 
 
 class _Implied:
