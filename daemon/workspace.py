@@ -17,6 +17,7 @@ travel in the header, in each mount's state.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
 from memfs.core.errors import (
     ConfigError,
+    DiskFull,
     InvalidName,
     MemfsError,
     NotFound,
@@ -323,7 +325,18 @@ class OverlayWorkspace:
             },
         }
         target = self.turn_file(turn.session).with_name(DONE_FILE)
-        await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
+        try:
+            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # Nothing is lost: the turn stays open with what it holds (and the
+            # store's exactly-once record catches a space stored just before).
+            raise DiskFull(
+                "the disk under state_dir is full, so the turn's end could not be written "
+                "down; the turn stays open and keeps its files: end it again once there is room",
+                path=turn.session,
+            ) from exc
 
     def access_log(self, session: str) -> dict[str, FileAccess]:
         """What the filesystem saw the session's current (or just ended) turn do."""
@@ -524,12 +537,17 @@ def _write_atomic(target: Path, text: str) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
     make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
-    # 0600: a turn's record holds its prompt, identity and (done.json) results.
-    with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    try:
+        # 0600: a turn's record holds its prompt, identity and (done.json) results.
+        with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        # A half-written copy (a full disk) must not stay behind, holding part of it.
+        tmp.unlink(missing_ok=True)
+        raise
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
