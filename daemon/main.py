@@ -1,6 +1,7 @@
 """The daemon process: one trio nursery holding the FUSE mount, the control API and systemd glue.
 
-Start-up order, as a filesystem daemon should: make ``state_dir`` private
+Start-up order, as a filesystem daemon should: raise the descriptor limit
+to the hard limit (one too low for the daemon is refused), make ``state_dir`` private
 (0700; one another user owns is refused), clear a stale mount left by a
 crash, open the store, mount, bring back open turns, serve the control API,
 then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
@@ -117,13 +118,35 @@ def raise_descriptor_limit() -> int:
     return soft
 
 
+# Descriptors the daemon keeps for itself, outside the pool on agents' files:
+# stdio and its log, /dev/fuse, trio's epoll and wakeup sockets, the store's
+# database and its -wal and -shm, the control socket and its connections, one
+# journal per open turn, and the few a turn start or end opens for a moment
+# (a blob being written, a copy-up, done.json). An idle daemon with two open
+# turns holds 17.
+DAEMON_DESCRIPTORS = 64
+# The fewest descriptors on agents' files worth running with: every open
+# handle past it costs a close and a reopen at its next read or write.
+MIN_POOL_DESCRIPTORS = 16
+
+
 def data_descriptors(limit: int) -> int:
     """How many descriptors the overlay keeps on data files and blobs, of ``limit`` in all.
 
-    Half of them: the rest stay for journals, the store, the control API,
-    blob writes and copy-ups.
+    Half of them, but never so many that fewer than ``DAEMON_DESCRIPTORS``
+    stay for the rest; a limit too low for ``MIN_POOL_DESCRIPTORS`` as well
+    is refused at start (``ConfigError``), not found out when an agent's
+    turn end gets EMFILE. ``Limits.max_open_files`` is not bounded by this:
+    a handle holds a descriptor of the pool only while it is used.
     """
-    return max(16, limit // 2)
+    pool = min(limit // 2, limit - DAEMON_DESCRIPTORS)
+    if pool < MIN_POOL_DESCRIPTORS:
+        need = DAEMON_DESCRIPTORS + MIN_POOL_DESCRIPTORS
+        raise ConfigError(
+            f"the daemon may open only {limit} files (RLIMIT_NOFILE, hard limit); it needs "
+            f"at least {need}: raise it (LimitNOFILE= in the systemd unit, ulimit -Hn)"
+        )
+    return pool
 
 
 def mount_options() -> set[str]:
@@ -138,13 +161,14 @@ async def serve(
     settings: Settings, *, task_status: trio.TaskStatus[DaemonService] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
+    # First: everything after opens descriptors, and a limit too low is said by name.
+    descriptors = data_descriptors(raise_descriptor_limit())
     secure_state_dir(settings.state_dir)  # 0700, or a ConfigError naming it
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
-    descriptors = data_descriptors(raise_descriptor_limit())
     store = open_store(settings.store)
     overlay = Overlay(
         settings.state_dir,
@@ -285,6 +309,8 @@ def run_daemon(config: Any) -> None:
 
 
 __all__ = [
+    "DAEMON_DESCRIPTORS",
+    "MIN_POOL_DESCRIPTORS",
     "Settings",
     "clear_stale_mount",
     "data_descriptors",
