@@ -105,7 +105,8 @@ class DaemonService:
             swept = self.workspace.overlay.blobs.sweep()
             if swept:
                 log.info("removed %d blobs no open turn holds", swept)
-            ended = self.workspace.sweep_ended()
+            live = {(r["state"]["session"], r["state"]["turn"]) for r in records}
+            ended = self.workspace.sweep_ended(live)
             if ended:
                 log.info("removed what %d ended turns left in state_dir", ended)
         else:

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -365,24 +365,20 @@ class OverlayWorkspace:
             self.overlay.detach_turn(session)
         await self.forget_names()
 
-    def sweep_ended(self) -> int:
-        """Remove the turn folders no ``turn.json`` names; returns how many.
+    def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
+        """Remove the turn folders of every turn but the ``live`` (session, turn) ones.
 
         They are what a crash left of turns already over (ended or
-        discarded) while their working copies were being removed. Called
-        at start once every open turn is back.
+        discarded, their ``turn.json`` gone) while their working copies
+        were being removed. Called at start once every open turn is back;
+        returns how many folders went.
         """
         removed = 0
         for session in sorted((self.overlay.state_dir / "sessions").glob("*")):
             if not session.is_dir():
                 continue
-            try:
-                head = (session / TURN_FILE).read_text().partition("\n")[0]
-                live = json.loads(head)["state"]["turn"]
-            except FileNotFoundError:
-                live = None
             for folder in session.iterdir():
-                if folder.is_dir() and folder.name != live:
+                if folder.is_dir() and (session.name, folder.name) not in live:
                     shutil.rmtree(folder, ignore_errors=True)
                     removed += 1
         return removed

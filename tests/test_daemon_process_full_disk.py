@@ -34,6 +34,13 @@ ME = SpaceRef(layer="user", space="me", user="u_dana")
 CAROLS = SpaceRef(layer="user", space="me", user="u_carol")
 
 
+# The first daemon's store gives up on a lock after 0.1 s, not 5 (a test-only seam).
+FAST_LOCK = [
+    "-c",
+    "import memfs.stores.sqlite as s; s.BUSY_TIMEOUT_MS = 100\nfrom memfs.cli import main\nmain()",
+]
+
+
 def with_limits(limits: str) -> str:
     head, _, rest = CONFIG.partition("[[memory]]")
     return f"{head}[limits]\n{limits}\n[[memory]]{rest}"
@@ -89,7 +96,7 @@ def test_a_kept_space_survives_a_full_disk_and_a_kill_9_and_is_stored_once_room_
 ) -> None:
     state = root / "state"
     config = with_limits(LIMITS)
-    daemon = DaemonProcess(root, config=config)
+    daemon = DaemonProcess(root, config=config, python=FAST_LOCK)
     dana = Path(memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)["root"])
     subprocess.run(["sh", "-c", "echo 'short answers' > me/prefs.md"], cwd=dana, check=True)
     carol = Path(memfs("turn", "start", "s2", "--extra-body", json.dumps(CAROL), root=root)["root"])
