@@ -9,6 +9,7 @@ app, and look at the mount with real commands.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -170,3 +171,28 @@ def test_a_bad_forget_poll_seconds_is_a_config_error_naming_the_key(
 def test_a_bad_memfs_forget_poll_seconds_names_the_variable(value: str) -> None:
     with pytest.raises(ConfigError, match=r"forget_poll_seconds \(from MEMFS_FORGET_POLL_SEC"):
         load_config(None, env={"MEMFS_FORGET_POLL_SECONDS": value})
+
+
+def test_a_file_the_cli_forgot_stays_the_only_one_dropped_while_the_daemon_polls(
+    root: Path,
+) -> None:
+    daemon = DaemonProcess(root, config=polling(0.1))
+    try:
+        mnt = open_turn_over_g(root)
+        state = root / "state"
+        argv = ["forget", "me", "g.md", "--user", "u_dana", f"--store=sqlite://{state}/memfs.db"]
+        done = subprocess.run(
+            [sys.executable, "-m", "memfs.cli", *argv, "--as", "root-admin", "--role", "admin"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "MEMFS_SOCKET": str(state / "memfs.sock")},
+        )
+        assert done.returncode == 0, done.stderr
+        assert "g.md" not in listing(mnt / "me")
+        time.sleep(10 * 0.1)  # ten looks at the store, each finding the forget after the cursor
+        # The notice dropped one file; the looks do not widen it to the whole space.
+        assert sorted(listing(mnt / "me")) == ["draft.md", "keep.md"]
+        assert (mnt / "me" / "keep.md").read_text() == "keep\n"
+    finally:
+        assert daemon.stop() == 0
