@@ -49,9 +49,10 @@ from memfs.private import make_private_dirs, open_private
 from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
-# The spaces of an ending turn already stored, and those kept because their
-# store failed: {"turn": ID, "done": {NAME: SpaceResult}, "kept": {NAME:
-# SpaceResult without its change set, which the working copy holds}}.
+# The spaces of an ending turn already stored (or, by a discard, dropped:
+# reason "discarded"), and those kept because their store failed: {"turn":
+# ID, "done": {NAME: SpaceResult}, "kept": {NAME: SpaceResult without its
+# change set, which the working copy holds}}.
 DONE_FILE = "done.json"
 MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
