@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
 import os
 import re
 import tomllib
@@ -55,7 +56,12 @@ ENV_VARS = {
     "mount_root": "MEMFS_MOUNT_ROOT",
     "state_dir": "MEMFS_STATE_DIR",
     "store": "MEMFS_STORE",
+    "forget_poll_seconds": "MEMFS_FORGET_POLL_SECONDS",
 }
+
+# How often the daemon asks the store whether a person with an open turn was
+# forgotten by another process (an app's my_memory handler, another daemon).
+DEFAULT_FORGET_POLL_SECONDS = 2.0
 
 _APP = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -256,6 +262,9 @@ class DaemonConfig(BaseModel):
     sync_on_close: bool = False
     # The largest request body the control API reads; a larger one gets 413.
     control_max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    # Seconds between two looks at the store for forgets another process made
+    # (the CLI's forgets tell the daemon at once); 0: never look.
+    forget_poll_seconds: float = Field(default=DEFAULT_FORGET_POLL_SECONDS, ge=0)
 
     @field_validator("mount_root")
     @classmethod
@@ -284,6 +293,22 @@ class DaemonConfig(BaseModel):
             parse_store_url(value)
         except MemfsError as exc:
             raise _invalid(str(exc)) from None
+        return value
+
+    @field_validator("forget_poll_seconds", mode="before")
+    @classmethod
+    def _check_poll(cls, value: Any) -> Any:
+        # A number of seconds: not a boolean (pydantic would take true as 1),
+        # and finite (an infinite wait is 0, "off", said plainly).
+        if isinstance(value, bool):
+            raise _invalid("must be a number of seconds, not true or false (0 turns it off)")
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise _invalid(f"must be a number of seconds, not {value!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _invalid("must be a finite number of seconds (0 turns it off)")
         return value
 
     @field_validator("app")
@@ -454,6 +479,8 @@ def _reason(error: Mapping[str, Any]) -> str:
         "int_type": "must be a whole number",
         "int_parsing": "must be a whole number",
         "int_from_float": "must be a whole number",
+        "float_type": "must be a number",
+        "float_parsing": "must be a number",
         "bool_type": "must be true or false",
         "list_type": "must be a list",
         "dict_type": "must be a table",
@@ -488,6 +515,7 @@ def _explain(exc: ValidationError, path: Path | None, sources: Mapping[str, str]
 
 
 __all__ = [
+    "DEFAULT_FORGET_POLL_SECONDS",
     "DEFAULT_MOUNT_ROOT",
     "DEFAULT_STATE_DIR",
     "ENV_VARS",

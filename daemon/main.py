@@ -1,6 +1,7 @@
 """The daemon process: one trio nursery holding the FUSE mount, the control API and systemd glue.
 
-Start-up order, as a filesystem daemon should: make ``state_dir`` private
+Start-up order, as a filesystem daemon should: raise the descriptor limit
+to the hard limit (one too low for the daemon is refused), make ``state_dir`` private
 (0700; one another user owns is refused), clear a stale mount left by a
 crash, open the store, mount, bring back open turns, serve the control API,
 then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
@@ -32,6 +33,7 @@ from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.open import open_store
 from memfsd.blobs import BlobCache
+from memfsd.config import DEFAULT_FORGET_POLL_SECONDS
 from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
 from memfsd.notify import notify, watchdog_interval
@@ -54,6 +56,9 @@ class Settings:
     socket: Path
     sync_on_close: bool = False
     control_max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # Seconds between two looks at the store for forgets made by another
+    # process (config key forget_poll_seconds); 0: never.
+    forget_poll_seconds: float = DEFAULT_FORGET_POLL_SECONDS
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -113,13 +118,35 @@ def raise_descriptor_limit() -> int:
     return soft
 
 
+# Descriptors the daemon keeps for itself, outside the pool on agents' files:
+# stdio and its log, /dev/fuse, trio's epoll and wakeup sockets, the store's
+# database and its -wal and -shm, the control socket and its connections, one
+# journal per open turn, and the few a turn start or end opens for a moment
+# (a blob being written, a copy-up, done.json). An idle daemon with two open
+# turns holds 17.
+DAEMON_DESCRIPTORS = 64
+# The fewest descriptors on agents' files worth running with: every open
+# handle past it costs a close and a reopen at its next read or write.
+MIN_POOL_DESCRIPTORS = 16
+
+
 def data_descriptors(limit: int) -> int:
     """How many descriptors the overlay keeps on data files and blobs, of ``limit`` in all.
 
-    Half of them: the rest stay for journals, the store, the control API,
-    blob writes and copy-ups.
+    Half of them, but never so many that fewer than ``DAEMON_DESCRIPTORS``
+    stay for the rest; a limit too low for ``MIN_POOL_DESCRIPTORS`` as well
+    is refused at start (``ConfigError``), not found out when an agent's
+    turn end gets EMFILE. ``Limits.max_open_files`` is not bounded by this:
+    a handle holds a descriptor of the pool only while it is used.
     """
-    return max(16, limit // 2)
+    pool = min(limit // 2, limit - DAEMON_DESCRIPTORS)
+    if pool < MIN_POOL_DESCRIPTORS:
+        need = DAEMON_DESCRIPTORS + MIN_POOL_DESCRIPTORS
+        raise ConfigError(
+            f"the daemon may open only {limit} files (RLIMIT_NOFILE, hard limit); it needs "
+            f"at least {need}: raise it (LimitNOFILE= in the systemd unit, ulimit -Hn)"
+        )
+    return pool
 
 
 def mount_options() -> set[str]:
@@ -134,13 +161,14 @@ async def serve(
     settings: Settings, *, task_status: trio.TaskStatus[DaemonService] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
+    # First: everything after opens descriptors, and a limit too low is said by name.
+    descriptors = data_descriptors(raise_descriptor_limit())
     secure_state_dir(settings.state_dir)  # 0700, or a ConfigError naming it
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
-    descriptors = data_descriptors(raise_descriptor_limit())
     store = open_store(settings.store)
     overlay = Overlay(
         settings.state_dir,
@@ -177,6 +205,10 @@ async def serve(
     try:
         service.recover()
         try:
+            await service.finish_discards()
+        except MemfsError:
+            log.exception("could not finish a discard a crash cut short; discard it again")
+        try:
             await service.catch_up_forgets()
         except MemfsError:
             # The store is down: the turn keeps serving what it holds, but the
@@ -196,6 +228,8 @@ async def serve(
             interval = watchdog_interval()
             if interval is not None:
                 nursery.start_soon(_watchdog, interval)
+            if settings.forget_poll_seconds > 0:
+                nursery.start_soon(_poll_forgets, service, settings.forget_poll_seconds)
             notify("READY=1")
             log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
             task_status.started(service)
@@ -227,6 +261,24 @@ async def _watch_seeds(memory: Memory, stop: trio.Event) -> None:
             log.exception("could not bring a changed seed into its spaces")
 
 
+async def _poll_forgets(service: DaemonService, interval: float) -> None:
+    """Every ``interval`` seconds, apply the forgets other processes made to the open turns.
+
+    The CLI tells the daemon of a forget at once (``POST /forgotten``); a
+    person forgetting through an app's ``my_memory`` handler, or another
+    daemon on a shared store, tells nobody, and the store only refuses the
+    turn's write-back. A store that is down is asked again next time.
+    """
+    while True:
+        await trio.sleep(interval)
+        try:
+            await service.poll_forgets()
+        except MemfsError as exc:
+            log.warning("could not ask the store about forgets: %s", exc)
+        except Exception:
+            log.exception("could not apply forgets found in the store")
+
+
 async def _watchdog(interval: float) -> None:
     while True:
         notify("WATCHDOG=1")
@@ -251,11 +303,14 @@ def run_daemon(config: Any) -> None:
         socket=Path(config.socket),
         sync_on_close=config.sync_on_close,
         control_max_body_bytes=config.control_max_body_bytes,
+        forget_poll_seconds=config.forget_poll_seconds,
     )
     trio.run(serve, settings)
 
 
 __all__ = [
+    "DAEMON_DESCRIPTORS",
+    "MIN_POOL_DESCRIPTORS",
     "Settings",
     "clear_stale_mount",
     "data_descriptors",

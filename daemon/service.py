@@ -76,6 +76,8 @@ class DaemonService:
     manual: dict[tuple[str, str], CommitResult] = field(default_factory=dict)
     # FUSE requests served since start, by operation (the mount counts them).
     requests: Counter[str] = field(default_factory=Counter)
+    # (session, turn, mount) of person spaces already dropped as forgotten.
+    forgets_applied: set[tuple[str, str, str]] = field(default_factory=set)
 
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
@@ -103,9 +105,31 @@ class DaemonService:
             swept = self.workspace.overlay.blobs.sweep()
             if swept:
                 log.info("removed %d blobs no open turn holds", swept)
+            live = {(r["state"]["session"], r["state"]["turn"]) for r in records}
+            ended = self.workspace.sweep_ended(live)
+            if ended:
+                log.info("removed what %d ended turns left in state_dir", ended)
         else:
             log.warning("an open turn did not come back; its blobs are left in place")
         return back
+
+    async def finish_discards(self) -> list[str]:
+        """Finish every discard a crash cut short; returns the sessions whose turn it ended.
+
+        A discard writes down that it dropped the turn's spaces before it
+        removes anything, so a restart that finds every space of a turn
+        settled and one of them discarded completes it (the trace once, the
+        working copies gone) instead of bringing back half a discarded turn.
+        """
+        finished = []
+        for turn in self.memory.open_turns():
+            settled = turn.mounts.keys() <= turn.done.keys() and not turn.kept
+            if settled and any(r.reason == "discarded" for r in turn.done.values()):
+                await self.memory.discard_turn(turn.session)
+                self.workspace.pop_access(turn.session)
+                log.info("finished discarding the turn %s of session %s", turn.id, turn.session)
+                finished.append(turn.session)
+        return finished
 
     async def catch_up_forgets(self) -> list[tuple[str, str]]:
         """Drop what restored turns hold of a person forgotten while the daemon was down.
@@ -116,21 +140,43 @@ class DaemonService:
         space from its person, not which file), as a notice would make it.
         Returns the (session, mount) pairs dropped.
         """
+        return await self._drop_forgotten_spaces("was forgotten while the daemon was down")
+
+    async def poll_forgets(self) -> list[tuple[str, str]]:
+        """Drop what open turns hold of a person another process forgot since they loaded it.
+
+        What :meth:`catch_up_forgets` does at start, done every
+        ``forget_poll_seconds`` while the daemon runs: a person forgetting
+        their own memory through an app's ``my_memory`` handler (or through
+        another daemon sharing the store) tells no daemon. A space already
+        dropped, by a notice or an earlier look, is not asked about again.
+        """
+        return await self._drop_forgotten_spaces("was forgotten by another process")
+
+    async def _drop_forgotten_spaces(self, why: str) -> list[tuple[str, str]]:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
+        open_now = {(turn.session, turn.id) for turn in self.memory.open_turns()}
+        self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in open_now}
         dropped = []
         for turn in self.memory.open_turns():
             for name, mount in turn.mounts.items():
-                if mount.ref.layer != "user":
+                key = (turn.session, turn.id, name)
+                settled = turn.done.get(name)
+                if mount.ref.layer != "user" or key in self.forgets_applied:
                     continue
+                if settled is not None and settled.reason == "forgotten":
+                    continue  # a notice (of the space, or of one file) already dropped it
                 if not await store.forgotten_since(mount.ref, mount.cursor):
                     continue
+                if turn not in self.memory.open_turns():
+                    break  # it ended while the store answered: nothing of it is left to drop
+                # Exactly what a notice naming the space does (POST /forgotten).
                 await self.memory.forget_in_turn(turn, name)
                 await self.workspace.drop_forgotten(turn.session, name, None)
-                log.info(
-                    "session %s: %s was forgotten while the daemon was down", turn.session, name
-                )
+                self.forgets_applied.add(key)
+                log.info("session %s: %s %s", turn.session, name, why)
                 dropped.append((turn.session, name))
         return dropped
 
@@ -297,6 +343,7 @@ class DaemonService:
                 # A space stored before the forget stays reported so, naming nothing.
                 await self.memory.forget_in_turn(turn, name)
                 await self.workspace.drop_forgotten(turn.session, name, notice.path)
+                self.forgets_applied.add((turn.session, turn.id, name))
                 dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)
 

@@ -17,10 +17,12 @@ travel in the header, in each mount's state.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
 from memfs.core.errors import (
     ConfigError,
+    DiskFull,
     InvalidName,
     MemfsError,
     NotFound,
@@ -46,9 +49,10 @@ from memfs.private import make_private_dirs, open_private
 from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
 
 TURN_FILE = "turn.json"
-# The spaces of an ending turn already stored, and those kept because their
-# store failed: {"turn": ID, "done": {NAME: SpaceResult}, "kept": {NAME:
-# SpaceResult without its change set, which the working copy holds}}.
+# The spaces of an ending turn already stored (or, by a discard, dropped:
+# reason "discarded"), and those kept because their store failed: {"turn":
+# ID, "done": {NAME: SpaceResult}, "kept": {NAME: SpaceResult without its
+# change set, which the working copy holds}}.
 DONE_FILE = "done.json"
 MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
@@ -322,7 +326,18 @@ class OverlayWorkspace:
             },
         }
         target = self.turn_file(turn.session).with_name(DONE_FILE)
-        await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
+        try:
+            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # Nothing is lost: the turn stays open with what it holds (and the
+            # store's exactly-once record catches a space stored just before).
+            raise DiskFull(
+                "the disk under state_dir is full, so the turn's end could not be written "
+                "down; the turn stays open and keeps its files: end it again once there is room",
+                path=turn.session,
+            ) from exc
 
     def access_log(self, session: str) -> dict[str, FileAccess]:
         """What the filesystem saw the session's current (or just ended) turn do."""
@@ -339,13 +354,35 @@ class OverlayWorkspace:
         }
 
     async def close(self, session: str) -> None:
+        # turn.json goes first: from then on the turn is over, and a crash
+        # while its working copy is being removed leaves a folder nobody
+        # brings back (the next start removes it, :meth:`sweep_ended`), never
+        # a turn record over half a working copy.
+        self.turn_file(session).unlink(missing_ok=True)
+        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
             self._access[session] = tree.turn.access_log()
             self.overlay.detach_turn(session)
-        self.turn_file(session).unlink(missing_ok=True)
-        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         await self.forget_names()
+
+    def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
+        """Remove the turn folders of every turn but the ``live`` (session, turn) ones.
+
+        They are what a crash left of turns already over (ended or
+        discarded, their ``turn.json`` gone) while their working copies
+        were being removed. Called at start once every open turn is back;
+        returns how many folders went.
+        """
+        removed = 0
+        for session in sorted((self.overlay.state_dir / "sessions").glob("*")):
+            if not session.is_dir():
+                continue
+            for folder in session.iterdir():
+                if folder.is_dir() and (session.name, folder.name) not in live:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
 
     async def close_session(self, session: str) -> None:
         self.overlay.close_session(session)
@@ -402,8 +439,8 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
-        if turn.kept:
-            # It was ending when the daemon stopped: what is kept is what was there.
+        if ending(turn):
+            # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
         forgotten = [name for name, result in turn.done.items() if result.reason == "forgotten"]
         for name in forgotten:
@@ -451,6 +488,17 @@ class OverlayWorkspace:
         _write_atomic(target, body)
 
 
+def ending(turn: Turn) -> bool:
+    """Whether a restored turn was ending (or being discarded) when the daemon stopped.
+
+    Its end had kept a space, or settled one (stored, or discarded): a write
+    let in now would be to a space whose end is written down, and lost. A
+    space settled only because its person was forgotten says nothing: the
+    turn may still be going on in its other spaces.
+    """
+    return bool(turn.kept) or any(result.reason != "forgotten" for result in turn.done.values())
+
+
 class _Implied:
     """The folders a mount's snapshot files imply, asked one at a time (``in``)."""
 
@@ -486,12 +534,17 @@ def _write_atomic(target: Path, text: str) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
     make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
-    # 0600: a turn's record holds its prompt, identity and (done.json) results.
-    with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    try:
+        # 0600: a turn's record holds its prompt, identity and (done.json) results.
+        with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        # A half-written copy (a full disk) must not stay behind, holding part of it.
+        tmp.unlink(missing_ok=True)
+        raise
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -484,7 +484,19 @@ class Memory:
                     errors={path: "discarded" for path in dropped},
                     reason="discarded",
                 )
+            # Written down before anything is removed: a crash from here on
+            # finds the turn discarded, not kept (nor half of each).
+            discarded = {name: r for name, r in spaces.items() if name not in turn.done}
+            done, kept = dict(turn.done), turn.kept
+            turn.done.update(discarded)
             turn.kept = {}
+            if discarded:
+                first = next(iter(discarded))
+                try:
+                    await self.workspace.record(turn, first, discarded[first])
+                except BaseException:
+                    turn.done, turn.kept = done, kept  # not written down: still kept
+                    raise
             if isinstance(self.store, ManagedStore):
                 await self._record_trace(self.store, turn, spaces)
         finally:
