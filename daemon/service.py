@@ -170,11 +170,15 @@ class DaemonService:
                     continue  # a notice (of the space, or of one file) already dropped it
                 if not await store.forgotten_since(mount.ref, mount.cursor):
                     continue
+                # Which files, so a file forget drops that file as its notice
+                # would have (a notice may come just after this look, or never).
+                what = await store.forgotten_files_since(mount.ref, mount.cursor, mount.snapshot)
                 if turn not in self.memory.open_turns():
                     break  # it ended while the store answered: nothing of it is left to drop
-                # Exactly what a notice naming the space does (POST /forgotten).
+                # Exactly what a notice of the person or of those files does (POST /forgotten).
                 await self.memory.forget_in_turn(turn, name)
-                await self.workspace.drop_forgotten(turn.session, name, None)
+                for path in (None,) if what.everything else what.paths:
+                    await self.workspace.drop_forgotten(turn.session, name, path)
                 self.forgets_applied.add(key)
                 log.info("session %s: %s %s", turn.session, name, why)
                 dropped.append((turn.session, name))

@@ -469,3 +469,27 @@ async def test_a_forget_after_the_space_was_stored_leaves_no_name_in_done_json(
     assert b"diagnosis" not in done_file.read_bytes()
     # It was stored, and is reported so: as a space, with none of its files.
     assert turn.done["me"].status == "saved" and turn.done["me"].changes.is_empty()
+
+
+async def test_a_file_forgotten_by_another_process_is_the_only_one_a_look_at_the_store_drops(
+    tmp_path: Path,
+) -> None:
+    # The CLI forgets in the store first and tells the daemon after: a look at
+    # the store in between must drop what the notice would, not the space.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1")
+        await sh("cat me/g.md > /dev/null", root)
+        await store.forget_file(ME, "g.md", by=None)  # nobody tells this daemon
+
+        await daemon.service.poll_forgets()
+
+        seen = await sh("cat me/g.md; ls me", root, check=False)
+        assert SECRET not in seen.stdout and seen.stdout == b"keep.md\n"
+        assert not await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
+        # The notice that comes after finds nothing more to drop.
+        notice = ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
+        await daemon.service.forgotten(notice)
+        assert (await sh("ls me", root)).stdout == b"keep.md\n"
+        ended = await daemon.service.end_turn("s1")
+        assert (ended.spaces["me"].status, ended.spaces["me"].reason) == ("not_saved", "forgotten")

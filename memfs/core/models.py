@@ -383,6 +383,28 @@ class Forgot(Frozen):
     files: int = 0
 
 
+class Forgetting(Frozen):
+    """What of a person's space was forgotten after a cursor, as an open turn must drop it.
+
+    ``everything``: the whole person was forgotten, so nothing of the space
+    stays. Otherwise ``paths``: which of the paths asked about were forgotten
+    one by one (maybe none: a file the turn never saw). Either way the store
+    refuses what the turn would store of the space.
+    """
+
+    everything: bool = False
+    paths: tuple[str, ...] = ()
+
+
+def forgotten_file_key(ref: SpaceRef, path: str) -> str:
+    """How a store remembers that one file of a person was forgotten: a digest, never the name.
+
+    Enough for a daemon that holds the name to ask whether it was forgotten
+    (``forgotten_files_since``); the store keeps no name of what it forgot.
+    """
+    return digest(f"{ref.org}\0{ref.user or ''}\0{ref.space}\0{path}".encode())
+
+
 class AuditEntry(Frozen):
     """One sensitive act, as the audit log keeps it: who did what to which space, and when.
 

@@ -20,6 +20,7 @@ from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    Forgetting,
     Forgot,
     Limits,
     Loaded,
@@ -87,6 +88,17 @@ class ForgetLog(Store, Protocol):
 
     async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
         """Whether ``ref`` (a space or the whole person) was forgotten after ``cursor``."""
+        ...
+
+    async def forgotten_files_since(
+        self, ref: SpaceRef, cursor: str | None, paths: Collection[str]
+    ) -> Forgetting:
+        """What of ``ref`` was forgotten after ``cursor``: the whole person, or which of ``paths``.
+
+        A daemon asks this when it finds a forget nobody told it of (another
+        process made it), so it drops just the forgotten files from an open
+        turn, as the notice of a file forget would have, rather than the space.
+        """
         ...
 
 

@@ -7,6 +7,7 @@ respect to other trio tasks.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +25,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    Forgetting,
     Forgot,
     Limits,
     Loaded,
@@ -33,6 +35,7 @@ from memfs.core.models import (
     Stored,
     Trace,
     digest,
+    forgotten_file_key,
     now,
     settle_meta,
 )
@@ -90,6 +93,8 @@ class MemoryStore:
         # (org, user, space) -> the sequence number when it was last forgotten;
         # space "" is the whole person. No path, no content.
         self._forgotten: dict[tuple[str, str, str], int] = {}
+        # forgotten_file_key(space, path) -> the sequence number when that file was forgotten.
+        self._forgotten_files: dict[str, int] = {}
         # People who sign in, by (org, id); tokens by their hash (never the token).
         self._members: dict[tuple[str, str], Member] = {}
         self._tokens: dict[str, tuple[str, str]] = {}  # hash -> (org, id)
@@ -532,6 +537,7 @@ class MemoryStore:
         # The space changed, so its cursor moves on, though no revision records it.
         self._next(space)
         self._forgotten[(ref.org, ref.user or "", ref.space)] = self._seq
+        self._forgotten_files[forgotten_file_key(ref, path)] = self._seq
         for key, (print_, stored) in self._stored_turns.items():
             if key[0] == ref and path in stored.revisions:
                 revisions = {p: r for p, r in stored.revisions.items() if p != path}
@@ -601,6 +607,24 @@ class MemoryStore:
     async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
         base = parse_cursor(cursor)
         return base is not None and self._forgotten_at(ref) > base
+
+    async def forgotten_files_since(
+        self, ref: SpaceRef, cursor: str | None, paths: Collection[str]
+    ) -> Forgetting:
+        base = parse_cursor(cursor)
+        if base is None or ref.layer != "user":
+            return Forgetting()
+        if self._forgotten.get((ref.org, ref.user or "", ""), 0) > base:
+            return Forgetting(everything=True)
+        return Forgetting(
+            paths=tuple(
+                sorted(
+                    path
+                    for path in set(paths)
+                    if self._forgotten_files.get(forgotten_file_key(ref, path), 0) > base
+                )
+            )
+        )
 
     async def record_trace(self, trace: Trace) -> None:
         # Once per (session, turn): a turn end repeated after a crash traces nothing twice.

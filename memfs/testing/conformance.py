@@ -32,6 +32,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    Forgetting,
     Forgot,
     Limits,
     Provenance,
@@ -312,6 +313,32 @@ async def check_a_store_says_whether_a_person_was_forgotten_after_a_cursor(store
     assert await store.forgotten_since(other, after)  # the whole person, every space
     assert not await store.forgotten_since(ORG, before)  # org memory is nobody's
     assert not await store.forgotten_since(DANA, None)  # loaded nothing: nothing to drop
+
+
+async def check_a_store_says_which_files_of_a_person_were_forgotten_after_a_cursor(
+    store: Store,
+) -> None:
+    """``forgotten_files_since``: which file an open turn drops when nobody told its daemon."""
+    assert isinstance(store, ManagedStore)
+    if not isinstance(store, ForgetLog):
+        return
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a", "b.md": b"b", "c.md": b"c"}))
+    before = (await store.load(DANA, "s1")).cursor
+    held = ["a.md", "b.md", "c.md", "never.md"]
+    assert await store.forgotten_files_since(DANA, before, held) == Forgetting()
+    await store.forget_file(DANA, "a.md", by=None)
+    await store.forget_file(DANA, "c.md", by=None)
+    assert await store.forgotten_files_since(DANA, before, held) == Forgetting(
+        paths=("a.md", "c.md")
+    )
+    middle = (await store.load(DANA, "s1")).cursor
+    assert await store.forgotten_files_since(DANA, middle, held) == Forgetting()
+    other = CAROL.model_copy(update={"space": "me"})
+    assert await store.forgotten_files_since(other, before, held) == Forgetting()
+    assert await store.forgotten_files_since(DANA, None, held) == Forgetting()
+    assert await store.forgotten_files_since(ORG, before, held) == Forgetting()
+    await store.forget_user("dana", "bank-1", by=None)
+    assert await store.forgotten_files_since(DANA, middle, []) == Forgetting(everything=True)
 
 
 async def check_restore_brings_back_an_earlier_revision_as_an_edit(store: Store) -> None:
@@ -1733,6 +1760,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "a_trace_is_kept_once_per_turn": check_a_trace_is_kept_once_per_turn,
     "a_load_after_forgetting_stores_again": check_a_load_after_forgetting_stores_again,
+    "a_store_says_which_files_of_a_person_were_forgotten_after_a_cursor": (
+        check_a_store_says_which_files_of_a_person_were_forgotten_after_a_cursor
+    ),
     "a_store_says_whether_a_person_was_forgotten_after_a_cursor": (
         check_a_store_says_whether_a_person_was_forgotten_after_a_cursor
     ),

@@ -11,6 +11,7 @@ file. Reading a person's memory for someone else is an audited ``open``.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 
 from memfs.core import audit as audit_rules
 from memfs.core.errors import (
@@ -18,15 +19,25 @@ from memfs.core.errors import (
 )
 from memfs.core.models import (
     By,
+    Forgetting,
     Forgot,
     Provenance,
     Revision,
     SpaceRef,
     Stored,
+    forgotten_file_key,
 )
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.files import _history
-from memfs.stores.sqlite.rows import _cursor, _forgotten_key, _live_files, _record, _space_id, _tick
+from memfs.stores.sqlite.rows import (
+    _CHUNK,
+    _cursor,
+    _forgotten_key,
+    _live_files,
+    _record,
+    _space_id,
+    _tick,
+)
 from memfs.stores.sqlite.traces import _forget_file_in_traces, _forget_in_traces
 
 
@@ -53,7 +64,13 @@ def _purge(conn: sqlite3.Connection, ref: SpaceRef, path: str, by: By | None) ->
     if gone.rowcount == 0:
         raise nothing
     _forget_file_in_traces(conn, ref, path)
-    _mark_forgotten(conn, ref.org, ref.user or "", ref.space)
+    seq = _mark_forgotten(conn, ref.org, ref.user or "", ref.space)
+    # Which file, as a digest: what a daemon that holds the name asks about.
+    conn.execute(
+        "INSERT INTO forgotten (key, seq) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET seq = excluded.seq",
+        (forgotten_file_key(ref, path), seq),
+    )
     _scrub_stored_turns(conn, space_id, path)
     # Neither path nor content: the name can say as much as what was forgotten.
     target, detail = audit_rules.about_file(ref, path)
@@ -144,12 +161,42 @@ def _open_history(
     return found
 
 
-def _mark_forgotten(conn: sqlite3.Connection, org: str, user: str, space: str) -> None:
+def _mark_forgotten(conn: sqlite3.Connection, org: str, user: str, space: str) -> int:
+    """Note that (org, user, space) was forgotten now; space '' is the whole person."""
+    seq = _tick(conn)
     conn.execute(
         "INSERT INTO forgotten (key, seq) VALUES (?, ?)"
         " ON CONFLICT (key) DO UPDATE SET seq = excluded.seq",
-        (_forgotten_key(org, user, space), _tick(conn)),
+        (_forgotten_key(org, user, space), seq),
     )
+    return seq
+
+
+def _forgotten_files(
+    conn: sqlite3.Connection, ref: SpaceRef, base: int, paths: Collection[str]
+) -> Forgetting:
+    """What of ``ref`` was forgotten after ``base``: the whole person, or which of ``paths``."""
+    if ref.layer != "user":
+        return Forgetting()
+    person = conn.execute(
+        "SELECT seq FROM forgotten WHERE key = ?", (_forgotten_key(ref.org, ref.user or "", ""),)
+    ).fetchone()
+    if person is not None and int(person[0]) > base:
+        return Forgetting(everything=True)
+    keys = {forgotten_file_key(ref, path): path for path in set(paths)}
+    found: set[str] = set()
+    wanted = list(keys)
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            keys[key]
+            for key, seq in conn.execute(
+                f"SELECT key, seq FROM forgotten WHERE key IN ({marks})", chunk
+            )
+            if int(seq) > base
+        )
+    return Forgetting(paths=tuple(sorted(found)))
 
 
 def _scrub_stored_turns(conn: sqlite3.Connection, space_id: int, path: str) -> None:

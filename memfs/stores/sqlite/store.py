@@ -33,6 +33,7 @@ from memfs.core.models import (
     AuditEntry,
     By,
     ChangeSet,
+    Forgetting,
     Forgot,
     Limits,
     Loaded,
@@ -70,6 +71,7 @@ from memfs.stores.sqlite.members import (
 from memfs.stores.sqlite.privacy import (
     _forget,
     _forget_user,
+    _forgotten_files,
     _open_history,
     _open_person,
     _people,
@@ -390,6 +392,16 @@ class SqliteStore:
             lambda: self._run(lambda conn: _forgotten_at(conn, ref), write=False)
         )
         return at > base
+
+    async def forgotten_files_since(
+        self, ref: SpaceRef, cursor: str | None, paths: Collection[str]
+    ) -> Forgetting:
+        base = parse_cursor(cursor)
+        if base is None:
+            return Forgetting()
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _forgotten_files(conn, ref, base, paths), write=False)
+        )
 
     async def record_trace(self, trace: Trace) -> None:
         await trio.to_thread.run_sync(
