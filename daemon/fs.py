@@ -25,7 +25,8 @@ import pyfuse3
 
 from memfs.core.errors import InvalidName, MemfsError, NameTooLong, NotFound, Unsupported
 from memfs.core.names import MAX_SEGMENT_BYTES, decode_fs_name
-from memfsd.overlay import Node, Overlay
+from memfsd.nodes import Node
+from memfsd.overlay import Overlay
 
 log = logging.getLogger("memfsd.fs")
 

@@ -11,8 +11,10 @@ methods here; every refusal is a ``MemfsError`` whose errno reaches the agent.
 
 Durability: a turn's writes go to data files under
 ``<state_dir>/sessions/<session>/<turn>/data/``; every change of what a path
-holds is one line in that turn's ``journal``. Both are written through (no
-buffering in this process) before a request returns, so after a ``kill -9``
+holds is one line in that turn's ``journal`` (its record format is
+:mod:`memfsd.journal`'s; the nodes are :mod:`memfsd.nodes`, the access log
+:mod:`memfsd.access`). Both are written through (no buffering in this
+process) before a request returns, so after a ``kill -9``
 the turn is rebuilt from its manifest plus the journal; ``fsync`` (and, with
 ``sync_on_close``, every close, rename and unlink) also syncs them to disk.
 Methods never await: each runs whole between two FUSE requests.
@@ -43,10 +45,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import errno
-import itertools
-import json
 import logging
 import os
 import shutil
@@ -55,9 +54,8 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from memfs.core.diff import FolderEnd
 from memfs.core.errors import (
@@ -78,308 +76,31 @@ from memfs.core.limits import file_too_large, space_too_full, too_many_files
 from memfs.core.models import MODE_BITS, FileMeta, Limits
 from memfs.core.names import MAX_PATH_BYTES, check_new_name
 from memfs.private import make_private_dirs
+from memfsd import journal
 from memfsd.blobs import BlobCache
+from memfsd.nodes import (
+    DIR_MODE,
+    FILE_MODE,
+    PARENT_MODE,
+    ROOT_INODE,
+    ROOT_MODE,
+    SESSION_MODE,
+    Handle,
+    Kind,
+    MountTree,
+    Node,
+    Role,
+    SessionTree,
+    Snapshot,
+    TurnTree,
+)
 
 log = logging.getLogger("memfsd.overlay")
 
-ROOT_INODE = 1
-Kind = Literal["dir", "file"]
-# "parent": a folder on the way to a nested mount (``persistent/`` of ``persistent/user``).
-Role = Literal["root", "session", "parent", "mount", "entry"]
-
-FILE_MODE = 0o644
-DIR_MODE = 0o755
-SESSION_MODE = 0o700
-PARENT_MODE = 0o555  # a nested mount's folders on the way: nothing to write there
-# The mount root: anyone may pass through to a session they know the name of
-# (and may enter), nobody but root may list which sessions there are.
-ROOT_MODE = 0o711
-READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
 # Inodes derived from a path live in [2**62, 2**63), far above the counter's.
 _STABLE_INODES = 1 << 62
 DESCRIPTORS = 512  # descriptors on data files and blobs kept open at once, by default
 ROOM_SECONDS = 1.0  # free space under state_dir is looked at again at least this often
-
-
-@dataclass(eq=False, slots=True)
-class Node:
-    inode: int
-    kind: Kind
-    role: Role
-    name: str
-    parent: Node | None
-    mode: int
-    uid: int
-    gid: int
-    mtime_ns: int
-    ctime_ns: int
-    atime_ns: int
-    kids: dict[str, Node] = field(default_factory=dict)  # read through ``children``
-    tree: MountTree | None = None
-    # A file holds either a snapshot blob (unmodified) or a data file of this turn.
-    blob: str | None = None
-    revision: str | None = None  # the snapshot revision of ``blob``
-    data: int | None = None
-    size: int = 0
-    written: bool = False  # its content was written during this turn
-    lookups: int = 0
-    opens: int = 0
-    attached: bool = True
-    # A snapshot folder whose entries are not nodes yet: its path in the snapshot.
-    unplanted: str | None = None
-    # How many of ``kids`` are folders, kept as they come and go: a folder's
-    # link count is 2 + this, and counting at every getattr would make each
-    # create in a folder of n files cost O(n).
-    subdirs: int = 0
-    # Why a write to this file was refused (EFBIG, ENOSPC): what it holds is
-    # cut off, so it is not stored until truncated or rewritten.
-    cut: str | None = None
-    synced: bool = False  # an fsync reached its data file
-    # Removed while a handle holds it: it still counts toward its space.
-    orphan: bool = False
-
-    @property
-    def is_dir(self) -> bool:
-        return self.kind == "dir"
-
-    @property
-    def children(self) -> dict[str, Node]:
-        """The folder's entries, made into nodes the first time anyone asks."""
-        self.plant()
-        return self.kids
-
-    def plant(self) -> None:
-        """Make this snapshot folder's entries nodes, if nobody has yet."""
-        if self.unplanted is not None:
-            assert self.tree is not None
-            self.tree.plant(self)
-
-    def path(self) -> str:
-        """The node's path inside its mount."""
-        parts: list[str] = []
-        node: Node | None = self
-        while node is not None and node.role == "entry":
-            parts.append(node.name)
-            node = node.parent
-        return "/".join(reversed(parts))
-
-
-@dataclass
-class FileAccess:
-    opened: bool = False
-    read: str | None = None
-    wrote: bool = False
-    created: bool = False
-    deleted: bool = False
-    renamed_from: str | None = None
-
-
-# What a snapshot holds at one path: (blob sha256, size, revision). A plain
-# tuple: a turn start makes one per file of the space, and a NamedTuple's
-# constructor alone would cost more than the rest of the start.
-Snapshot = tuple[str, int, str | None]
-
-
-class SnapshotFile(NamedTuple):
-    """A :data:`Snapshot` with names, for callers that build a few by hand."""
-
-    sha: str
-    size: int
-    revision: str | None
-
-
-@dataclass(eq=False)
-class MountTree:
-    """One space mounted for one turn."""
-
-    name: str
-    read_only: bool
-    root: Node
-    turn: TurnTree
-    snapshot: dict[str, Snapshot]
-    files: int = 0
-    bytes: int = 0
-    touched: set[str] = field(default_factory=set)
-    private: bool = False  # a person's (or an app's) space: its blobs go with its last turn
-    # The snapshot's paths, sorted, so a folder's entries are one contiguous run;
-    # a stored folder is its path and a "/", so it is planted even when empty.
-    paths: list[str] = field(default_factory=list)
-    plant: Callable[[Node], None] = lambda node: None
-    meta: Mapping[str, FileMeta] = field(default_factory=dict)  # the snapshot's, by path
-    folders: tuple[str, ...] = ()  # the snapshot's stored folders
-    touched_dirs: set[str] = field(default_factory=set)  # folders made, removed or moved
-    inode_seeds: tuple[int, int] = (0, 1)  # of (session, mount), for ``Overlay._entry_inode``
-    forgotten: bool = False  # its person was forgotten: a compacted journal names none of it
-
-    def holds_files_at_snapshot(self, folder: str) -> bool:
-        """Whether some file of the snapshot lies below ``folder``."""
-        prefix = folder + "/"
-        at = bisect.bisect_left(self.paths, prefix)
-        end = bisect.bisect_left(self.paths, folder + "0", at)
-        return any(path in self.snapshot for path in itertools.islice(self.paths, at, end))
-
-
-@dataclass(eq=False)
-class TurnTree:
-    """A turn's working state: its mounts, journal, data files and access log."""
-
-    session: SessionTree
-    turn: str
-    dir: Path
-    journal: int  # fd, O_APPEND
-    mounts: dict[str, MountTree] = field(default_factory=dict)
-    next_data: int = 1
-    frozen: bool = False
-    access: dict[tuple[str, str], FileAccess] = field(default_factory=dict)
-    present: dict[str, set[str]] = field(default_factory=dict)
-    # Read records not yet in the journal. They go in ahead of the next change
-    # (or a sync, or when READS_HELD are waiting), so a crash can lose only reads
-    # that no surviving change came after: one write saved per file read.
-    held_reads: list[bytes] = field(default_factory=list)
-    batching: bool = False
-    # How many bytes the journal holds, and past how many it is compacted;
-    # ``due`` is the overlay's list of turns to compact after this request.
-    journal_size: int = 0
-    compact_at: int = 0
-    due: list[TurnTree] | None = None
-    unsynced: bool = False  # the journal took records since its last fsync
-    # Data files of removed files no handle holds: unlinked once the records
-    # that dropped them are in the journal (synced first if ``sync_freed``).
-    freeing: list[int] = field(default_factory=list)
-    sync_freed: bool = False
-    gone: bool = False  # detached: its whole folder goes at once
-
-    def data_path(self, data: int) -> Path:
-        return self.dir / "data" / str(data)
-
-    def log(self, *records: dict[str, Any]) -> None:
-        """Journal records (several go in one write) and fold them into the access log."""
-        lines = []
-        for record in records:
-            lines.append((json.dumps(record, separators=(",", ":")) + "\n").encode())
-            self.note(record)
-        self.held_reads += lines
-        if self.batching:
-            return
-        if all(record["o"] == "r" for record in records):
-            if len(self.held_reads) >= READS_HELD:
-                self.write_held()
-            return
-        self.write_held()
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Journal every record logged inside in one write, at the end (a rename logs many)."""
-        self.batching = True
-        try:
-            yield
-        finally:
-            self.batching = False
-            self.write_held()
-
-    def write_held(self) -> None:
-        if self.held_reads:
-            chunk = b"".join(self.held_reads)
-            os.write(self.journal, chunk)
-            self.held_reads.clear()
-            self.unsynced = True
-            self.journal_size += len(chunk)
-            due = self.due
-            if self.journal_size > self.compact_at and due is not None and self not in due:
-                due.append(self)
-
-    def sync(self) -> None:
-        self.write_held()
-        os.fsync(self.journal)
-        self.unsynced = False
-
-    def release(self, data: int, *, sync: bool) -> None:
-        """A removed file's data file is no one's any more: free it at :meth:`free_released`."""
-        if not self.gone:
-            self.freeing.append(data)
-            self.sync_freed |= sync
-
-    def free_released(self) -> None:
-        """Unlink released data files, after the records that dropped them.
-
-        A replayed journal then never needs one: every record naming a freed
-        data file is followed by one removing its path. If the file was ever
-        synced, the journal is synced first, so not even a power cut can
-        bring its path back without its data.
-        """
-        if not self.freeing:
-            return
-        self.write_held()
-        if self.sync_freed and self.unsynced:
-            self.sync()
-        for data in self.freeing:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.data_path(data))
-        self.freeing.clear()
-        self.sync_freed = False
-
-    def note(self, record: Mapping[str, Any]) -> None:
-        """Fold one journal record into the access log (live, and on replay)."""
-        op, mount, path = record["o"], record["m"], record["p"]
-        if op == "a":
-            return  # a change of mode or times: not an access the trace keeps
-        if op in ("D", "R"):
-            self.mounts[mount].touched_dirs.add(path)
-        entry = self.access.setdefault((mount, path), FileAccess())
-        present = self.present.setdefault(mount, set())
-        if op in ("f", "b"):
-            if path not in present and path not in self.mounts[mount].snapshot:
-                entry.created = True
-            present.add(path)
-        elif op == "x":
-            present.discard(path)
-            entry.deleted = True
-        elif op == "w":
-            entry.wrote = True
-        elif op == "r":
-            entry.opened = True
-            if entry.read is None:
-                entry.read = record.get("r")
-        elif op == "n":
-            entry.renamed_from = record["from"]
-        elif op == "L":  # a compacted journal's access log entry, whole
-            self.access[(mount, path)] = FileAccess(**record["a"])
-
-    def access_log(self) -> dict[str, FileAccess]:
-        out: dict[str, FileAccess] = {}
-        for (mount, path), entry in sorted(self.access.items()):
-            if not path:
-                continue
-            if path in self.present.get(mount, ()):
-                entry.deleted = False
-            if entry.renamed_from is not None:
-                # Named like the keys; the journal keeps the path in the mount,
-                # since a rename never leaves its space.
-                entry = dataclasses.replace(entry, renamed_from=f"{mount}/{entry.renamed_from}")
-            out[f"{mount}/{path}"] = entry
-        return out
-
-
-@dataclass(eq=False)
-class SessionTree:
-    session: str
-    node: Node
-    uid: int
-    gid: int
-    turn: TurnTree | None = None
-    open_files: int = 0  # handles its agents hold (at most Limits.max_open_files)
-
-
-@dataclass(eq=False)
-class Handle:
-    node: Node
-    writable: bool
-    append: bool
-    wrote: bool = False
-    # Opened on first use, so an open whose reads the page cache answers costs
-    # no system call; ``source`` names what ``fd`` reads (a data id or a sha).
-    fd: int | None = None
-    source: int | str | None = None
 
 
 class Overlay:
@@ -534,9 +255,9 @@ class Overlay:
             raise Exists("the session already has a turn attached", path=session)
         turn_dir = self.session_dir(session) / turn
         make_private_dirs(turn_dir / "data")
-        journal = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        state = TurnTree(tree, turn, turn_dir, journal, due=self.due)
-        state.journal_size = os.fstat(journal).st_size
+        fd = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        state = TurnTree(tree, turn, turn_dir, fd, due=self.due)
+        state.journal_size = os.fstat(fd).st_size
         state.compact_at = self.limits.journal_bytes
         for name, (read_only, snapshot) in mounts.items():
             *above, last = name.split("/")
@@ -561,7 +282,7 @@ class Overlay:
             root.tree = mount
             root.unplanted = ""
             state.mounts[name] = mount
-            state.present[name] = set(snapshot)
+            state.access.start(name, snapshot)
         tree.turn = state
         if replay:
             self._replay(state)
@@ -918,8 +639,8 @@ class Overlay:
         path = node.path()
         mount.touched.add(path)
         mount.turn.log(
-            {"o": "f", "m": mount.name, "p": path, "d": node.data},
-            {"o": "w", "m": mount.name, "p": path},
+            journal.holds_data(mount.name, path, node.data),
+            journal.written(mount.name, path),
             self._attributes(mount, node, path),
         )
         return node, fd
@@ -928,7 +649,7 @@ class Overlay:
         mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
         path = node.path()
         # Its mode too (a replay makes folders 0755): a 0700 folder stays private.
-        mount.turn.log({"o": "D", "m": mount.name, "p": path}, self._attributes(mount, node, path))
+        mount.turn.log(journal.made_folder(mount.name, path), self._attributes(mount, node, path))
         return node
 
     def unlink(self, parent_inode: int, name: str) -> None:
@@ -946,7 +667,7 @@ class Overlay:
     def _remove_file(self, mount: MountTree, node: Node) -> None:
         path = node.path()
         mount.touched.add(path)
-        mount.turn.log({"o": "x", "m": mount.name, "p": path})
+        mount.turn.log(journal.removed(mount.name, path))
         self._detach(node)
         if node.opens > 0:
             node.orphan = True  # counts toward the space until the last handle goes
@@ -969,7 +690,7 @@ class Overlay:
             raise NotADirectory("not a folder", path=name)
         if node.children:
             raise NotEmpty("the folder is not empty", path=name)
-        mount.turn.log({"o": "R", "m": mount.name, "p": node.path()})
+        mount.turn.log(journal.removed_folder(mount.name, node.path()))
         self._detach(node)
         parent.mtime_ns = parent.ctime_ns = self.clock()
         self._synced_names(mount)
@@ -1072,10 +793,10 @@ class Overlay:
             for n in reversed(moved):
                 path = old_paths[id(n)]
                 if n.is_dir:
-                    mount.turn.log({"o": "R", "m": mount.name, "p": path})
+                    mount.turn.log(journal.removed_folder(mount.name, path))
                 else:
                     mount.touched.add(path)
-                    mount.turn.log({"o": "x", "m": mount.name, "p": path})
+                    mount.turn.log(journal.removed(mount.name, path))
             one_parent.children[one_name] = other
             other_parent.children[other_name] = one
             one.name, other.name = other_name, one_name
@@ -1105,18 +826,18 @@ class Overlay:
         old_paths = {id(n): n.path() for n in moved}
         if target is not None:
             if target.is_dir:
-                mount.turn.log({"o": "R", "m": mount.name, "p": target.path()})
+                mount.turn.log(journal.removed_folder(mount.name, target.path()))
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
         for n in moved:
             if not n.is_dir:
                 mount.touched.add(old_paths[id(n)])
-                mount.turn.log({"o": "x", "m": mount.name, "p": old_paths[id(n)]})
+                mount.turn.log(journal.removed(mount.name, old_paths[id(n)]))
         # Folders after their files, deepest first: a replay removes only empty ones.
         for n in reversed(moved):
             if n.is_dir:
-                mount.turn.log({"o": "R", "m": mount.name, "p": old_paths[id(n)]})
+                mount.turn.log(journal.removed_folder(mount.name, old_paths[id(n)]))
         del old_parent.children[old_name]
         node.name = new_name
         node.parent = new_parent
@@ -1144,11 +865,11 @@ class Overlay:
         """
         path = node.path()
         if node.is_dir:
-            mount.turn.log({"o": "D", "m": mount.name, "p": path})
+            mount.turn.log(journal.made_folder(mount.name, path))
         else:
             mount.touched.add(path)
             held, *known = self._node_records(mount, node, path)
-            renamed = {"o": "n", "m": mount.name, "p": path, "from": old_path}
+            renamed = journal.renamed(mount.name, path, old_path)
             mount.turn.log(held, renamed, *known)
             return
         mount.turn.log(self._attributes(mount, node, path))
@@ -1158,17 +879,10 @@ class Overlay:
             mount.turn.sync()
 
     @staticmethod
-    def _holds(mount: MountTree, node: Node, path: str) -> dict[str, Any]:
+    def _holds(mount: MountTree, node: Node, path: str) -> journal.Record:
         if node.data is not None:
-            return {"o": "f", "m": mount.name, "p": path, "d": node.data}
-        return {
-            "o": "b",
-            "m": mount.name,
-            "p": path,
-            "s": node.blob,
-            "z": node.size,
-            "r": node.revision,
-        }
+            return journal.holds_data(mount.name, path, node.data)
+        return journal.holds_blob(mount.name, path, node.blob, node.size, node.revision)
 
     def _walk(self, node: Node) -> Iterator[Node]:
         yield node
@@ -1291,16 +1005,9 @@ class Overlay:
         node.mtime_ns = node.ctime_ns = self.clock()
 
     @staticmethod
-    def _attributes(mount: MountTree, node: Node, path: str) -> dict[str, Any]:
+    def _attributes(mount: MountTree, node: Node, path: str) -> journal.Record:
         """The journal record of a node's mode and times."""
-        return {
-            "o": "a",
-            "m": mount.name,
-            "p": path,
-            "mode": node.mode,
-            "mt": node.mtime_ns,
-            "ct": node.ctime_ns,
-        }
+        return journal.attributes(mount.name, path, node.mode, node.mtime_ns, node.ctime_ns)
 
     def _truncate(self, node: Node, size: int) -> None:
         if not node.attached:
@@ -1362,12 +1069,12 @@ class Overlay:
             node.size = 0
         path = node.path()
         mount.touched.add(path)
-        mount.turn.log({"o": "f", "m": mount.name, "p": path, "d": data})
+        mount.turn.log(journal.holds_data(mount.name, path, data))
 
     def _mark_written(self, mount: MountTree, node: Node) -> None:
         if not node.written:
             node.written = True
-            mount.turn.log({"o": "w", "m": mount.name, "p": node.path()})
+            mount.turn.log(journal.written(mount.name, node.path()))
 
     def _mark_cut(self, mount: MountTree, node: Node, error: TooLarge | DiskFull) -> None:
         """A write to ``node`` was refused: what it holds now is cut off, and is not stored."""
@@ -1382,13 +1089,13 @@ class Overlay:
             why = "no room: a write to it was refused (the space is full), so it is cut off"
         if node.cut != why:
             node.cut = why
-            mount.turn.log({"o": "E", "m": mount.name, "p": node.path(), "why": why})
+            mount.turn.log(journal.cut(mount.name, node.path(), why))
 
     def _uncut(self, mount: MountTree, node: Node) -> None:
         """Truncated (or rewritten from empty) within the limits: the file may be stored again."""
         if node.cut is not None:
             node.cut = None
-            mount.turn.log({"o": "e", "m": mount.name, "p": node.path()})
+            mount.turn.log(journal.uncut(mount.name, node.path()))
 
     def cut(self, mount: MountTree, path: str) -> str | None:
         """Why the file at ``path`` is not to be stored (a write to it was refused), or None."""
@@ -1439,9 +1146,9 @@ class Overlay:
     def _log_read(mount: MountTree, node: Node) -> None:
         """Journal the first open for reading of a path in a turn; later ones add nothing."""
         path = node.path()
-        seen = mount.turn.access.get((mount.name, path))
+        seen = mount.turn.access.get(mount.name, path)
         if seen is None or not seen.opened:
-            mount.turn.log({"o": "r", "m": mount.name, "p": path, "r": node.revision})
+            mount.turn.log(journal.read(mount.name, path, node.revision))
 
     def _fd(self, handle: Handle) -> int:
         """The descriptor that reads what ``handle``'s file holds now, opened if need be."""
@@ -1644,43 +1351,40 @@ class Overlay:
         comes at ``journal_bytes`` or twice what this one wrote, whichever is
         more, so a turn holding much is not rewritten at every request.
         """
-        records: list[dict[str, Any]] = []
+        records: list[journal.Record] = []
         forgotten = {name for name, mount in state.mounts.items() if mount.forgotten}
         for mount in state.mounts.values():
             if not mount.forgotten:
                 records += self._state_records(mount)
-        for (name, path), entry in state.access.items():
-            if name in forgotten:
-                continue
-            fields = {k: v for k, v in dataclasses.asdict(entry).items() if v}
-            records.append({"o": "L", "m": name, "p": path, "a": fields})
-        body = b"".join(
-            (json.dumps(record, separators=(",", ":")) + "\n").encode() for record in records
+        records += (
+            journal.access_entry(name, path, fields)
+            for name, path, fields in state.access.compacted(forgotten)
         )
+        body = journal.encode(records)
         target = state.dir / "journal"
         tmp = state.dir / "journal.tmp"
         # One descriptor, opened before anything is replaced: it becomes the
         # journal's, so no failure after the rename leaves appends going to
         # the old, unlinked file.
-        journal = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         try:
             view = memoryview(body)
             while view:
-                view = view[os.write(journal, view) :]
-            os.fsync(journal)
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
             folder = os.open(state.dir, os.O_RDONLY)
         except BaseException:
-            os.close(journal)
+            os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
         try:
             os.replace(tmp, target)
         except BaseException:
-            os.close(journal)
+            os.close(fd)
             os.close(folder)
             raise
         os.close(state.journal)
-        state.journal = journal
+        state.journal = fd
         # Held reads are in the access log the new journal carries.
         state.held_reads.clear()
         state.unsynced = False
@@ -1691,15 +1395,15 @@ class Overlay:
         finally:
             os.close(folder)
 
-    def _state_records(self, mount: MountTree) -> list[dict[str, Any]]:
+    def _state_records(self, mount: MountTree) -> list[journal.Record]:
         """The journal records that rebuild ``mount``'s files and folders from its snapshot."""
         name = mount.name
-        removed: list[dict[str, Any]] = []
-        held: list[dict[str, Any]] = []
+        removed: list[journal.Record] = []
+        held: list[journal.Record] = []
         for path in sorted(mount.touched):
             node = self.node_at(mount, path)
             if node is None or node.is_dir:
-                removed.append({"o": "x", "m": name, "p": path})
+                removed.append(journal.removed(name, path))
             else:
                 held += self._node_records(mount, node, path)
         # The folders the snapshot's files imply, and its stored (maybe empty) ones.
@@ -1722,19 +1426,19 @@ class Overlay:
                 folder_modes.append(self._attributes(mount, node, d))
         return [
             *removed,
-            *({"o": "R", "m": name, "p": d} for d in gone),
-            *({"o": "D", "m": name, "p": d} for d in made),
+            *(journal.removed_folder(name, d) for d in gone),
+            *(journal.made_folder(name, d) for d in made),
             *folder_modes,
             *held,
         ]
 
-    def _node_records(self, mount: MountTree, node: Node, path: str) -> list[dict[str, Any]]:
+    def _node_records(self, mount: MountTree, node: Node, path: str) -> list[journal.Record]:
         """What the journal says of a file held at ``path``: its content and what is known of it."""
         records = [self._holds(mount, node, path)]
         if node.written:
-            records.append({"o": "w", "m": mount.name, "p": path})
+            records.append(journal.written(mount.name, path))
         if node.cut is not None:
-            records.append({"o": "E", "m": mount.name, "p": path, "why": node.cut})
+            records.append(journal.cut(mount.name, path, node.cut))
         # Its mode and times last: a replay of ``w`` takes the data file's times.
         records.append(self._attributes(mount, node, path))
         return records
@@ -1897,17 +1601,11 @@ class Overlay:
     # -- recovery --------------------------------------------------------------
 
     def _replay(self, state: TurnTree) -> None:
-        journal = state.dir / "journal"
         # A compaction the crash cut short: the journal itself is the old one, whole.
         (state.dir / "journal.tmp").unlink(missing_ok=True)
-        lines = journal.read_bytes().splitlines()
         highest = 0
-        for raw in lines:
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                break  # a torn last line from the crash: everything before it stands
-            mount = state.mounts.get(record.get("m"))
+        for record in journal.decode((state.dir / "journal").read_bytes()):
+            mount = state.mounts.get(record["m"])
             if mount is None:
                 continue
             self._apply(mount, record)
@@ -2023,15 +1721,4 @@ class Overlay:
             action(node)
 
 
-__all__ = [
-    "ROOT_INODE",
-    "FileAccess",
-    "Handle",
-    "MountTree",
-    "Node",
-    "Overlay",
-    "SessionTree",
-    "Snapshot",
-    "SnapshotFile",
-    "TurnTree",
-]
+__all__ = ["Overlay"]

@@ -37,7 +37,7 @@ from memfs.core.models import SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.engine.turns import CommitResult, Memory, TurnState
 from memfs.stores.base import ForgetLog
-from memfsd.overlay import FileAccess as SeenAccess
+from memfsd.access import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")

@@ -46,7 +46,9 @@ from memfs.core.policy import is_shared
 from memfs.engine.sources import StoreSource
 from memfs.engine.turns import Mount, Turn, TurnState
 from memfs.private import make_private_dirs, open_private
-from memfsd.overlay import FileAccess, MountTree, Overlay, Snapshot
+from memfsd.access import FileAccess
+from memfsd.nodes import MountTree, Snapshot
+from memfsd.overlay import Overlay
 
 TURN_FILE = "turn.json"
 # The spaces of an ending turn already stored (or, by a discard, dropped:

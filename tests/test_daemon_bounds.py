@@ -37,7 +37,8 @@ from memfs.core.models import Limits
 from memfsd.blobs import BlobCache
 from memfsd.config import load_config
 from memfsd.fs import MemfsOperations
-from memfsd.overlay import ROOT_INODE, Node, Overlay, SnapshotFile
+from memfsd.nodes import ROOT_INODE, Node, SnapshotFile
+from memfsd.overlay import Overlay
 from tests.test_daemon_config import REPO, config_error, write
 from tests.test_daemon_operations import CTX
 

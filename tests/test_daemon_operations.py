@@ -13,7 +13,8 @@ import pytest
 from memfs.core.models import FileMeta, Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, fuse_errors
-from memfsd.overlay import ROOT_INODE, Overlay, SnapshotFile
+from memfsd.nodes import ROOT_INODE, SnapshotFile
+from memfsd.overlay import Overlay
 
 
 @dataclass

@@ -23,7 +23,8 @@ from memfs.core.errors import PermissionDenied, ReadOnly
 from memfs.core.models import Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, caller_groups
-from memfsd.overlay import ROOT_INODE, MountTree, Node, Overlay, SnapshotFile
+from memfsd.nodes import ROOT_INODE, MountTree, Node, SnapshotFile
+from memfsd.overlay import Overlay
 from tests.daemon_harness import require_root
 
 

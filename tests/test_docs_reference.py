@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from memfs.api.models import FileAccess
 from memfs.core.models import Limits, TraceFile
-from memfsd import overlay
+from memfsd import access
 from memfsd.config import ByTable, DaemonConfig, MemoryTable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def test_every_by_field_is_described_in_the_daemon_docs(key: str) -> None:
 
 
 def test_the_overlay_records_what_the_api_and_the_trace_carry() -> None:
-    recorded = {field.name for field in dataclasses.fields(overlay.FileAccess)}
+    recorded = {field.name for field in dataclasses.fields(access.FileAccess)}
     assert recorded == set(FileAccess.model_fields) == set(TraceFile.model_fields)
 
 
