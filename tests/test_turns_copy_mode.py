@@ -492,7 +492,7 @@ async def test_failed_load_uses_the_last_known_copy_and_refuses_to_store(tmp_pat
 async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) -> None:
     class Down(MemoryStore):
         async def load(self, ref: SpaceRef, session: str) -> memfs.Loaded:
-            raise OSError("connection refused")
+            raise memfs.StoreUnavailable("connection refused")
 
     heard: list[BaseException] = []
 
@@ -505,7 +505,7 @@ async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) ->
     assert turn.mounts["me"].from_last_known_copy
     await turn.end()
     assert len(heard) == 2
-    assert all(isinstance(exc, OSError) for exc in heard)
+    assert all(isinstance(exc, memfs.StoreUnavailable) for exc in heard)
 
 
 async def test_failed_store_reports_and_lists_every_unsaved_file(tmp_path: Path) -> None:

@@ -114,10 +114,12 @@ def end_action(
         return EndAction.SKIP
     if not has_changes:
         return EndAction.NOTHING
-    if commit == "manual":
-        return EndAction.MANUAL
+    # Before the commit mode: a change made against a stale copy is never
+    # sent, so it is never held for a later commit either.
     if from_last_known_copy:
         return EndAction.REFUSE_STALE
+    if commit == "manual":
+        return EndAction.MANUAL
     return EndAction.STORE
 
 

@@ -567,11 +567,9 @@ class Memory:
             if isinstance(spec, OrgMemory) and spec.seed is not None:
                 await self._sync_seed(ref, Path(spec.seed))
             loaded = await source.load(have=self.workspace.contents_held())
-        except MemfsError as exc:
-            if not isinstance(exc, StoreUnavailable):
-                raise  # a mistake in the app or config: fail loudly
-            loaded, stale = await self._fall_back(key, exc, ref.space)
-        except Exception as exc:
+        except StoreUnavailable as exc:
+            # Only the store being unavailable falls back; anything else a
+            # load raises (an app's own bug, a config mistake) fails the turn.
             loaded, stale = await self._fall_back(key, exc, ref.space)
         else:
             self._last_known[key] = loaded
