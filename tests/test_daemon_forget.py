@@ -167,7 +167,7 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     memory, ws = desk()  # a restart
     [record] = ws.saved_turns()
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored, record)
+    ws.reattach(restored.state(), record)
     assert "me" not in ws.overlay.sessions["s1"].node.kids
     me = (await restored.end()).spaces["me"]
     assert (me.status, me.reason) == ("not_saved", "forgotten")
@@ -363,7 +363,7 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
     memory, ws = desk()  # a restart
     [record] = ws.saved_turns()
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored, record)
+    ws.reattach(restored.state(), record)
     assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
     ended = await restored.end()
     assert ended.spaces["me"].reason == "forgotten"

@@ -56,11 +56,14 @@ def resolve_org(org: Resolver | None, extra_body: ExtraBody) -> str:
     return found
 
 
-def resolve_ref(spec: Spec, extra_body: ExtraBody) -> SpaceRef:
-    """The stored space this spec mounts for this extra body, or ``NoIdentity``."""
+def resolve_ref(spec: Spec, extra_body: ExtraBody, *, org: Resolver | None = None) -> SpaceRef:
+    """The stored space this spec mounts for this extra body, or ``NoIdentity``.
+
+    ``org``: the resolver of the whole ``Memory``, used when the spec names none.
+    """
     if isinstance(spec, PersistentDir):
         return SpaceRef(layer="dir", space=spec.path)
-    org = resolve_org(spec.org, extra_body)
+    org = resolve_org(spec.org if spec.org is not None else org, extra_body)
     if isinstance(spec, OrgMemory):
         return SpaceRef(layer="org", space=spec.space, org=org)
     user = resolve(spec.user, extra_body)
@@ -71,6 +74,18 @@ def resolve_ref(spec: Spec, extra_body: ExtraBody) -> SpaceRef:
             path=spec.user if isinstance(spec.user, str) else None,
         )
     return SpaceRef(layer="user", space=spec.space, org=org, user=user)
+
+
+def check_one_org(refs: Iterable[SpaceRef]) -> None:
+    """A turn belongs to one org: its org and person spaces must all resolve to the same."""
+    orgs = sorted({ref.org for ref in refs if ref.layer != "dir"})
+    if len(orgs) > 1:
+        raise ConfigError(
+            f"the specs of one turn resolve to different orgs ({', '.join(orgs)}); a turn "
+            "belongs to one org: give memfs.Memory an org resolver (org=...) for every spec, "
+            "or the same one to each",
+            path=", ".join(orgs),
+        )
 
 
 def resolve_by(spec: Spec, extra_body: ExtraBody) -> By | None:
@@ -134,6 +149,7 @@ def check_unique_paths(specs: Iterable[Spec]) -> None:
 
 __all__ = [
     "EndAction",
+    "check_one_org",
     "check_unique_paths",
     "end_action",
     "is_read_only",
