@@ -34,7 +34,10 @@ BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
 def workspace(tmp_path: Path) -> tuple[Memory, OverlayWorkspace]:
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    specs = [memfs.org_memory(space="rules", org="orgId", review="none"), memfs.user_memory()]
+    specs = [
+        memfs.org_memory(space="rules", org="orgId", review="none"),
+        memfs.user_memory(org="orgId"),
+    ]
     return Memory(MemoryStore(), specs, workspace=ws), ws
 
 
@@ -133,7 +136,10 @@ async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_d
     store = Flaky(tmp_path / "memfs.db")
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    specs = [memfs.org_memory(space="rules", org="orgId", review="none"), memfs.user_memory()]
+    specs = [
+        memfs.org_memory(space="rules", org="orgId", review="none"),
+        memfs.user_memory(org="orgId"),
+    ]
     memory = Memory(store, specs, workspace=ws)
     rules = SpaceRef(layer="org", space="rules", org="o1")
     me = SpaceRef(layer="user", space="me", user="u1")

@@ -27,7 +27,6 @@ def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any
         [
             memfs.org_memory(
                 space="lending-rules",
-                org="bankId",
                 description="The bank's lending rules.",
                 can_write=lambda eb: eb.get("role") == "underwriter",
                 by=lambda eb: {"id": eb["userId"], "label": eb["name"], "role": eb["role"]},
@@ -35,6 +34,7 @@ def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any
             ),
             memfs.user_memory(user="userId", label="name", description="Your own preferences."),
         ],
+        org="bankId",  # a turn belongs to one org: both spaces are bank_17's
         workdir=tmp_path / "work",
         **kwargs,
     )
@@ -68,7 +68,7 @@ async def test_written_files_are_saved_with_provenance(tmp_path: Path) -> None:
     result = await turn.end()
     assert result.spaces["me"].status == "saved"
     assert result.spaces["me"].changes.created == {"prefs.md": b"Short answers.\n"}
-    assert mem.files("me", org="default", user="u_dana") == {"prefs.md": b"Short answers.\n"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"prefs.md": b"Short answers.\n"}
     [change] = mem.changes()
     assert change["session"] == "s1"
     assert change["turn"] == turn.id
@@ -129,7 +129,7 @@ async def test_binary_content_and_non_ascii_names_round_trip(tmp_path: Path) -> 
     (turn.root / "me" / "notizen").mkdir()
     (turn.root / "me" / name).write_bytes(blob)
     await turn.end()
-    assert mem.files("me", user="u_dana") == {name: blob}
+    assert mem.files("me", org="bank_17", user="u_dana") == {name: blob}
     again = await memory.start_turn("s1", DANA)
     assert (again.root / "me" / name).read_bytes() == blob
     await again.end()
@@ -187,7 +187,7 @@ async def test_chmod_x_and_mtime_come_back_next_turn(tmp_path: Path) -> None:
 async def test_a_turn_that_changes_nothing_is_no_change_whatever_the_umask(tmp_path: Path) -> None:
     mem = test_memory()
     seed(
-        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.md": b"x"}
+        mem.store, SpaceRef(layer="user", space="me", org="bank_17", user="u_dana"), {"a.md": b"x"}
     )
     old = os.umask(0o002)
     try:
@@ -212,7 +212,7 @@ async def test_a_mode_only_change_is_an_update_and_a_touch_is_no_change(tmp_path
     mem = test_memory()
     memory = desk(mem.store, tmp_path)
     seed(
-        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.sh": b"x"}
+        mem.store, SpaceRef(layer="user", space="me", org="bank_17", user="u_dana"), {"a.sh": b"x"}
     )
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.sh").chmod(0o700)
@@ -387,7 +387,7 @@ async def test_file_over_the_size_limit_is_refused_and_the_rest_commits(tmp_path
     assert result.status == "saved"
     assert result.not_saved == ("past-limit.md",)
     assert "limit is 10" in result.errors["past-limit.md"]
-    assert mem.files("me", user="u_dana") == {"at-limit.md": b"x" * 10}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"at-limit.md": b"x" * 10}
 
 
 async def test_files_per_space_limit_refuses_the_file_past_it(tmp_path: Path) -> None:
@@ -399,7 +399,7 @@ async def test_files_per_space_limit_refuses_the_file_past_it(tmp_path: Path) ->
     result = (await turn.end()).spaces["me"]
     assert result.status == "saved"
     assert result.not_saved == ("c.md",)
-    assert set(mem.files("me", user="u_dana")) == {"a.md", "b.md"}
+    assert set(mem.files("me", org="bank_17", user="u_dana")) == {"a.md", "b.md"}
 
 
 async def test_bytes_per_space_limit_refuses_the_file_past_it(tmp_path: Path) -> None:
@@ -411,12 +411,12 @@ async def test_bytes_per_space_limit_refuses_the_file_past_it(tmp_path: Path) ->
     (turn.root / "me" / "c.md").write_bytes(b"x")
     result = (await turn.end()).spaces["me"]
     assert result.not_saved == ("c.md",)
-    assert set(mem.files("me", user="u_dana")) == {"a.md", "b.md"}
+    assert set(mem.files("me", org="bank_17", user="u_dana")) == {"a.md", "b.md"}
 
 
 async def test_symlinks_and_fifos_are_refused_and_nothing_is_deleted(tmp_path: Path) -> None:
     mem = test_memory()
-    mem.put("me", {"keep.md": "keep"}, user="u_dana")
+    mem.put("me", {"keep.md": "keep"}, org="bank_17", user="u_dana")
     turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
     me = turn.root / "me"
     os.unlink(me / "keep.md")
@@ -427,7 +427,7 @@ async def test_symlinks_and_fifos_are_refused_and_nothing_is_deleted(tmp_path: P
     assert result.status == "saved"
     assert result.not_saved == ("keep.md", "pipe")
     assert "symlinks" in result.errors["pipe"]
-    assert mem.files("me", user="u_dana") == {"keep.md": b"keep", "fine.md": b"fine"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"keep.md": b"keep", "fine.md": b"fine"}
 
 
 async def test_path_over_the_length_limit_is_refused(tmp_path: Path) -> None:
@@ -440,7 +440,7 @@ async def test_path_over_the_length_limit_is_refused(tmp_path: Path) -> None:
     (deep / "ok.md").write_text("ok")
     result = (await turn.end()).spaces["me"]
     assert result.not_saved == ("/".join(parts),)
-    assert mem.files("me", user="u_dana") == {"ok.md": b"ok"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"ok.md": b"ok"}
 
 
 async def test_non_utf8_file_name_is_refused(tmp_path: Path) -> None:

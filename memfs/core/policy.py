@@ -76,6 +76,13 @@ def resolve_ref(spec: Spec, extra_body: ExtraBody, *, org: Resolver | None = Non
     return SpaceRef(layer="user", space=spec.space, org=org, user=user)
 
 
+def inherit_org(spec: Spec, org: Resolver | None) -> Spec:
+    """The spec with ``org`` as its org resolver, unless it names its own (or has no org)."""
+    if org is None or isinstance(spec, PersistentDir) or spec.org is not None:
+        return spec
+    return spec.model_copy(update={"org": org})
+
+
 def check_one_org(refs: Iterable[SpaceRef]) -> None:
     """A turn belongs to one org: its org and person spaces must all resolve to the same."""
     orgs = sorted({ref.org for ref in refs if ref.layer != "dir"})
@@ -83,8 +90,7 @@ def check_one_org(refs: Iterable[SpaceRef]) -> None:
         raise ConfigError(
             f"the specs of one turn resolve to different orgs ({', '.join(orgs)}); a turn "
             "belongs to one org: give memfs.Memory an org resolver (org=...) for every spec, "
-            "or the same one to each",
-            path=", ".join(orgs),
+            "or the same one to each"
         )
 
 
@@ -152,6 +158,7 @@ __all__ = [
     "check_one_org",
     "check_unique_paths",
     "end_action",
+    "inherit_org",
     "is_read_only",
     "moved_on",
     "parse_cursor",

@@ -65,6 +65,7 @@ from memfs.core.names import check_identity
 from memfs.core.note import NoteSpace, render_note
 from memfs.core.policy import (
     EndAction,
+    check_one_org,
     check_unique_paths,
     end_action,
     is_read_only,
@@ -265,6 +266,7 @@ class Memory:
     def refs(self, extra_body: ExtraBody) -> list[tuple[Spec, SpaceRef]]:
         """Each spec and the space it mounts for this extra body: one org, or an error."""
         refs = [(spec, resolve_ref(spec, extra_body, org=self.org)) for spec in self.specs]
+        check_one_org(ref for _, ref in refs)
         return refs
 
     async def start_turn(
