@@ -35,7 +35,7 @@ from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
-from memfs.core.policy import mount_inside
+from memfs.core.policy import inherit_org, mount_inside
 from memfs.core.review import ReviewMode
 from memfs.core.specs import (
     OrgMemory,
@@ -256,6 +256,9 @@ class DaemonConfig(BaseModel):
     app: str | None = None
     limits: Limits = Field(default_factory=Limits)
     memory: list[MemoryTable] = Field(default_factory=list)
+    # The extra-body field naming the org, for every [[memory]] table (and the
+    # app's specs) that names none: a turn belongs to one org.
+    org: str | None = None
     # False: a close writes through to state_dir (a daemon crash loses nothing)
     # and fsync() makes it durable. True: every close, rename and unlink also
     # syncs to disk, so nothing closed is lost even to a power cut (slower).
@@ -326,10 +329,14 @@ class DaemonConfig(BaseModel):
     def specs(self) -> list[Spec]:
         """The memory specs: the ``[[memory]]`` tables, then the ``app``'s; paths unique."""
         named: list[tuple[str, Spec]] = [
-            (f"memory[{i}]", table.spec()) for i, table in enumerate(self.memory)
+            (f"memory[{i}]", inherit_org(table.spec(), self.org))
+            for i, table in enumerate(self.memory)
         ]
         if self.app is not None:
-            named += [(f"app {self.app}", spec) for spec in load_app_specs(self.app)]
+            named += [
+                (f"app {self.app}", inherit_org(spec, self.org))
+                for spec in load_app_specs(self.app)
+            ]
         taken: dict[str, str] = {}
         for key, spec in named:
             if spec.path in taken:
@@ -378,7 +385,8 @@ def load_app_specs(app: str) -> list[Spec]:
                 found.close()  # never awaited; closing avoids a "never awaited" warning
             raise ConfigError(f"app: {app} is async; give a plain function or a list of specs")
     if isinstance(found, Memory):
-        found = found.specs
+        # Its own org resolver goes with its specs, as it would in the app.
+        found = [inherit_org(spec, found.org) for spec in found.specs]
     if not isinstance(found, list | tuple):
         raise ConfigError(
             f"app: {app} must be a list of memory specs, a memfs.Memory, or a function "

@@ -8,7 +8,6 @@ crash left open, exactly as it was, so ``memfs turn end`` can still commit it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -32,12 +31,12 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
-from memfs.core.errors import BadRequest, NotFound, TurnOpen
+from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
+from memfs.engine.plan import ManualHold, Owner
 from memfs.engine.turns import CommitResult, Memory, TurnState
 from memfs.stores.base import ForgetLog
-from memfsd.access import FileAccess as SeenAccess
 from memfsd.workspace import OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
@@ -57,12 +56,12 @@ def outcome(result: SpaceResult) -> SpaceOutcome:
     )
 
 
-def ended(result: CommitResult, files: dict[str, SeenAccess]) -> TurnEnded:
+def ended(result: CommitResult) -> TurnEnded:
     return TurnEnded(
         session=result.session,
         turn=result.turn,
         spaces={name: outcome(space) for name, space in result.spaces.items()},
-        files={path: FileAccess(**dataclasses.asdict(seen)) for path, seen in files.items()},
+        files={path: FileAccess(**seen.model_dump()) for path, seen in result.files.items()},
     )
 
 
@@ -72,8 +71,11 @@ class DaemonService:
     workspace: OverlayWorkspace
     store_url: str
     state_dir: str
-    # Ended turns with manual mounts, until committed: (session, turn) -> result.
-    manual: dict[tuple[str, str], CommitResult] = field(default_factory=dict)
+    # Ended turns with manual mounts, until committed: (session, turn) -> what they hold.
+    # Written down too (OverlayWorkspace.save_manual), so a restart keeps them.
+    manual: dict[tuple[str, str], ManualHold] = field(default_factory=dict)
+    # Ended turns whose manual mounts were all committed (a second commit says so).
+    committed: set[tuple[str, str]] = field(default_factory=set)
     # FUSE requests served since start, by operation (the mount counts them).
     requests: Counter[str] = field(default_factory=Counter)
     # (session, turn, mount) of person spaces already dropped as forgotten.
@@ -82,12 +84,14 @@ class DaemonService:
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
         back = []
+        holds, self.committed = self.workspace.saved_manual()
+        self.manual = {(hold.session, hold.turn): hold for hold in holds}
         records = self.workspace.saved_turns()
         for record in records:
             state = TurnState.model_validate_json(json.dumps(record["state"]))
             try:
                 turn = self.memory.restore_turn(state)
-                self.workspace.reattach(turn, record)
+                self.workspace.reattach(turn.state(), record)
             except Exception:
                 log.exception("could not bring back the open turn of session %s", state.session)
                 continue
@@ -126,7 +130,6 @@ class DaemonService:
             settled = turn.mounts.keys() <= turn.done.keys() and not turn.kept
             if settled and any(r.reason == "discarded" for r in turn.done.values()):
                 await self.memory.discard_turn(turn.session)
-                self.workspace.pop_access(turn.session)
                 log.info("finished discarding the turn %s of session %s", turn.id, turn.session)
                 finished.append(turn.session)
         return finished
@@ -136,8 +139,8 @@ class DaemonService:
 
         The forget's notice found no daemon to tell, so ask the store, for each
         open turn's person space, whether it was forgotten after the turn
-        loaded it; such a space leaves the turn whole (the store tells a
-        space from its person, not which file), as a notice would make it.
+        loaded it, and what (the whole person, or which files); that leaves
+        the turn as a notice would have made it.
         Returns the (session, mount) pairs dropped.
         """
         return await self._drop_forgotten_spaces("was forgotten while the daemon was down")
@@ -187,14 +190,12 @@ class DaemonService:
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         # A new session is a folder name in the mount root and in state_dir.
         check_new_name(request.session, what="session id")
-        owner = self.workspace.owner(request.session)
+        owner = None
         if request.uid is not None or request.gid is not None:
-            self.workspace.set_owner(request.session, request.uid, request.gid)
-        try:
-            turn = await self.memory.start_turn(request.session, request.extra_body, request.prompt)
-        except BaseException:
-            self.workspace.restore_owner(request.session, owner)
-            raise
+            owner = Owner(request.uid, request.gid)
+        turn = await self.memory.start_turn(
+            request.session, request.extra_body, request.prompt, owner=owner
+        )
         return TurnStarted(
             session=turn.session,
             turn=turn.id,
@@ -212,21 +213,17 @@ class DaemonService:
         )
 
     async def end_turn(self, session: str) -> TurnEnded:
-        turn = self.memory.open_turn(session)
-        result = await turn.end()
+        result = await self.memory.end_turn(session)
         # A retried end reports a manual space from the first; the first holds its changes.
-        if (session, result.turn) not in self.manual and any(
-            space.status == "manual" for space in result.spaces.values()
-        ):
-            self.manual[(session, result.turn)] = result
-        if turn.kept:  # still open: the access log stays with the turn
-            return ended(result, self.workspace.access_log(session))
-        return ended(result, self.workspace.pop_access(session))
+        key = (session, result.turn)
+        if result.held is not None and key not in self.manual:
+            await self.workspace.save_manual(result.held)
+            self.manual[key] = result.held
+        return ended(result)
 
     async def discard_turn(self, session: str) -> TurnEnded:
         check_identity(session, what="session id")
-        result = await self.memory.discard_turn(session)
-        return ended(result, self.workspace.pop_access(session))
+        return ended(await self.memory.discard_turn(session))
 
     async def kept(self, session: str) -> KeptTurn:
         check_identity(session, what="session id")
@@ -272,15 +269,25 @@ class DaemonService:
         raise NotFound("the kept space did not change this file", path=path)
 
     async def commit_turn(self, session: str, turn: str) -> TurnEnded:
-        result = self.manual.get((session, turn))
-        if result is None:
+        key = (session, turn)
+        held = self.manual.get(key)
+        if held is None:
+            if key in self.committed:
+                raise AlreadyCommitted(
+                    "this turn's manual mounts were already committed; committing again would "
+                    "write twice",
+                    path=f"{session}/{turn}",
+                )
             raise NotFound("no ended turn with manual mounts by that id", path=f"{session}/{turn}")
-        committed = await result.commit_manual()
-        if committed.pending:  # a failed store: held again, for the next commit
-            self.manual[(session, turn)] = committed
+        result = await self.memory.commit_manual(held)
+        if result.held is not None:  # a failed store: held again, for the next commit
+            await self.workspace.save_manual(result.held)
+            self.manual[key] = result.held
         else:
-            del self.manual[(session, turn)]
-        return ended(committed, {})
+            await self.workspace.committed_manual(session, turn)
+            del self.manual[key]
+            self.committed.add(key)
+        return ended(result)
 
     async def close_session(self, session: str) -> SessionClosed:
         check_identity(session, what="session id")
@@ -293,8 +300,10 @@ class DaemonService:
         else:
             raise TurnOpen("the session has an open turn; end it first", path=session)
         await self.workspace.close_session(session)
+        # The session's state (its manual change sets with it) is gone.
         for key in [key for key in self.manual if key[0] == session]:
             del self.manual[key]
+        self.committed = {key for key in self.committed if key[0] != session}
         return SessionClosed(session=session)
 
     async def status(self) -> DaemonStatus:

@@ -43,8 +43,8 @@ from memfs.core.errors import (
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.names import check_path
 from memfs.core.policy import is_shared
-from memfs.engine.sources import StoreSource
-from memfs.engine.turns import Mount, Turn, TurnState
+from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
+from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
 from memfsd.nodes import MountTree, Snapshot
@@ -56,6 +56,10 @@ TURN_FILE = "turn.json"
 # ID, "done": {NAME: SpaceResult}, "kept": {NAME: SpaceResult without its
 # change set, which the working copy holds}}.
 DONE_FILE = "done.json"
+# An ended turn's manual spaces, until committed: manual/<turn>.json is a
+# ManualHold (JSON, contents in base64); once all of it is committed it gives
+# way to manual/<turn>.committed (empty), so a second commit says so.
+MANUAL_DIR = "manual"
 MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
 
@@ -78,7 +82,6 @@ class OverlayWorkspace:
         self._invalidate = invalidate
         self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
-        self._access: dict[str, dict[str, FileAccess]] = {}
 
     def root(self, session: str) -> Path:
         return self.mount_root / session
@@ -104,23 +107,27 @@ class OverlayWorkspace:
     def contents_held(self) -> Container[str]:
         return self.overlay.blobs.held()
 
-    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
+    async def open(self, plan: TurnPlan, loaded: Mapping[str, Loaded], fetch: Fetch) -> None:
         manifests: dict[str, dict[str, str]] = {}
+        # The plan's owner, from this turn on; none named: the session's last.
+        owner = plan.owner or Owner(*self._owners.get(plan.session, (None, None)))
         try:
-            for name, mount in turn.mounts.items():
-                manifests[name] = await self._take_blobs(mount, loaded[name])
-            uid, gid = self._owners.get(turn.session, (None, None))
-            await trio.to_thread.run_sync(self._write_state, turn.state(), manifests, uid, gid)
-            self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=False)
+            for name, mount in plan.mounts.items():
+                manifests[name] = await self._take_blobs(mount, loaded[name], fetch)
+            uid, gid = owner
+            await trio.to_thread.run_sync(self._write_state, plan.state(), manifests, uid, gid)
+            self._attach(plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False)
             await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
             for name, manifest in manifests.items():
-                if not is_shared(turn.mounts[name].layer):
+                if not is_shared(plan.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
             raise
+        if plan.owner is not None:
+            self._owners[plan.session] = (plan.owner.uid, plan.owner.gid)
 
-    async def _take_blobs(self, mount: Mount, loaded: Loaded) -> dict[str, str]:
+    async def _take_blobs(self, mount: Mount, loaded: Loaded, fetch: Fetch) -> dict[str, str]:
         """Hold the blob of every file of one mount, storing the bytes that came along.
 
         A lean load left out the bytes the cache held when it ran; a person's
@@ -157,7 +164,7 @@ class OverlayWorkspace:
                     blobs.share(cached)
                 gone = [sha for sha, here in zip(cached, flags, strict=True) if not here]
                 if gone:
-                    fetched = await self._fetch_again(mount, gone)
+                    fetched = await self._fetch_again(mount, gone, fetch)
                     again = await trio.to_thread.run_sync(
                         partial(blobs.put_many, fetched, gone, hold=private, share=not private)
                     )
@@ -169,9 +176,8 @@ class OverlayWorkspace:
             raise
         return {path: shas[path] for path in paths}
 
-    async def _fetch_again(self, mount: Mount, gone: list[str]) -> list[bytes]:
-        source = mount.source
-        fetched = await source.fetch(gone) if isinstance(source, StoreSource) else {}
+    async def _fetch_again(self, mount: Mount, gone: list[str], fetch: Fetch) -> list[bytes]:
+        fetched = await fetch(mount.name, gone)
         if any(sha not in fetched for sha in gone):
             raise StoreUnavailable(
                 "files a lean load left out are neither cached nor in the store any more",
@@ -315,21 +321,26 @@ class OverlayWorkspace:
         changes = await trio.to_thread.run_sync(read)
         return changes.without(refused), refused
 
-    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
+    async def record(
+        self,
+        session: str,
+        turn: str,
+        done: Mapping[str, SpaceResult],
+        kept: Mapping[str, SpaceResult],
+    ) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
         # for every stored space would cost O(space) at every turn end.
-        done = {
-            "turn": turn.id,
-            "done": {space: r.model_dump(mode="json") for space, r in turn.done.items()},
+        record = {
+            "turn": turn,
+            "done": {space: r.model_dump(mode="json") for space, r in done.items()},
             # Without the change set: the working copy holds it, and is read again.
             "kept": {
-                space: r.model_dump(mode="json", exclude={"changes"})
-                for space, r in turn.kept.items()
+                space: r.model_dump(mode="json", exclude={"changes"}) for space, r in kept.items()
             },
         }
-        target = self.turn_file(turn.session).with_name(DONE_FILE)
+        target = self.turn_file(session).with_name(DONE_FILE)
         try:
-            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(done))
+            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(record))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -338,15 +349,15 @@ class OverlayWorkspace:
             raise DiskFull(
                 "the disk under state_dir is full, so the turn's end could not be written "
                 "down; the turn stays open and keeps its files: end it again once there is room",
-                path=turn.session,
+                path=session,
             ) from exc
 
     def access_log(self, session: str) -> dict[str, FileAccess]:
-        """What the filesystem saw the session's current (or just ended) turn do."""
+        """What the filesystem saw the session's current (or ending) turn do."""
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
             return tree.turn.access_log()
-        return self._access.get(session, {})
+        return {}
 
     def access(self, session: str) -> dict[str, TraceFile]:
         """The ending turn's access log, as the store keeps it in the turn's trace."""
@@ -364,7 +375,6 @@ class OverlayWorkspace:
         self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
-            self._access[session] = tree.turn.access_log()
             self.overlay.detach_turn(session)
         await self.forget_names()
 
@@ -399,8 +409,38 @@ class OverlayWorkspace:
         if inodes and self._invalidate_inodes is not None:
             await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
 
-    def pop_access(self, session: str) -> dict[str, FileAccess]:
-        return self._access.pop(session, {})
+    def manual_file(self, session: str, turn: str) -> Path:
+        """Where an ended turn's manual change set waits for ``memfs turn commit``."""
+        return self.overlay.session_dir(session) / MANUAL_DIR / f"{turn}.json"
+
+    async def save_manual(self, hold: ManualHold) -> None:
+        """Write an ended turn's manual change set down (0600), to commit after a restart."""
+        target = self.manual_file(hold.session, hold.turn)
+        await trio.to_thread.run_sync(_write_atomic, target, hold.model_dump_json())
+
+    async def committed_manual(self, session: str, turn: str) -> None:
+        """Every manual space of the turn is committed: its change set gives way to a mark."""
+
+        def mark() -> None:
+            target = self.manual_file(session, turn)
+            _write_atomic(target.with_suffix(".committed"), "")
+            target.unlink(missing_ok=True)
+
+        await trio.to_thread.run_sync(mark)
+
+    def saved_manual(self) -> tuple[list[ManualHold], set[tuple[str, str]]]:
+        """The manual change sets written down and not committed, and the (session, turn)
+        pairs whose manual spaces were all committed."""
+        sessions = self.overlay.state_dir / "sessions"
+        holds = [
+            ManualHold.model_validate_json(path.read_bytes())
+            for path in sorted(sessions.glob(f"*/{MANUAL_DIR}/*.json"))
+        ]
+        committed = {
+            (path.parent.parent.name, path.stem)
+            for path in sessions.glob(f"*/{MANUAL_DIR}/*.committed")
+        }
+        return holds, committed
 
     def saved_turns(self) -> list[dict[str, Any]]:
         """Every turn written down and never ended: what a restart must bring back."""
@@ -417,8 +457,10 @@ class OverlayWorkspace:
             found.append(record)
         return found
 
-    def reattach(self, turn: Turn, record: Mapping[str, Any]) -> None:
+    def reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
         """Bring a turn written down before a crash back under the mount, journal replayed."""
+        root = self.root(turn.session)
+        mounts = {name: Mount.from_state(m, root) for name, m in turn.mounts.items()}
         uid, gid = record.get("uid"), record.get("gid")
         if not all(value is None or _real_id(value) for value in (uid, gid)):
             # Written by a memfs that took any number (one past 32 bits made the
@@ -434,13 +476,13 @@ class OverlayWorkspace:
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
         manifests = record["shas"]
-        for name, mount in turn.mounts.items():
+        for name, mount in mounts.items():
             shas = list(manifests.get(name, {}).values())
             if is_shared(mount.layer):
                 self.overlay.blobs.share(shas)
             else:
                 self.overlay.blobs.hold(shas)
-        self._attach(turn.session, turn.id, turn.mounts, manifests, uid, gid, replay=True)
+        self._attach(turn.session, turn.turn, mounts, manifests, uid, gid, replay=True)
         if ending(turn):
             # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
@@ -464,7 +506,10 @@ class OverlayWorkspace:
         return dropped
 
     def _scrub(self, session: str, names: Sequence[str]) -> None:
-        """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal."""
+        """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal.
+
+        Nor in the note ``turn.json`` keeps, which is dropped whole.
+        """
         self.overlay.scrub_forgotten(session)
         target = self.turn_file(session)
         try:
@@ -480,6 +525,9 @@ class OverlayWorkspace:
             mount = record["state"]["mounts"].get(name)
             if mount is not None:
                 mount["folders"] = []
+        # The note lists every space's files, the forgotten person's too: it
+        # goes (a turn brought back after this has none; the agent had it).
+        record["state"]["note"] = ""
         parts = rows.split("\0") if rows else []
         kept = [
             "\0".join(parts[at : at + width])
@@ -490,7 +538,7 @@ class OverlayWorkspace:
         _write_atomic(target, body)
 
 
-def ending(turn: Turn) -> bool:
+def ending(turn: TurnState) -> bool:
     """Whether a restored turn was ending (or being discarded) when the daemon stopped.
 
     Its end had kept a space, or settled one (stored, or discarded): a write

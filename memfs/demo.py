@@ -68,11 +68,11 @@ CONFIG = """\
 mount_root = "{mount_root}"
 state_dir = "{state_dir}"
 store = "{store}"
+org = "bankId"  # a turn belongs to one org: every space below is that bank's
 
 [[memory]]
 layer = "org"
 space = "lending-rules"
-org = "bankId"
 description = "The bank's shared lending rules. Only underwriters may change them."
 can_write = {{ role = ["underwriter"] }}
 by = {{ id = "userId", label = "name", role = "role" }}
@@ -190,7 +190,6 @@ async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
         [
             org_memory(
                 space="lending-rules",
-                org="bankId",
                 description="The bank's shared lending rules. Only underwriters may change them.",
                 can_write=lambda eb: eb.get("role") == "underwriter",
                 by=lambda eb: {"id": eb["userId"], "label": eb["name"], "role": eb["role"]},
@@ -199,6 +198,7 @@ async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
                 description="This person's own preferences, such as how they like answers."
             ),
         ],
+        org="bankId",
         workdir=workdir,
     )
     try:

@@ -89,6 +89,7 @@ def test_read_only_when_the_mode_says_so_or_can_write_said_no() -> None:
         ("after-turn", False, False, False, EndAction.NOTHING),
         ("manual", False, False, True, EndAction.MANUAL),
         ("after-turn", False, True, True, EndAction.REFUSE_STALE),
+        ("manual", False, True, True, EndAction.REFUSE_STALE),
         ("after-turn", False, False, True, EndAction.STORE),
     ],
 )

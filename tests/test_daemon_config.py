@@ -451,3 +451,41 @@ def test_an_apps_nested_dir_beside_the_tables_mounts(tmp_path: Path, app_module:
         write(tmp_path, LOAN_DESK), env={}, overrides={"app": f"{app_module}:SPECS"}
     )
     assert [spec.path for spec in config.specs()][-1] == "persistent/user"
+
+
+def test_a_top_level_org_is_inherited_by_every_table_that_names_none(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        org = "bankId"
+
+        [[memory]]
+        layer = "org"
+        space = "lending-rules"
+
+        [[memory]]
+        layer = "user"
+
+        [[memory]]
+        layer = "user"
+        space = "elsewhere"
+        org = "otherOrg"
+        """,
+    )
+    rules, me, elsewhere = load_config(path, env={}).specs()
+    assert resolve_ref(rules, DANA).org == "bank_17"
+    assert resolve_ref(me, DANA).org == "bank_17"
+    assert isinstance(elsewhere, UserMemory) and elsewhere.org == "otherOrg"
+
+
+def test_an_apps_memory_brings_its_org_resolver_with_its_specs(
+    tmp_path: Path, app_module: str
+) -> None:
+    write_module(
+        tmp_path,
+        app_module,
+        "MEMORY = memfs.Memory(memfs.open_store('memory://'), "
+        "[memfs.user_memory(), memfs.org_memory(space='desk')], org='bankId')\n",
+    )
+    config = load_config(None, env={}, overrides={"app": f"{app_module}:MEMORY"})
+    assert {resolve_ref(spec, DANA).org for spec in config.specs()} == {"bank_17"}

@@ -23,7 +23,15 @@ from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
 from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
-from tests.test_daemon_mount import SPECS, start
+from tests.test_daemon_mount import SPECS as BANK_SPECS
+from tests.test_daemon_mount import start
+
+# These tests forget people of org "default": the loan desk's spaces, all in it
+# (a turn belongs to one org).
+SPECS = [
+    BANK_SPECS[0].model_copy(update={"org": None}),
+    BANK_SPECS[1].model_copy(update={"org": None}),
+]
 
 ME = SpaceRef(layer="user", space="me", user="u_dana")
 SECRET = b"my diagnosis\n"
@@ -169,7 +177,7 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     memory, ws = desk()  # a restart
     [record] = ws.saved_turns()
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored, record)
+    ws.reattach(restored.state(), record)
     assert "me" not in ws.overlay.sessions["s1"].node.kids
     me = (await restored.end()).spaces["me"]
     assert (me.status, me.reason) == ("not_saved", "forgotten")
@@ -365,7 +373,7 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
     memory, ws = desk()  # a restart
     [record] = ws.saved_turns()
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored, record)
+    ws.reattach(restored.state(), record)
     assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
     ended = await restored.end()
     assert ended.spaces["me"].reason == "forgotten"

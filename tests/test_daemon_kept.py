@@ -219,7 +219,7 @@ async def test_a_path_over_the_limit_from_an_old_journal_is_named_and_the_rest_c
     memory, ws, _ = desk()
     [record] = ws.saved_turns()
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored, record)
+    ws.reattach(restored.state(), record)
     assert restored.id == os_turn
 
     result = (await restored.end()).spaces["me"]

@@ -29,7 +29,7 @@ SPECS = [
         description="Shared notes, reviewed by a person.",
         review="person",
     ),
-    memfs.user_memory(),
+    memfs.user_memory(org="bankId"),
 ]
 
 

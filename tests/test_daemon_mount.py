@@ -30,7 +30,7 @@ SPECS = [
         by=lambda eb: {"id": eb["userId"], "label": eb["name"]},
         review="none",  # these tests are about the filesystem; review has its own
     ),
-    memfs.user_memory(),
+    memfs.user_memory(org="bankId"),  # a turn belongs to one org
 ]
 
 

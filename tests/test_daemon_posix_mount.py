@@ -23,7 +23,7 @@ from tests.daemon_harness import Daemon, require_root, running_daemon, sh
 BODY = {"userId": "u1", "name": "U", "orgId": "acme"}
 SPECS = [
     memfs.org_memory(space="team", org="orgId", review="none"),
-    memfs.user_memory(),
+    memfs.user_memory(org="orgId"),
 ]
 LONG = "n" * 256
 # Four 200-byte folders and a file: "top/" + 4 * 201 + "f" is 809 bytes.

@@ -37,6 +37,7 @@ layer = "user"
 space = "me"
 user = "userId"
 label = "name"
+org = "bankId"
 """
 
 
@@ -246,3 +247,59 @@ def test_a_second_daemon_refuses_to_start_and_the_first_keeps_serving(root: Path
     assert "already running" in second.stderr
     assert memfs("status", root=root)["sessions"] == []
     assert daemon.stop() == 0
+
+
+MANUAL_CONFIG = """
+mount_root = "{root}/mnt"
+state_dir = "{root}/state"
+
+[[memory]]
+layer = "user"
+space = "me"
+user = "userId"
+label = "name"
+commit = "manual"
+"""
+
+
+def test_a_manual_change_set_survives_a_restart_and_a_second_commit_is_already_committed(
+    root: Path,
+) -> None:
+    daemon = DaemonProcess(root, config=MANUAL_CONFIG)
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    (Path(started["root"]) / "me" / "prefs.md").write_bytes(b"short answers\n\xff binary\n")
+    ended = memfs("turn", "end", "s1", root=root)
+    assert ended["spaces"]["me"]["status"] == "manual"
+    held = root / "state" / "sessions" / "s1" / "manual" / f"{started['turn']}.json"
+    assert stat.S_IMODE(held.stat().st_mode) == 0o600
+    daemon.stop(signal.SIGKILL)
+
+    again = DaemonProcess(root, config=MANUAL_CONFIG)
+    committed = memfs("turn", "commit", "s1", started["turn"], root=root)
+    assert committed["spaces"]["me"]["status"] == "saved"
+    assert committed["spaces"]["me"]["created"] == ["prefs.md"]
+    twice = memfs("turn", "commit", "s1", started["turn"], root=root, check=False)
+    assert twice.returncode == 5, twice.stderr  # AlreadyCommitted, not "not found"
+    assert "already committed" in twice.stderr
+    assert again.stop() == 0
+
+    third = DaemonProcess(root, config=MANUAL_CONFIG)  # and after another restart
+    thrice = memfs("turn", "commit", "s1", started["turn"], root=root, check=False)
+    assert thrice.returncode == 5, thrice.stderr
+    unknown = memfs("turn", "commit", "s1", "t-nosuchturn", root=root, check=False)
+    assert unknown.returncode == 3  # a turn that held nothing is still "not found"
+    assert third.stop() == 0
+
+    import trio
+
+    from memfs.core.models import SpaceRef
+
+    async def files() -> dict[str, bytes]:
+        store = SqliteStore(root / "state" / "memfs.db")
+        try:
+            ref = SpaceRef(layer="user", space="me", user="u_dana")
+            return (await store.load(ref, "check")).files
+        finally:
+            await store.aclose()
+
+    assert trio.run(files) == {"prefs.md": b"short answers\n\xff binary\n"}

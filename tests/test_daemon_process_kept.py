@@ -27,10 +27,10 @@ import memfsd.workspace as workspace
 
 record = workspace.OverlayWorkspace.record
 
-async def record_or_die(self, turn, name, result):
-    if name == "me" and result.status == "saved":
+async def record_or_die(self, session, turn, done, kept):
+    if "me" in done and done["me"].status == "saved":
         os.kill(os.getpid(), signal.SIGKILL)
-    await record(self, turn, name, result)
+    await record(self, session, turn, done, kept)
 
 workspace.OverlayWorkspace.record = record_or_die
 from memfs.cli import main

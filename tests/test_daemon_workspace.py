@@ -34,7 +34,10 @@ BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
 def workspace(tmp_path: Path) -> tuple[Memory, OverlayWorkspace]:
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    specs = [memfs.org_memory(space="rules", org="orgId", review="none"), memfs.user_memory()]
+    specs = [
+        memfs.org_memory(space="rules", org="orgId", review="none"),
+        memfs.user_memory(org="orgId"),
+    ]
     return Memory(MemoryStore(), specs, workspace=ws), ws
 
 
@@ -42,8 +45,7 @@ async def test_a_stored_space_is_written_down_beside_the_turn_not_into_it(tmp_pa
     memory, ws = workspace(tmp_path)
     turn = await memory.start_turn("s1", BODY)
     manifest = ws.turn_file("s1").read_bytes()
-    turn.done["rules"] = SpaceResult(status="saved")
-    await ws.record(turn, "rules", turn.done["rules"])
+    await ws.record(turn.session, turn.id, {"rules": SpaceResult(status="saved")}, {})
     assert ws.turn_file("s1").read_bytes() == manifest  # not rewritten
     [saved] = ws.saved_turns()
     assert saved["state"]["done"]["rules"]["status"] == "saved"
@@ -134,7 +136,10 @@ async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_d
     store = Flaky(tmp_path / "memfs.db")
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    specs = [memfs.org_memory(space="rules", org="orgId", review="none"), memfs.user_memory()]
+    specs = [
+        memfs.org_memory(space="rules", org="orgId", review="none"),
+        memfs.user_memory(org="orgId"),
+    ]
     memory = Memory(store, specs, workspace=ws)
     rules = SpaceRef(layer="org", space="rules", org="o1")
     me = SpaceRef(layer="user", space="me", user="u1")
@@ -218,3 +223,26 @@ async def test_a_manifest_of_a_newer_format_is_refused_by_name(tmp_path: Path) -
     ws.turn_file("s1").write_text(json.dumps({"state": {"mounts": {}}, "manifest": 99}) + "\n")
     with pytest.raises(ConfigError, match="manifest format 99"):
         ws.saved_turns()
+
+
+async def test_turn_json_keeps_the_note_the_agent_got_and_a_restored_turn_has_it(
+    tmp_path: Path,
+) -> None:
+    memory, ws = workspace(tmp_path)
+    store = memory.store
+    assert isinstance(store, MemoryStore)
+    store.put_nowait(
+        SpaceRef(layer="org", space="rules", org="o1"),
+        ChangeSet(created={"income.md": b"two years\n"}),
+        provenance=Provenance(),
+    )
+    turn = await memory.start_turn("s1", BODY)
+    assert "income.md" in turn.note
+    [saved] = ws.saved_turns()
+    assert saved["state"]["note"] == turn.note
+    # A restart: a new Memory over the same state brings the turn back, note and all.
+    again, ws2 = workspace(tmp_path)
+    [record] = ws2.saved_turns()
+    restored = again.restore_turn(TurnState.model_validate(record["state"]))
+    ws2.reattach(restored.state(), record)
+    assert restored.note == turn.note

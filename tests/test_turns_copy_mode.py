@@ -28,7 +28,6 @@ def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any
         [
             memfs.org_memory(
                 space="lending-rules",
-                org="bankId",
                 description="The bank's lending rules.",
                 can_write=lambda eb: eb.get("role") == "underwriter",
                 by=lambda eb: {"id": eb["userId"], "label": eb["name"], "role": eb["role"]},
@@ -36,6 +35,7 @@ def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any
             ),
             memfs.user_memory(user="userId", label="name", description="Your own preferences."),
         ],
+        org="bankId",  # a turn belongs to one org: both spaces are bank_17's
         workdir=tmp_path / "work",
         **kwargs,
     )
@@ -69,7 +69,7 @@ async def test_written_files_are_saved_with_provenance(tmp_path: Path) -> None:
     result = await turn.end()
     assert result.spaces["me"].status == "saved"
     assert result.spaces["me"].changes.created == {"prefs.md": b"Short answers.\n"}
-    assert mem.files("me", org="default", user="u_dana") == {"prefs.md": b"Short answers.\n"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"prefs.md": b"Short answers.\n"}
     [change] = mem.changes()
     assert change["session"] == "s1"
     assert change["turn"] == turn.id
@@ -130,7 +130,7 @@ async def test_binary_content_and_non_ascii_names_round_trip(tmp_path: Path) -> 
     (turn.root / "me" / "notizen").mkdir()
     (turn.root / "me" / name).write_bytes(blob)
     await turn.end()
-    assert mem.files("me", user="u_dana") == {name: blob}
+    assert mem.files("me", org="bank_17", user="u_dana") == {name: blob}
     again = await memory.start_turn("s1", DANA)
     assert (again.root / "me" / name).read_bytes() == blob
     await again.end()
@@ -188,7 +188,7 @@ async def test_chmod_x_and_mtime_come_back_next_turn(tmp_path: Path) -> None:
 async def test_a_turn_that_changes_nothing_is_no_change_whatever_the_umask(tmp_path: Path) -> None:
     mem = test_memory()
     seed(
-        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.md": b"x"}
+        mem.store, SpaceRef(layer="user", space="me", org="bank_17", user="u_dana"), {"a.md": b"x"}
     )
     old = os.umask(0o002)
     try:
@@ -213,7 +213,7 @@ async def test_a_mode_only_change_is_an_update_and_a_touch_is_no_change(tmp_path
     mem = test_memory()
     memory = desk(mem.store, tmp_path)
     seed(
-        mem.store, SpaceRef(layer="user", space="me", org="default", user="u_dana"), {"a.sh": b"x"}
+        mem.store, SpaceRef(layer="user", space="me", org="bank_17", user="u_dana"), {"a.sh": b"x"}
     )
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.sh").chmod(0o700)
@@ -378,7 +378,7 @@ async def test_file_over_the_size_limit_is_refused_and_the_rest_commits(tmp_path
     assert result.status == "saved"
     assert result.not_saved == ("past-limit.md",)
     assert "limit is 10" in result.errors["past-limit.md"]
-    assert mem.files("me", user="u_dana") == {"at-limit.md": b"x" * 10}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"at-limit.md": b"x" * 10}
 
 
 async def test_files_per_space_limit_refuses_the_file_past_it(tmp_path: Path) -> None:
@@ -390,7 +390,7 @@ async def test_files_per_space_limit_refuses_the_file_past_it(tmp_path: Path) ->
     result = (await turn.end()).spaces["me"]
     assert result.status == "saved"
     assert result.not_saved == ("c.md",)
-    assert set(mem.files("me", user="u_dana")) == {"a.md", "b.md"}
+    assert set(mem.files("me", org="bank_17", user="u_dana")) == {"a.md", "b.md"}
 
 
 async def test_bytes_per_space_limit_refuses_the_file_past_it(tmp_path: Path) -> None:
@@ -402,12 +402,12 @@ async def test_bytes_per_space_limit_refuses_the_file_past_it(tmp_path: Path) ->
     (turn.root / "me" / "c.md").write_bytes(b"x")
     result = (await turn.end()).spaces["me"]
     assert result.not_saved == ("c.md",)
-    assert set(mem.files("me", user="u_dana")) == {"a.md", "b.md"}
+    assert set(mem.files("me", org="bank_17", user="u_dana")) == {"a.md", "b.md"}
 
 
 async def test_symlinks_and_fifos_are_refused_and_nothing_is_deleted(tmp_path: Path) -> None:
     mem = test_memory()
-    mem.put("me", {"keep.md": "keep"}, user="u_dana")
+    mem.put("me", {"keep.md": "keep"}, org="bank_17", user="u_dana")
     turn = await desk(mem.store, tmp_path).start_turn("s1", DANA)
     me = turn.root / "me"
     os.unlink(me / "keep.md")
@@ -418,7 +418,7 @@ async def test_symlinks_and_fifos_are_refused_and_nothing_is_deleted(tmp_path: P
     assert result.status == "saved"
     assert result.not_saved == ("keep.md", "pipe")
     assert "symlinks" in result.errors["pipe"]
-    assert mem.files("me", user="u_dana") == {"keep.md": b"keep", "fine.md": b"fine"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"keep.md": b"keep", "fine.md": b"fine"}
 
 
 async def test_path_over_the_length_limit_is_refused(tmp_path: Path) -> None:
@@ -431,7 +431,7 @@ async def test_path_over_the_length_limit_is_refused(tmp_path: Path) -> None:
     (deep / "ok.md").write_text("ok")
     result = (await turn.end()).spaces["me"]
     assert result.not_saved == ("/".join(parts),)
-    assert mem.files("me", user="u_dana") == {"ok.md": b"ok"}
+    assert mem.files("me", org="bank_17", user="u_dana") == {"ok.md": b"ok"}
 
 
 async def test_non_utf8_file_name_is_refused(tmp_path: Path) -> None:
@@ -473,7 +473,9 @@ async def test_failed_load_uses_the_last_known_copy_and_refuses_to_store(tmp_pat
 
 
 async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) -> None:
-    down = FaultyStore(MemoryStore(), fail={"load": lambda: OSError("connection refused")})
+    down = FaultyStore(
+        MemoryStore(), fail={"load": lambda: memfs.StoreUnavailable("connection refused")}
+    )
     heard: list[BaseException] = []
 
     async def report(exc: BaseException, space: str) -> None:
@@ -485,7 +487,7 @@ async def test_failed_load_with_no_copy_gives_an_empty_folder(tmp_path: Path) ->
     assert turn.mounts["me"].from_last_known_copy
     await turn.end()
     assert len(heard) == 2
-    assert all(isinstance(exc, OSError) for exc in heard)
+    assert all(isinstance(exc, memfs.StoreUnavailable) for exc in heard)
 
 
 async def test_failed_store_reports_and_lists_every_unsaved_file(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore
 from tests.test_turns_copy_mode import DANA, RULES, desk, seed
 
-ME = SpaceRef(layer="user", space="me", user="u_dana")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 
 
 async def revision(store: MemoryStore, ref: SpaceRef, path: str) -> str:
@@ -158,7 +158,7 @@ async def test_a_store_refused_as_forgotten_is_not_kept(tmp_path: Path) -> None:
     memory = desk(store, tmp_path)
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "g2.md").write_bytes((turn.root / "me" / "g.md").read_bytes())
-    await store.forget_user("u_dana", "default", by=None)
+    await store.forget_user("u_dana", "bank_17", by=None)
 
     result = (await turn.end()).spaces["me"]
 
@@ -183,7 +183,9 @@ async def test_an_open_turn_can_be_discarded_whole(tmp_path: Path) -> None:
 
 async def test_a_manual_commit_whose_store_fails_can_be_committed_again(tmp_path: Path) -> None:
     store = failing()
-    memory = memfs.Memory(store, [memfs.user_memory(commit="manual")], workdir=tmp_path / "w")
+    memory = memfs.Memory(
+        store, [memfs.user_memory(commit="manual")], org="bankId", workdir=tmp_path / "w"
+    )
     turn = await memory.start_turn("s1", DANA)
     (turn.root / "me" / "a.md").write_bytes(b"draft")
     ended = await turn.end()

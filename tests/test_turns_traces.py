@@ -10,7 +10,7 @@ from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore
 from tests.test_turns_copy_mode import DANA, RULES, desk, seed
 
-ME = SpaceRef(layer="user", space="me", org="default", user="u_dana")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 
 
 async def test_a_turns_trace_names_its_snapshot_statuses_and_waiting_change(

@@ -56,11 +56,14 @@ def resolve_org(org: Resolver | None, extra_body: ExtraBody) -> str:
     return found
 
 
-def resolve_ref(spec: Spec, extra_body: ExtraBody) -> SpaceRef:
-    """The stored space this spec mounts for this extra body, or ``NoIdentity``."""
+def resolve_ref(spec: Spec, extra_body: ExtraBody, *, org: Resolver | None = None) -> SpaceRef:
+    """The stored space this spec mounts for this extra body, or ``NoIdentity``.
+
+    ``org``: the resolver of the whole ``Memory``, used when the spec names none.
+    """
     if isinstance(spec, PersistentDir):
         return SpaceRef(layer="dir", space=spec.path)
-    org = resolve_org(spec.org, extra_body)
+    org = resolve_org(spec.org if spec.org is not None else org, extra_body)
     if isinstance(spec, OrgMemory):
         return SpaceRef(layer="org", space=spec.space, org=org)
     user = resolve(spec.user, extra_body)
@@ -71,6 +74,24 @@ def resolve_ref(spec: Spec, extra_body: ExtraBody) -> SpaceRef:
             path=spec.user if isinstance(spec.user, str) else None,
         )
     return SpaceRef(layer="user", space=spec.space, org=org, user=user)
+
+
+def inherit_org(spec: Spec, org: Resolver | None) -> Spec:
+    """The spec with ``org`` as its org resolver, unless it names its own (or has no org)."""
+    if org is None or isinstance(spec, PersistentDir) or spec.org is not None:
+        return spec
+    return spec.model_copy(update={"org": org})
+
+
+def check_one_org(refs: Iterable[SpaceRef]) -> None:
+    """A turn belongs to one org: its org and person spaces must all resolve to the same."""
+    orgs = sorted({ref.org for ref in refs if ref.layer != "dir"})
+    if len(orgs) > 1:
+        raise ConfigError(
+            f"the specs of one turn resolve to different orgs ({', '.join(orgs)}); a turn "
+            "belongs to one org: give memfs.Memory an org resolver (org=...) for every spec, "
+            "or the same one to each"
+        )
 
 
 def resolve_by(spec: Spec, extra_body: ExtraBody) -> By | None:
@@ -114,10 +135,12 @@ def end_action(
         return EndAction.SKIP
     if not has_changes:
         return EndAction.NOTHING
-    if commit == "manual":
-        return EndAction.MANUAL
+    # Before the commit mode: a change made against a stale copy is never
+    # sent, so it is never held for a later commit either.
     if from_last_known_copy:
         return EndAction.REFUSE_STALE
+    if commit == "manual":
+        return EndAction.MANUAL
     return EndAction.STORE
 
 
@@ -146,8 +169,10 @@ def mount_inside(path: str, others: Iterable[str]) -> str | None:
 
 __all__ = [
     "EndAction",
+    "check_one_org",
     "check_unique_paths",
     "end_action",
+    "inherit_org",
     "is_read_only",
     "mount_inside",
     "moved_on",

@@ -33,31 +33,45 @@ class Source(Protocol):
         ...
 
     async def store(
-        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
-    ) -> Stored: ...
+        self,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
+    ) -> Stored:
+        """Store a change set; ``review`` is the mount's (org spaces of a reviewing store)."""
+        ...
 
 
 class StoreSource:
-    """A space held by a memfs store."""
+    """A space held by a memfs store.
 
-    def __init__(
-        self, store: Store, ref: SpaceRef, session: str, review: ReviewMode = "none"
-    ) -> None:
+    It carries no review mode of its own: the turn's ``Mount`` does, and
+    hands it to each ``store``.
+    """
+
+    def __init__(self, store: Store, ref: SpaceRef, session: str) -> None:
         self.store_ = store
         self.ref = ref
         self.session = session
-        self.review = review
 
     async def load(self, have: Container[str] | None = None) -> Loaded:
         if have is not None and isinstance(self.store_, LeanStore):
-            loaded = await self.store_.load_lean(self.ref, self.session, have)
-        else:
-            loaded = await self.store_.load(self.ref, self.session)
-        # The space's own review setting, set by a person in the store, wins
-        # over the spec's default; ask at load so the note can tell the agent.
-        if self.ref.layer == "org" and isinstance(self.store_, ReviewingStore):
-            self.review = effective_mode(await self.store_.review_mode(self.ref), self.review)
-        return loaded
+            return await self.store_.load_lean(self.ref, self.session, have)
+        return await self.store_.load(self.ref, self.session)
+
+    async def review_mode(self, default: ReviewMode) -> ReviewMode:
+        """The space's review mode: its own setting in the store, or else ``default``.
+
+        Set by a person in the store, it wins over the spec's default; asked
+        at load so the note can tell the agent.
+        """
+        if self.ref.layer != "org":
+            return "none"
+        if isinstance(self.store_, ReviewingStore):
+            return effective_mode(await self.store_.review_mode(self.ref), default)
+        return default
 
     async def fetch(self, shas: Collection[str]) -> dict[str, bytes]:
         """The bytes a lean load left out, by sha256 (``{}`` from a store that cannot)."""
@@ -66,10 +80,15 @@ class StoreSource:
         return {}
 
     async def store(
-        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
         return await self.store_.store(
-            self.ref, changes, cursor=cursor, provenance=provenance, review=self.review
+            self.ref, changes, cursor=cursor, provenance=provenance, review=review
         )
 
 
@@ -124,8 +143,14 @@ class AppSource:
         return normalize_loaded(await self.spec.load(self.ctx))
 
     async def store(
-        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
+        # An app-defined dir is never reviewed: ``review`` is not the app's.
         try:
             result = self.spec.store(self.ctx, changes, cursor)
             if inspect.isawaitable(result):

@@ -1,19 +1,27 @@
 """The turn engine: ``Memory`` mounts an app's specs for each turn and commits what changed.
 
 A turn resolves whose spaces it mounts (``NoIdentity`` if the sign-in gave
-none), asks ``can_write``, loads each space, writes it out as a working copy
-(copy mode) and renders the note. Ending it scans each working copy, diffs it
-against the snapshot and does what :func:`memfs.core.policy.end_action` says:
-store, hold for ``commit_manual``, skip (read-only) or refuse (loaded from the
-last known copy). Every decision is the core's; this module does the I/O.
+none; one org for the whole turn), asks ``can_write``, loads each space and
+renders the note: all of it decided into a frozen :class:`~memfs.engine.plan.TurnPlan`
+before the workspace writes anything. Ending it (``Memory.end_turn``) scans
+each working copy, diffs it against the snapshot and does what
+:func:`memfs.core.policy.end_action` says: store, hold for ``commit_manual``,
+skip (read-only) or refuse (loaded from the last known copy); how each space
+ended is reported by :mod:`memfs.core.ending`. Every decision is the core's;
+this module does the I/O.
 
 Nothing a turn wrote is deleted until it is stored or discarded: a space
 whose store fails or conflicts is *kept* (``SpaceResult.kept``), the turn
-stays open with its working copies, ``Turn.end`` again retries only the kept
+stays open with its working copies, ending again retries only the kept
 spaces, and ``Memory.discard_turn`` drops them. A path the store refuses is
 named in ``not_saved`` and the rest of its space is stored. A store that
 refuses a turn because the person's memory was forgotten since it loaded
 (``Forgotten``) ends that space ``not_saved``, and nothing of it is kept.
+
+An ended turn's ``manual`` spaces are held as a value
+(:class:`~memfs.engine.plan.ManualHold`, in ``CommitResult.held``) until
+``Memory.commit_manual``; committing the same space twice is
+``AlreadyCommitted``.
 """
 
 from __future__ import annotations
@@ -21,15 +29,14 @@ from __future__ import annotations
 import inspect
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
-from pydantic import Field
 
+from memfs.core import ending
 from memfs.core.errors import (
     AlreadyCommitted,
     ConfigError,
@@ -42,12 +49,7 @@ from memfs.core.errors import (
 )
 from memfs.core.limits import apply_limits
 from memfs.core.models import (
-    By,
     ChangeSet,
-    CommitMode,
-    FileMeta,
-    Frozen,
-    Layer,
     Limits,
     Loaded,
     Provenance,
@@ -55,6 +57,7 @@ from memfs.core.models import (
     SpaceResult,
     Stored,
     Trace,
+    TraceFile,
     TraceMount,
     TurnContext,
 )
@@ -62,6 +65,7 @@ from memfs.core.names import check_identity
 from memfs.core.note import NoteSpace, render_note, saving_for
 from memfs.core.policy import (
     EndAction,
+    check_one_org,
     check_unique_paths,
     end_action,
     is_read_only,
@@ -69,7 +73,16 @@ from memfs.core.policy import (
     resolve_ref,
 )
 from memfs.core.review import ReviewMode
-from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Spec, UserMemory
+from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
+from memfs.engine.plan import (
+    HeldSpace,
+    ManualHold,
+    Mount,
+    MountState,
+    Owner,
+    TurnPlan,
+    TurnState,
+)
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
 from memfs.engine.sources import AppSource, Source, StoreSource
 from memfs.engine.workspace import CopyWorkspace, Workspace
@@ -78,71 +91,14 @@ from memfs.stores.base import ManagedStore, ReviewingStore, Store
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
 
-@dataclass
-class Mount:
-    """One space as a turn sees it: its folder, whether it may write, and its snapshot."""
-
-    name: str
-    path: Path
-    space: str
-    layer: Layer
-    ref: SpaceRef
-    read_only: bool
-    commit: CommitMode
-    from_last_known_copy: bool
-    cursor: str | None
-    snapshot: dict[str, str]  # path -> the exact revision this turn loaded
-    sizes: dict[str, int]  # path -> size in bytes at the snapshot
-    by: By | None
-    source: Source = field(repr=False)
-    review: ReviewMode = "none"  # for org spaces: how this turn's change is reviewed
-    meta: dict[str, FileMeta] = field(default_factory=dict)  # path -> mode and times loaded
-    folders: tuple[str, ...] = ()  # the folders the space stores, as loaded
-
-
-class MountState(Frozen):
-    """A mount as a durable workspace writes it down, to rebuild the turn after a crash."""
-
-    name: str
-    ref: SpaceRef
-    read_only: bool
-    commit: CommitMode
-    from_last_known_copy: bool
-    cursor: str | None
-    snapshot: dict[str, str]
-    sizes: dict[str, int]
-    by: By | None
-    review: ReviewMode = "none"
-    meta: dict[str, FileMeta] = Field(default_factory=dict)
-    folders: tuple[str, ...] = ()
-
-
-class TurnState(Frozen):
-    """An open turn, as a durable workspace writes it down."""
-
-    session: str
-    turn: str
-    prompt: str | None
-    extra_body: dict[str, Any]
-    note: str
-    mounts: dict[str, MountState]
-    done: dict[str, SpaceResult] = Field(default_factory=dict)
-    # Spaces whose store failed at an earlier end of this turn, kept for a retry.
-    kept: dict[str, SpaceResult] = Field(default_factory=dict)
-
-
-@dataclass
-class _Pending:
-    """A manual mount's change set, held until ``commit_manual``."""
-
-    mount: Mount
-    changes: ChangeSet
-    refused: dict[str, MemfsError]
-    provenance: Provenance
-
-
 class CommitResult:
-    """What ending a turn did, space by space (keyed by mount name)."""
+    """What ending a turn did, space by space (keyed by mount name).
+
+    ``files``: the access log, what the turn did to each file it touched
+    (``<mount>/<path>``; empty where the workspace cannot see access, and
+    for a commit). ``held``: its ``manual`` spaces, still to commit.
+    ``committed``: this is the result of a commit, not of an end.
+    """
 
     def __init__(
         self,
@@ -150,39 +106,27 @@ class CommitResult:
         session: str,
         turn: str,
         spaces: dict[str, SpaceResult],
-        pending: dict[str, _Pending],
+        held: ManualHold | None = None,
+        files: Mapping[str, TraceFile] | None = None,
+        *,
+        committed: bool = False,
     ) -> None:
         self._memory = memory
+        self.committed = committed
         self.session = session
         self.turn = turn
         self.spaces = spaces
-        self._pending = pending
-        self._committed = False
+        self.held = held
+        self.files: dict[str, TraceFile] = dict(files or {})
 
     async def commit_manual(self) -> CommitResult:
         """Store every ``manual`` mount of this turn, once; returns the updated result."""
-        if self._committed:
-            raise AlreadyCommitted(
-                "this turn's manual mounts were already committed; committing again would "
-                "write twice",
-                path=self.turn,
-            )
-        self._committed = True
-        spaces = dict(self.spaces)
-        left: dict[str, _Pending] = {}
-        for name, pending in self._pending.items():
-            spaces[name] = await self._memory._store(
-                pending.mount, pending.changes, pending.refused, pending.provenance
-            )
-            if spaces[name].kept:
-                # The store did not take it: the returned result holds it, to commit again.
-                left[name] = pending
-        return CommitResult(self._memory, self.session, self.turn, spaces, left)
+        return await self._memory.commit_manual(self)
 
     @property
     def pending(self) -> list[str]:
         """The manual mounts this result still holds uncommitted."""
-        return sorted(self._pending)
+        return [] if self.held is None else sorted(self.held.spaces)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -196,28 +140,16 @@ class CommitResult:
 
 
 class Turn:
-    """One open turn of one session: its mounts, its note, and how to end it."""
+    """One open turn of one session: its plan, and how far ending it has got.
 
-    def __init__(
-        self,
-        memory: Memory,
-        *,
-        session: str,
-        turn: str,
-        root: Path,
-        prompt: str | None,
-        extra_body: ExtraBody,
-        mounts: dict[str, Mount],
-        note: str,
-    ) -> None:
+    The plan (mounts, note, owner) is frozen; ``done`` and ``kept`` record the
+    spaces an ending settled or kept, for a retry and a restart.
+    """
+
+    def __init__(self, memory: Memory, plan: TurnPlan, sources: Mapping[str, Source]) -> None:
         self._memory = memory
-        self.session = session
-        self.id = turn
-        self.root = root
-        self.prompt = prompt
-        self.extra_body = extra_body
-        self.mounts = mounts
-        self.note = note
+        self.plan = plan
+        self.sources = dict(sources)
         self.ended = False
         self.ending = False  # an end (or discard) is running
         # Mounts already committed before a crash, by name: ending skips them.
@@ -228,66 +160,61 @@ class Turn:
         # Mounts whose spec the configuration no longer has (restored from the record).
         self.orphaned: set[str] = set()
 
+    @property
+    def session(self) -> str:
+        return self.plan.session
+
+    @property
+    def id(self) -> str:
+        return self.plan.turn
+
+    @property
+    def root(self) -> Path:
+        return self.plan.root
+
+    @property
+    def prompt(self) -> str | None:
+        return self.plan.prompt
+
+    @property
+    def extra_body(self) -> ExtraBody:
+        return self.plan.extra_body
+
+    @property
+    def mounts(self) -> Mapping[str, Mount]:
+        return self.plan.mounts
+
+    @property
+    def note(self) -> str:
+        return self.plan.note
+
     def state(self) -> TurnState:
-        return TurnState(
-            session=self.session,
-            turn=self.id,
-            prompt=self.prompt,
-            extra_body=dict(self.extra_body),
-            note=self.note,
-            mounts={
-                # model_construct: every value comes from a validated load, and
-                # validating a 10,000-file snapshot again costs at every turn start.
-                name: MountState.model_construct(
-                    name=name,
-                    ref=m.ref,
-                    read_only=m.read_only,
-                    commit=m.commit,
-                    from_last_known_copy=m.from_last_known_copy,
-                    cursor=m.cursor,
-                    snapshot=m.snapshot,
-                    sizes=m.sizes,
-                    by=m.by,
-                    review=m.review,
-                    meta=m.meta,
-                    folders=m.folders,
-                )
-                for name, m in self.mounts.items()
-            },
-            done=dict(self.done),
-            kept=dict(self.kept),
-        )
+        return self.plan.state(done=self.done, kept=self.kept)
 
     async def end(self) -> CommitResult:
         """Scan each working copy, commit what changed, and remove the session's folder.
 
-        A space whose store fails is kept (see the module docstring): the turn
-        then stays open, and ending it again retries only those spaces. So
-        does a failure of ending itself: nothing is removed until it is stored.
+        The same as ``Memory.end_turn(turn.session)``, for this turn.
         """
         if self.ended:
             raise NotFound("this turn has already ended", path=self.id)
-        if self.ending:
-            raise TurnOpen("this turn is already ending", path=self.session)
-        self.ending = True
-        try:
-            result = await self._memory._end(self)
-        finally:
-            self.ending = False
-        if not self.kept:
-            self.ended = True
-            self._memory._close(self)
-        return result
+        return await self._memory.end_turn(self.session)
 
 
 class Memory:
-    """An app's memory: a store and the specs mounted into every turn."""
+    """An app's memory: a store and the specs mounted into every turn.
+
+    ``org``: the org resolver every spec inherits unless it names its own
+    (``None``: org ``default``). A turn belongs to one org; specs that resolve
+    to different orgs in one turn are a ``ConfigError``.
+    """
 
     def __init__(
         self,
         store: Store,
         specs: Sequence[Spec],
         *,
+        org: Resolver | None = None,
         on_error: OnError | None = None,
         workdir: Path | str | None = None,
         limits: Limits | None = None,
@@ -306,8 +233,11 @@ class Memory:
             seed = spec.seed if isinstance(spec, OrgMemory) else None
             if seed is not None and not Path(seed).is_dir():
                 raise ConfigError("a seed must be an existing folder", path=str(seed))
+        if org is not None and not (isinstance(org, str) or callable(org)):
+            raise ConfigError("org must be an extra-body field name or a callable", path=repr(org))
         self.store = store
         self.specs = specs
+        self.org = org
         self.on_error = on_error
         self.limits = limits or Limits()
         self._workdir = None if workdir is None else Path(workdir)
@@ -316,6 +246,9 @@ class Memory:
         self._seeds = SeedRecord(seed_record)
         self._seeded: dict[SpaceRef, Path] = {}  # every space a seed was brought into
         self._open: dict[str, Turn] = {}
+        self._starting: set[str] = set()  # sessions whose turn is being planned
+        # The manual spaces this process committed, by (session, turn).
+        self._committed: dict[tuple[str, str], set[str]] = {}
         # The last copy this process loaded of each space, for when a load fails.
         self._last_known: dict[tuple[str, SpaceRef], Loaded] = {}
 
@@ -330,6 +263,12 @@ class Memory:
             )
         return self._workspace
 
+    def refs(self, extra_body: ExtraBody) -> list[tuple[Spec, SpaceRef]]:
+        """Each spec and the space it mounts for this extra body: one org, or an error."""
+        refs = [(spec, resolve_ref(spec, extra_body, org=self.org)) for spec in self.specs]
+        check_one_org(ref for _, ref in refs)
+        return refs
+
     async def start_turn(
         self,
         session: str,
@@ -337,8 +276,13 @@ class Memory:
         prompt: str | None = None,
         *,
         turn: str | None = None,
+        owner: Owner | None = None,
     ) -> Turn:
-        """Mount every spec for this session's next turn."""
+        """Mount every spec for this session's next turn.
+
+        ``owner``: the Unix user the session's folder is given to (a workspace
+        that can, the daemon's); ``None`` keeps the workspace's own.
+        """
         check_identity(session, what="session id")
         if session in self._open:
             kept = self._open[session].kept
@@ -350,48 +294,55 @@ class Memory:
                     path=session,
                 )
             raise TurnOpen("this session already has an open turn; end it first", path=session)
+        if session in self._starting:
+            raise TurnOpen("this session's turn is starting", path=session)
         body: ExtraBody = dict(extra_body or {})
         turn_id = turn or f"t-{uuid.uuid4().hex[:12]}"
         check_identity(turn_id, what="turn id")
         # Resolve every identity before loading anything: a turn without a
         # signed-in person fails whole, it never mounts half its spaces.
-        refs = [(spec, resolve_ref(spec, body)) for spec in self.specs]
+        refs = self.refs(body)
         workspace = self.workspace
-        turn_obj = Turn(
-            self,
-            session=session,
-            turn=turn_id,
-            root=workspace.root(session),
-            prompt=prompt,
-            extra_body=body,
-            mounts={},
-            note="",
-        )
-        self._open[session] = turn_obj
+        root = workspace.root(session)
+        self._starting.add(session)
         try:
-            outcomes: dict[str, tuple[Mount, Loaded] | Exception] = {}
+            outcomes: dict[str, tuple[Mount, Loaded, Source] | Exception] = {}
             async with trio.open_nursery() as nursery:
                 for spec, ref in refs:
-                    nursery.start_soon(self._mount, outcomes, turn_obj, spec, ref)
+                    nursery.start_soon(
+                        self._mount, outcomes, spec, ref, (session, turn_id, prompt, body, root)
+                    )
             # Loads run concurrently; a mistake in one is raised as itself, the first in
             # spec order, not wrapped in an exception group.
             mounts: dict[str, Mount] = {}
             loaded: dict[str, Loaded] = {}
+            sources: dict[str, Source] = {}
             for spec, _ in refs:
                 outcome = outcomes[spec.path]
                 if isinstance(outcome, Exception):
                     raise outcome
-                mounts[spec.path], loaded[spec.path] = outcome
-            turn_obj.mounts = mounts
-            await workspace.open(turn_obj, loaded)
-        except BaseException:
-            del self._open[session]
-            raise
-        turn_obj.note = render_note(
-            (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
-            file_list_bytes=self.limits.note_file_list_bytes,
-            limits=self.limits,
-        )
+                mounts[spec.path], loaded[spec.path], sources[spec.path] = outcome
+            # Everything is decided before anything is written: the plan a
+            # durable workspace writes down holds the note the agent gets.
+            plan = TurnPlan(
+                session=session,
+                turn=turn_id,
+                root=root,
+                prompt=prompt,
+                extra_body=body,
+                mounts=mounts,
+                note=render_note(
+                    (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
+                    file_list_bytes=self.limits.note_file_list_bytes,
+                    limits=self.limits,
+                ),
+                owner=owner,
+            )
+            await workspace.open(plan, loaded, partial(_fetch, sources))
+            turn_obj = Turn(self, plan, sources)
+            self._open[session] = turn_obj
+        finally:
+            self._starting.discard(session)
         return turn_obj
 
     def restore_turn(self, state: TurnState) -> Turn:
@@ -402,57 +353,98 @@ class Memory:
         """
         if state.session in self._open:
             raise TurnOpen("this session already has an open turn", path=state.session)
-        specs = {spec.path: spec for spec in self.specs}
-        turn = Turn(
-            self,
+        root = self.workspace.root(state.session)
+        mounts = {name: Mount.from_state(m, root) for name, m in state.mounts.items()}
+        sources: dict[str, Source] = {}
+        orphaned: set[str] = set()
+        for name, m in state.mounts.items():
+            source, known = self._source_again(
+                name, m, state.session, state.turn, state.prompt, state.extra_body
+            )
+            sources[name] = source
+            if not known:
+                orphaned.add(name)
+        plan = TurnPlan(
             session=state.session,
             turn=state.turn,
-            root=self.workspace.root(state.session),
+            root=root,
             prompt=state.prompt,
             extra_body=state.extra_body,
-            mounts={},
+            mounts=mounts,
             note=state.note,
         )
-        for name, m in state.mounts.items():
-            spec = specs.get(name)
-            source: Source
-            if spec is None:
-                # The turn's own record names its space: it is still ended (or
-                # discarded) through the store that record names, never orphaned.
-                turn.orphaned.add(name)
-                source = (
-                    _GoneSource(name)
-                    if m.ref.layer == "dir"
-                    else StoreSource(self.store, m.ref, state.session, m.review)
-                )
-            else:
-                source = self.source_for(
-                    spec, m.ref, state.session, state.turn, state.prompt, state.extra_body
-                )
-            if isinstance(source, StoreSource):
-                source.review = m.review
-            turn.mounts[name] = Mount(
-                name=name,
-                path=turn.root / name,
-                space=m.ref.space,
-                layer=m.ref.layer,
-                ref=m.ref,
-                read_only=m.read_only,
-                commit=m.commit,
-                from_last_known_copy=m.from_last_known_copy,
-                cursor=m.cursor,
-                snapshot=dict(m.snapshot),
-                sizes=dict(m.sizes),
-                by=m.by,
-                source=source,
-                review=m.review,
-                meta=dict(m.meta),
-                folders=tuple(m.folders),
-            )
+        turn = Turn(self, plan, sources)
+        turn.orphaned = orphaned
         turn.done = dict(state.done)
         turn.kept = dict(state.kept)
         self._open[state.session] = turn
         return turn
+
+    async def end_turn(self, session: str) -> CommitResult:
+        """End the session's open turn: store what changed; the result carries the access log.
+
+        A space whose store fails is kept (see the module docstring): the turn
+        then stays open, and ending it again retries only those spaces. So
+        does a failure of ending itself: nothing is removed until it is stored.
+        """
+        turn = self.open_turn(session)
+        if turn.ending:
+            raise TurnOpen("this turn is already ending", path=session)
+        turn.ending = True
+        try:
+            result = await self._end(turn)
+        finally:
+            turn.ending = False
+        if not turn.kept:
+            turn.ended = True
+            self._open.pop(session, None)
+        return result
+
+    async def commit_manual(self, held: ManualHold | CommitResult) -> CommitResult:
+        """Store the ``manual`` spaces an ended turn holds; returns the whole turn's result.
+
+        A space is committed once: asking again is ``AlreadyCommitted``. A
+        space whose store fails is held again in the returned result
+        (``held``), to commit later. An ended turn that holds nothing (no
+        manual space changed, or each was refused, as one loaded from the last
+        known copy is) commits nothing and is returned as it is.
+        """
+        if isinstance(held, CommitResult):
+            if held.held is None:
+                if held.committed:
+                    raise AlreadyCommitted(
+                        "this turn's manual mounts were already committed; committing again "
+                        "would write twice",
+                        path=held.turn,
+                    )
+                return held
+            held = held.held
+        key = (held.session, held.turn)
+        committed = self._committed.setdefault(key, set())
+        again = sorted(committed & held.spaces.keys())
+        if again:
+            raise AlreadyCommitted(
+                f"this turn's manual mounts were already committed ({', '.join(again)}); "
+                "committing again would write twice",
+                path=held.turn,
+            )
+        spaces = dict(held.ended)
+        left: dict[str, HeldSpace] = {}
+        for name, space in held.spaces.items():
+            mount = Mount.from_state(space.mount, self.workspace.root(held.session))
+            source, _ = self._source_again(
+                name, space.mount, held.session, held.turn, held.prompt, held.extra_body
+            )
+            refused = {path: MemfsError(why, path=path) for path, why in space.refused.items()}
+            spaces[name] = await self._store(
+                mount, source, space.changes, refused, space.provenance
+            )
+            if spaces[name].kept:
+                left[name] = space  # the store did not take it: held again
+            else:
+                committed.add(name)
+        rest = held.model_copy(update={"spaces": left, "ended": spaces}) if left else None
+        return CommitResult(self, held.session, held.turn, spaces, rest, committed=True)
 
     async def discard_turn(self, session: str) -> CommitResult:
         """Drop what the session's open turn holds that is not stored yet, and end it.
@@ -475,15 +467,7 @@ class Memory:
                     changes, refused = await self.workspace.collect(turn.session, mount)
                 except MemfsError:
                     changes, refused = ChangeSet(), {}
-                dropped = tuple(sorted({*changes.paths, *refused}))
-                spaces[name] = SpaceResult(
-                    status="not_saved" if dropped else "skipped",
-                    changes=changes,
-                    not_saved=dropped,
-                    error="discarded; nothing of it was stored" if dropped else None,
-                    errors={path: "discarded" for path in dropped},
-                    reason="discarded",
-                )
+                spaces[name] = ending.discarded(changes, refused)
             # Written down before anything is removed: a crash from here on
             # finds the turn discarded, not kept (nor half of each).
             discarded = {name: r for name, r in spaces.items() if name not in turn.done}
@@ -491,20 +475,20 @@ class Memory:
             turn.done.update(discarded)
             turn.kept = {}
             if discarded:
-                first = next(iter(discarded))
                 try:
-                    await self.workspace.record(turn, first, discarded[first])
+                    await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
                 except BaseException:
                     turn.done, turn.kept = done, kept  # not written down: still kept
                     raise
+            files = self.workspace.access(session)
             if isinstance(self.store, ManagedStore):
-                await self._record_trace(self.store, turn, spaces)
+                await self._record_trace(self.store, turn, spaces, files)
         finally:
             turn.ending = False
         turn.ended = True
-        self._close(turn)
+        self._open.pop(session, None)
         await self.workspace.close(turn.session)
-        return CommitResult(self, turn.session, turn.id, spaces, {})
+        return CommitResult(self, turn.session, turn.id, spaces, files=files)
 
     async def kept_changes(self, session: str) -> dict[str, tuple[Mount, SpaceResult, ChangeSet]]:
         """The kept spaces of the session's open turn: mount, last result, and change set.
@@ -530,21 +514,9 @@ class Memory:
         Its result is settled now (and written down, for a restart), so the
         turn's end never sends it; the store would refuse it anyway.
         """
-        stored = turn.done.get(name)
-        if stored is not None and stored.status in ("saved", "waiting"):
-            # Stored before the forget (the turn is still open for another
-            # space): it stays reported as stored, but names nothing of them.
-            result = SpaceResult(status=stored.status, change=stored.change)
-        else:
-            result = SpaceResult(
-                status="not_saved",
-                error="this person's memory was forgotten during the turn; nothing of this "
-                "space is stored",
-                reason="forgotten",
-            )
         turn.kept.pop(name, None)
-        turn.done[name] = result
-        await self.workspace.record(turn, name, result)
+        turn.done[name] = ending.forgotten_in_turn(turn.done.get(name))
+        await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
 
     def open_turn(self, session: str) -> Turn:
         """The session's open turn, or ``NotFound``."""
@@ -555,41 +527,52 @@ class Memory:
 
     async def _mount(
         self,
-        outcomes: dict[str, tuple[Mount, Loaded] | Exception],
-        turn: Turn,
+        outcomes: dict[str, tuple[Mount, Loaded, Source] | Exception],
         spec: Spec,
         ref: SpaceRef,
+        turn: tuple[str, str, str | None, ExtraBody, Path],
     ) -> None:
         try:
-            outcomes[spec.path] = await self._load_mount(turn, spec, ref)
+            outcomes[spec.path] = await self._load_mount(spec, ref, *turn)
         except Exception as exc:
             outcomes[spec.path] = exc
 
-    async def _load_mount(self, turn: Turn, spec: Spec, ref: SpaceRef) -> tuple[Mount, Loaded]:
+    async def _load_mount(
+        self,
+        spec: Spec,
+        ref: SpaceRef,
+        session: str,
+        turn: str,
+        prompt: str | None,
+        extra_body: ExtraBody,
+        root: Path,
+    ) -> tuple[Mount, Loaded, Source]:
         may_write = True
         if spec.can_write is not None:
-            verdict = spec.can_write(turn.extra_body)
+            verdict = spec.can_write(extra_body)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             may_write = bool(verdict)
-        source = self.source_for(spec, ref, turn.session, turn.id, turn.prompt, turn.extra_body)
+        source = self.source_for(spec, ref, session, turn, prompt, extra_body)
         key = (spec.path, ref)
         stale = False
+        review: ReviewMode = "none"
         try:
             if isinstance(spec, OrgMemory) and spec.seed is not None:
                 await self._sync_seed(ref, Path(spec.seed))
             loaded = await source.load(have=self.workspace.contents_held())
-        except MemfsError as exc:
-            if not isinstance(exc, StoreUnavailable):
-                raise  # a mistake in the app or config: fail loudly
+            if isinstance(source, StoreSource) and isinstance(spec, OrgMemory):
+                review = await source.review_mode(spec.review)
+        except StoreUnavailable as exc:
+            # Only the store being unavailable falls back; anything else a
+            # load raises (an app's own bug, a config mistake) fails the turn.
             loaded, stale = await self._fall_back(key, exc, ref.space)
-        except Exception as exc:
-            loaded, stale = await self._fall_back(key, exc, ref.space)
+            review = spec.review if isinstance(spec, OrgMemory) else "none"
         else:
             self._last_known[key] = loaded
         mount = Mount(
             name=spec.path,
-            path=turn.root / spec.path,
+            path=root / spec.path,
             space=ref.space,
             layer=ref.layer,
             ref=ref,
@@ -603,13 +586,12 @@ class Memory:
                 if loaded.lean
                 else {path: len(content) for path, content in loaded.files.items()}
             ),
-            by=resolve_by(spec, turn.extra_body),
-            source=source,
-            review=source.review if isinstance(source, StoreSource) else "none",
+            by=resolve_by(spec, extra_body),
+            review=review,
             meta=dict(loaded.meta),
             folders=tuple(loaded.folders),
         )
-        return mount, loaded
+        return mount, loaded, source
 
     async def _sync_seed(self, ref: SpaceRef, folder: Path) -> None:
         files = await trio.to_thread.run_sync(
@@ -663,8 +645,31 @@ class Memory:
                 session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=extra_body
             )
             return AppSource(spec, ctx)
-        review = spec.review if isinstance(spec, OrgMemory) else "none"
-        return StoreSource(self.store, ref, session, review)
+        return StoreSource(self.store, ref, session)
+
+    def _source_again(
+        self,
+        name: str,
+        mount: MountState,
+        session: str,
+        turn: str,
+        prompt: str | None,
+        extra_body: ExtraBody,
+    ) -> tuple[Source, bool]:
+        """The source of a mount written down earlier; ``False`` if no spec names it now.
+
+        The turn's own record names its space: it is still ended (or
+        discarded) through the store that record names, never orphaned.
+        """
+        spec = next((spec for spec in self.specs if spec.path == name), None)
+        if spec is None:
+            gone: Source = (
+                _GoneSource(name)
+                if mount.ref.layer == "dir"
+                else StoreSource(self.store, mount.ref, session)
+            )
+            return gone, False
+        return self.source_for(spec, mount.ref, session, turn, prompt, extra_body), True
 
     async def _fall_back(
         self, key: tuple[str, SpaceRef], exc: BaseException, space: str
@@ -696,7 +701,7 @@ class Memory:
             layer=mount.layer,
             description=spec.description,
             writable=not mount.read_only,
-            files=mount.sizes,
+            files=dict(mount.sizes),
             from_last_known_copy=mount.from_last_known_copy,
             # Only a store that holds changes for a person makes them wait.
             saving=saving_for(
@@ -704,12 +709,9 @@ class Memory:
             ),
         )
 
-    def _close(self, turn: Turn) -> None:
-        self._open.pop(turn.session, None)
-
     async def _end(self, turn: Turn) -> CommitResult:
         spaces: dict[str, SpaceResult] = {}
-        pending: dict[str, _Pending] = {}
+        held: dict[str, HeldSpace] = {}
         # Only once every space is stored (or dropped) do the working copies go:
         # an exception here leaves the turn open, to be ended again.
         for name, mount in turn.mounts.items():
@@ -726,9 +728,18 @@ class Memory:
                 from_last_known_copy=mount.from_last_known_copy,
                 has_changes=not changes.is_empty(),
             )
-            spaces[name] = await self._finish(action, mount, changes, refused, provenance, pending)
+            if action is EndAction.MANUAL:
+                held[name] = HeldSpace(
+                    mount=mount.state(),
+                    changes=changes,
+                    refused={path: str(exc) for path, exc in refused.items()},
+                    provenance=provenance,
+                )
+            spaces[name] = await self._finish(
+                action, mount, turn.sources[name], changes, refused, provenance
+            )
             settled = turn.done.get(name)
-            if settled is not None and settled.reason == "forgotten":
+            if settled is not None and settled.reason == ending.FORGOTTEN:
                 # Forgotten while its store ran: that store was refused, or
                 # erased by the forget. Nothing of the space is kept.
                 spaces[name] = settled
@@ -739,17 +750,34 @@ class Memory:
             else:
                 turn.kept.pop(name, None)
                 turn.done[name] = spaces[name]
-            await self.workspace.record(turn, name, spaces[name])
+            await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
+        hold = (
+            ManualHold(
+                session=turn.session,
+                turn=turn.id,
+                prompt=turn.prompt,
+                extra_body=dict(turn.extra_body),
+                spaces=held,
+                ended=spaces,
+            )
+            if held
+            else None
+        )
+        files = self.workspace.access(turn.session)
         if turn.kept:
-            return CommitResult(self, turn.session, turn.id, spaces, pending)
+            return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.
         if isinstance(self.store, ManagedStore):
-            await self._record_trace(self.store, turn, spaces)
+            await self._record_trace(self.store, turn, spaces, files)
         await self.workspace.close(turn.session)
-        return CommitResult(self, turn.session, turn.id, spaces, pending)
+        return CommitResult(self, turn.session, turn.id, spaces, hold, files)
 
     async def _record_trace(
-        self, store: ManagedStore, turn: Turn, spaces: Mapping[str, SpaceResult]
+        self,
+        store: ManagedStore,
+        turn: Turn,
+        spaces: Mapping[str, SpaceResult],
+        access: Mapping[str, TraceFile],
     ) -> None:
         """Give the store this turn's trace; a failure is reported, never fatal.
 
@@ -760,10 +788,10 @@ class Memory:
             kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
             # A forgotten person's space leaves no name of theirs in a trace
             # written after the forget: the store took them out of the old ones.
-            forgotten = {name for name, r in spaces.items() if r.reason == "forgotten"}
+            forgotten = {name for name, r in spaces.items() if r.reason == ending.FORGOTTEN}
             files = {
                 key: entry
-                for key, entry in self.workspace.access(turn.session).items()
+                for key, entry in access.items()
                 if key.split("/", 1)[0] in kept.keys() - forgotten  # mount names are one segment
             }
             seen: dict[str, set[str]] | None = None
@@ -796,59 +824,29 @@ class Memory:
         self,
         action: EndAction,
         mount: Mount,
+        source: Source,
         changes: ChangeSet,
         refused: dict[str, MemfsError],
         provenance: Provenance,
-        pending: dict[str, _Pending],
     ) -> SpaceResult:
-        errors = {path: str(exc) for path, exc in refused.items()}
         if action is EndAction.SKIP:
-            discarded = tuple(sorted({*changes.paths, *refused}))
-            return SpaceResult(
-                status="skipped",
-                changes=changes,
-                not_saved=discarded,
-                error="read-only this turn; changes were discarded" if discarded else None,
-                errors=errors,
-            )
+            return ending.skipped(changes, refused)
         if action is EndAction.NOTHING:
-            return SpaceResult(
-                status="not_saved" if refused else "saved",
-                not_saved=tuple(sorted(refused)),
-                error=_first_error(refused),
-                errors=errors,
-                reason="refused" if refused else None,
-            )
+            return ending.unchanged(refused)
         if action is EndAction.MANUAL:
-            pending[mount.name] = _Pending(mount, changes, refused, provenance)
-            return SpaceResult(
-                status="manual",
-                changes=changes,
-                not_saved=tuple(sorted(refused)),
-                error=_first_error(refused),
-                errors=errors,
-            )
+            return ending.held(changes, refused)
         if action is EndAction.REFUSE_STALE:
-            unsaved = tuple(sorted({*changes.paths, *refused}))
-            exc = StoreUnavailable(
-                "the space was loaded from the last known copy, so its changes were not "
-                f"sent: {', '.join(unsaved)}",
-                path=mount.space,
+            await self._report(
+                StoreUnavailable(ending.stale_message(changes, refused), path=mount.space),
+                mount.space,
             )
-            await self._report(exc, mount.space)
-            return SpaceResult(
-                status="not_saved",
-                changes=changes,
-                not_saved=unsaved,
-                error=str(exc),
-                errors={**errors, **{p: "loaded from the last known copy" for p in changes.paths}},
-                reason="last known copy",
-            )
-        return await self._store(mount, changes, refused, provenance)
+            return ending.refused_stale(changes, refused)
+        return await self._store(mount, source, changes, refused, provenance)
 
     async def _store(
         self,
         mount: Mount,
+        source: Source,
         changes: ChangeSet,
         refused: dict[str, MemfsError],
         provenance: Provenance,
@@ -857,102 +855,47 @@ class Memory:
             changes, mount.sizes, self.limits, base_folders=len(mount.folders)
         )
         refused = {**refused, **over}
-        errors = {path: str(exc) for path, exc in refused.items()}
-
-        def nothing_left(reason: str | None) -> SpaceResult:
-            return SpaceResult(
-                status="not_saved",
-                changes=changes,
-                not_saved=tuple(sorted(refused)),
-                error=_first_error(refused),
-                errors=errors,
-                reason=reason,
-            )
-
         if accepted.is_empty():
-            return nothing_left(None)
+            return ending.nothing_left(changes, refused, None)
         while True:
             try:
-                stored = await mount.source.store(
-                    accepted, cursor=mount.cursor, provenance=provenance
+                stored = await source.store(
+                    accepted, cursor=mount.cursor, provenance=provenance, review=mount.review
                 )
             except InvalidName as exc:
                 if exc.path not in accepted.paths:
-                    return await self._store_failed(mount, changes, accepted, refused, exc)
+                    await self._report(exc, mount.space)
+                    return ending.store_failed(changes, accepted, refused, exc, mount.snapshot)
                 # The store refused one path (its own name rules, or a file it
                 # does not hold): that path is named, the rest is stored.
                 refused = {**refused, exc.path: exc}
-                errors[exc.path] = str(exc)
                 accepted = accepted.without([exc.path])
                 if accepted.is_empty():
-                    return nothing_left("refused")
+                    return ending.nothing_left(changes, refused, ending.REFUSED)
                 continue
             except Forgotten as exc:
                 await self._report(exc, mount.space)
-                unsaved = tuple(sorted({*changes.paths, *refused}))
-                return SpaceResult(
-                    status="not_saved",
-                    changes=changes,
-                    not_saved=unsaved,
-                    error=str(exc),
-                    errors={**errors, **{p: "forgotten" for p in changes.paths}},
-                    reason="forgotten",
-                )
+                return ending.forgotten(changes, refused, str(exc))
             except Exception as exc:
                 if isinstance(exc, ConfigError):
                     raise  # a mistake in the app or config: fail loudly
-                return await self._store_failed(mount, changes, accepted, refused, exc)
+                await self._report(exc, mount.space)
+                return ending.store_failed(changes, accepted, refused, exc, mount.snapshot)
             break
         if stored.status == "conflict":
             moved = stored.conflicts or accepted.paths
-            unsaved = tuple(sorted({*accepted.paths, *refused}))
-            return SpaceResult(
-                status="not_saved",
-                changes=changes,
-                not_saved=unsaved,
-                conflicts=tuple(moved),
-                error=(
-                    "changed by someone else since this turn loaded it, so nothing of this "
-                    f"space was saved (its files are kept to merge): {', '.join(moved)}"
-                ),
-                errors={**errors, **{p: "changed since this turn loaded it" for p in moved}},
-                reason="conflict",
-                kept=True,
-                bases={p: mount.snapshot.get(p) for p in accepted.paths},
-            )
-        return SpaceResult(
-            status=stored.status,
-            changes=changes,
-            not_saved=tuple(sorted(refused)),
-            error=_first_error(refused),
-            errors=errors,
-            revisions=stored.revisions,
-            change=stored.change,
-            reason="refused" if refused else None,
-        )
+            return ending.conflicted(changes, accepted, refused, moved, mount.snapshot)
+        return ending.stored(changes, refused, stored)
 
-    async def _store_failed(
-        self,
-        mount: Mount,
-        changes: ChangeSet,
-        accepted: ChangeSet,
-        refused: Mapping[str, MemfsError],
-        exc: Exception,
-    ) -> SpaceResult:
-        """The store did not take the space (down, locked, full): it is kept for a retry."""
-        await self._report(exc, mount.space)
-        unsaved = tuple(sorted({*accepted.paths, *refused}))
-        errors = {path: str(error) for path, error in refused.items()}
-        return SpaceResult(
-            status="not_saved",
-            changes=changes,
-            not_saved=unsaved,
-            error=f"the store failed (the files are kept; end the turn again to retry): {exc}",
-            errors={**errors, **{p: f"the store failed: {exc}" for p in accepted.paths}},
-            reason="store failed",
-            kept=True,
-            bases={p: mount.snapshot.get(p) for p in accepted.paths},
-        )
+
+async def _fetch(
+    sources: Mapping[str, Source], name: str, shas: Collection[str]
+) -> Mapping[str, bytes]:
+    """The bytes a lean load of mount ``name`` left out, from its store (``{}``: cannot)."""
+    source = sources.get(name)
+    if isinstance(source, StoreSource):
+        return await source.fetch(shas)
+    return {}
 
 
 class _GoneSource:
@@ -976,7 +919,12 @@ class _GoneSource:
         raise self._gone()
 
     async def store(
-        self, changes: ChangeSet, *, cursor: str | None, provenance: Provenance
+        self,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
     ) -> Stored:
         raise self._gone()
 
@@ -1009,12 +957,15 @@ def _trace_mount(
     )
 
 
-def _first_error(refused: Mapping[str, MemfsError]) -> str | None:
-    if not refused:
-        return None
-    if len(refused) == 1:
-        return str(next(iter(refused.values())))
-    return f"{len(refused)} files were not saved; see errors"
-
-
-__all__ = ["CommitResult", "Memory", "Mount", "OnError", "Turn"]
+__all__ = [
+    "CommitResult",
+    "ManualHold",
+    "Memory",
+    "Mount",
+    "MountState",
+    "OnError",
+    "Owner",
+    "Turn",
+    "TurnPlan",
+    "TurnState",
+]

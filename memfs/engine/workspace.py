@@ -4,25 +4,29 @@ The engine decides; a workspace lays the loaded files out for the agent and,
 at turn end, says what changed. ``CopyWorkspace`` copies files into plain
 folders and scans them back (O(space) both ways). The daemon's FUSE overlay
 implements the same protocol and reports only the paths a turn touched.
+
+The protocol is typed on values (:mod:`memfs.engine.plan`): a workspace gets
+a turn's frozen plan, never the engine's live objects, and never calls back
+into the engine except through the one ``fetch`` it is handed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Awaitable, Callable, Collection, Container, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import trio
 
 from memfs.core.diff import diff
 from memfs.core.errors import MemfsError
-from memfs.core.models import ChangeSet, Loaded, TraceFile
+from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.engine import copymode
+from memfs.engine.plan import Mount, TurnPlan
 
-if TYPE_CHECKING:
-    from memfs.core.models import SpaceResult
-    from memfs.engine.turns import Mount, Turn
+Fetch = Callable[[str, Collection[str]], Awaitable[Mapping[str, bytes]]]
+"""The bytes a lean load left out: ``await fetch(mount_name, shas)`` (``{}``: cannot)."""
 
 
 class Workspace(Protocol):
@@ -37,11 +41,11 @@ class Workspace(Protocol):
         """
         ...
 
-    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
-        """Lay out a new turn's mounts (``turn.mounts``) from what was loaded.
+    async def open(self, plan: TurnPlan, loaded: Mapping[str, Loaded], fetch: Fetch) -> None:
+        """Lay out a new turn's mounts (``plan.mounts``) from what was loaded.
 
         A lean load's missing bytes are the workspace's to find (its cache, or
-        the mount's source).
+        ``fetch``). A durable workspace writes the plan down first.
         """
         ...
 
@@ -49,8 +53,15 @@ class Workspace(Protocol):
         """What the turn changed in one mount, and the paths refused, with why."""
         ...
 
-    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
-        """One mount of an ending turn is done, or kept (``turn.kept``: its store failed).
+    async def record(
+        self,
+        session: str,
+        turn: str,
+        done: Mapping[str, SpaceResult],
+        kept: Mapping[str, SpaceResult],
+    ) -> None:
+        """An ending turn's mounts so far: ``done`` (stored or settled) and ``kept``
+        (their store failed).
 
         A durable workspace remembers both, so a restart neither stores a done
         mount twice nor forgets a kept one.
@@ -91,11 +102,11 @@ class CopyWorkspace:
     def contents_held(self) -> Container[str] | None:
         return None  # every turn writes every file into a fresh folder
 
-    async def open(self, turn: Turn, loaded: Mapping[str, Loaded]) -> None:
-        for name in turn.mounts:
-            self._base[(turn.session, name)] = loaded[name].files
-            self._loaded[(turn.session, name)] = loaded[name]
-        await trio.to_thread.run_sync(self._lay_out, turn.root, turn.mounts, loaded)
+    async def open(self, plan: TurnPlan, loaded: Mapping[str, Loaded], fetch: Fetch) -> None:
+        for name in plan.mounts:
+            self._base[(plan.session, name)] = loaded[name].files
+            self._loaded[(plan.session, name)] = loaded[name]
+        await trio.to_thread.run_sync(self._lay_out, plan.root, plan.mounts, loaded)
 
     @staticmethod
     def _lay_out(root: Path, mounts: Mapping[str, Mount], loaded: Mapping[str, Loaded]) -> None:
@@ -136,7 +147,13 @@ class CopyWorkspace:
         )
         return changes, dict(scan.refused)
 
-    async def record(self, turn: Turn, name: str, result: SpaceResult) -> None:
+    async def record(
+        self,
+        session: str,
+        turn: str,
+        done: Mapping[str, SpaceResult],
+        kept: Mapping[str, SpaceResult],
+    ) -> None:
         return None  # copy mode keeps nothing across processes
 
     def access(self, session: str) -> dict[str, TraceFile]:
@@ -150,4 +167,4 @@ class CopyWorkspace:
         await trio.to_thread.run_sync(copymode.remove, self.root(session))
 
 
-__all__ = ["CopyWorkspace", "Workspace"]
+__all__ = ["CopyWorkspace", "Fetch", "Workspace"]

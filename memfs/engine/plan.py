@@ -1,0 +1,195 @@
+"""What a turn is, as values: its plan, its mounts, what it writes down, what it holds.
+
+A turn starts by deciding everything — whose spaces it mounts, whether each
+may write, what was loaded, how each is reviewed, who owns the session's
+folder, the rendered note — into a frozen :class:`TurnPlan`. Only then does a
+workspace lay it out, and a durable workspace writes down exactly that plan
+(:class:`TurnState`), note included. The workspace protocol
+(:mod:`memfs.engine.workspace`) is typed on these values, never on the
+engine's live objects.
+
+:class:`ManualHold` is the change set of an ended ``manual`` turn, held for
+``Memory.commit_manual``. It is a plain value (JSON: contents in base64) so a
+daemon can keep it on disk across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import Field
+
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    CommitMode,
+    FileMeta,
+    Frozen,
+    Layer,
+    Provenance,
+    SpaceRef,
+    SpaceResult,
+)
+from memfs.core.review import ReviewMode
+
+
+class Owner(NamedTuple):
+    """The Unix user (and group) a session's folder belongs to; ``None``: the daemon's."""
+
+    uid: int | None
+    gid: int | None
+
+
+class MountState(Frozen):
+    """A mount as a durable workspace writes it down, to rebuild the turn after a crash."""
+
+    name: str
+    ref: SpaceRef
+    read_only: bool
+    commit: CommitMode
+    from_last_known_copy: bool
+    cursor: str | None
+    snapshot: dict[str, str]
+    sizes: dict[str, int]
+    by: By | None
+    review: ReviewMode = "none"
+    meta: dict[str, FileMeta] = Field(default_factory=dict)
+    folders: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One space as a turn sees it: its folder, whether it may write, and its snapshot.
+
+    ``review`` is the one place a turn carries its space's review mode: the
+    spec's default, overridden by the store's own setting at load.
+    """
+
+    name: str
+    path: Path
+    space: str
+    layer: Layer
+    ref: SpaceRef
+    read_only: bool
+    commit: CommitMode
+    from_last_known_copy: bool
+    cursor: str | None
+    snapshot: Mapping[str, str]  # path -> the exact revision this turn loaded
+    sizes: Mapping[str, int]  # path -> size in bytes at the snapshot
+    by: By | None
+    review: ReviewMode = "none"  # for org spaces: how this turn's change is reviewed
+    meta: Mapping[str, FileMeta] = field(default_factory=dict)  # path -> mode and times
+    folders: tuple[str, ...] = ()  # the folders the space stores, as loaded
+
+    def state(self) -> MountState:
+        # model_construct: every value comes from a validated load, and
+        # validating a 10,000-file snapshot again costs at every turn start.
+        return MountState.model_construct(
+            name=self.name,
+            ref=self.ref,
+            read_only=self.read_only,
+            commit=self.commit,
+            from_last_known_copy=self.from_last_known_copy,
+            cursor=self.cursor,
+            snapshot=dict(self.snapshot),
+            sizes=dict(self.sizes),
+            by=self.by,
+            review=self.review,
+            meta=dict(self.meta),
+            folders=self.folders,
+        )
+
+    @classmethod
+    def from_state(cls, state: MountState, root: Path) -> Mount:
+        return cls(
+            name=state.name,
+            path=root / state.name,
+            space=state.ref.space,
+            layer=state.ref.layer,
+            ref=state.ref,
+            read_only=state.read_only,
+            commit=state.commit,
+            from_last_known_copy=state.from_last_known_copy,
+            cursor=state.cursor,
+            snapshot=dict(state.snapshot),
+            sizes=dict(state.sizes),
+            by=state.by,
+            review=state.review,
+            meta=dict(state.meta),
+            folders=tuple(state.folders),
+        )
+
+
+class TurnState(Frozen):
+    """An open turn, as a durable workspace writes it down."""
+
+    session: str
+    turn: str
+    prompt: str | None
+    extra_body: dict[str, Any]
+    note: str
+    mounts: dict[str, MountState]
+    done: dict[str, SpaceResult] = Field(default_factory=dict)
+    # Spaces whose store failed at an earlier end of this turn, kept for a retry.
+    kept: dict[str, SpaceResult] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """Everything a turn decided at its start, complete before anything is written."""
+
+    session: str
+    turn: str
+    root: Path
+    prompt: str | None
+    extra_body: Mapping[str, Any]
+    mounts: Mapping[str, Mount]
+    note: str
+    owner: Owner | None = None  # None: the workspace's own (the session's last owner)
+
+    def state(
+        self,
+        done: Mapping[str, SpaceResult] | None = None,
+        kept: Mapping[str, SpaceResult] | None = None,
+    ) -> TurnState:
+        return TurnState.model_construct(
+            session=self.session,
+            turn=self.turn,
+            prompt=self.prompt,
+            extra_body=dict(self.extra_body),
+            note=self.note,
+            mounts={name: mount.state() for name, mount in self.mounts.items()},
+            done=dict(done or {}),
+            kept=dict(kept or {}),
+        )
+
+
+class HeldSpace(Frozen):
+    """One ``manual`` space's change set, as its turn ended."""
+
+    mount: MountState
+    changes: ChangeSet
+    refused: dict[str, str] = Field(default_factory=dict)  # path -> why it was not taken
+    provenance: Provenance
+
+
+class ManualHold(Frozen):
+    """What an ended turn holds for ``Memory.commit_manual``: its manual spaces.
+
+    ``ended`` is every space's result as the turn ended, so a commit reports
+    the whole turn. ``extra_body`` and ``prompt`` are the turn's, for an
+    app-defined dir's ``store(ctx, ...)``.
+    """
+
+    session: str
+    turn: str
+    prompt: str | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    spaces: dict[str, HeldSpace]
+    ended: dict[str, SpaceResult] = Field(default_factory=dict)
+
+
+__all__ = ["HeldSpace", "ManualHold", "Mount", "MountState", "Owner", "TurnPlan", "TurnState"]
