@@ -409,7 +409,7 @@ def test_a_churned_journal_stays_bounded_and_a_kill_9_still_recovers_every_write
         store = SqliteStore(root / "state" / "memfs.db")
         try:
             loaded = await store.load(
-                memfs.SpaceRef(layer="user", space="me", user="u_dana"), "check"
+                memfs.SpaceRef(layer="user", space="me", org="bank_17", user="u_dana"), "check"
             )
             return dict(loaded.files)
         finally:

@@ -35,7 +35,7 @@ from memfs.stores.sqlite import SqliteStore
 
 async def main():
     store = SqliteStore(sys.argv[1])
-    app = my_memory(store, lambda request: {"user": "u_dana", "org": "default"})
+    app = my_memory(store, lambda request: {"user": "u_dana", "org": "bank_17"})
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
         answer = await http.delete("/", params={"space": "me", "path": sys.argv[2]})
@@ -180,7 +180,8 @@ def test_a_file_the_cli_forgot_stays_the_only_one_dropped_while_the_daemon_polls
     try:
         mnt = open_turn_over_g(root)
         state = root / "state"
-        argv = ["forget", "me", "g.md", "--user", "u_dana", f"--store=sqlite://{state}/memfs.db"]
+        argv = ["forget", "me", "g.md", "--user", "u_dana", "--org", "bank_17"]
+        argv.append(f"--store=sqlite://{state}/memfs.db")
         done = subprocess.run(
             [sys.executable, "-m", "memfs.cli", *argv, "--as", "root-admin", "--role", "admin"],
             capture_output=True,

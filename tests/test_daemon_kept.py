@@ -22,7 +22,8 @@ from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS, start
 
-ME = SpaceRef(layer="user", space="me", user="u_dana")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")  # DANA in SPECS
+LONE = SpaceRef(layer="user", space="me", user="u_dana")  # a user_memory() of org default
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
 
@@ -156,7 +157,7 @@ async def test_a_removed_folder_store_keeps_the_turn_until_it_is_back(tmp_path: 
         shutil.move(tmp_path / "away", folder)
         again = await daemon.service.end_turn("s1")
         assert again.spaces["me"].status == "saved"
-        assert (folder / "people" / "default" / "u_dana" / "me" / "prefs.md").read_bytes() == (
+        assert (folder / "people" / "bank_17" / "u_dana" / "me" / "prefs.md").read_bytes() == (
             b"tea"
         )
 
@@ -199,7 +200,7 @@ async def test_a_path_over_the_limit_from_an_old_journal_is_named_and_the_rest_c
         return Memory(store, [memfs.user_memory()], workspace=ws), ws, store
 
     store = MemoryStore()
-    store.put_nowait(ME, ChangeSet(created={"old.md": b"o"}), provenance=Provenance())
+    store.put_nowait(LONE, ChangeSet(created={"old.md": b"o"}), provenance=Provenance())
     memory, ws, _ = desk()
     turn = await memory.start_turn("s1", {"userId": "u_dana"})
     long_path = "/".join(["d" * 200] * 6) + "/x.md"  # 1,211 bytes
@@ -230,4 +231,4 @@ async def test_a_path_over_the_limit_from_an_old_journal_is_named_and_the_rest_c
     too_deep = long_path.rsplit("/", 1)[0]  # 1,205 bytes
     assert result.not_saved == (too_deep, long_path)
     assert "1024" in result.errors[long_path] and "1024" in result.errors[too_deep]
-    assert store.files_nowait(ME) == {"old.md": b"o", "ok.md": b"fine"}
+    assert store.files_nowait(LONE) == {"old.md": b"o", "ok.md": b"fine"}

@@ -141,7 +141,7 @@ def test_kill_9_then_restart_commits_everything_closed_before_the_kill_once(root
     async def history() -> int:
         store = SqliteStore(root / "state" / "memfs.db")
         try:
-            ref = SpaceRef(layer="user", space="me", user="u_dana")
+            ref = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
             return len(await store.history(ref, "prefs.md"))
         finally:
             await store.aclose()

@@ -26,7 +26,7 @@ from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
 
-ME = SpaceRef(layer="user", space="me", user="u_dana")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
 SEAM = """
@@ -87,10 +87,10 @@ async def store_or_die(self, ref, changes, **kw):
 SqliteStore.store = store_or_die
 
 record = workspace.OverlayWorkspace.record
-async def record_or_die(self, turn, name, result):
-    if name == "me" and result.status == "saved":
+async def record_or_die(self, session, turn, done, kept):
+    if "me" in done and done["me"].status == "saved":
         point("record-saved")
-    await record(self, turn, name, result)
+    await record(self, session, turn, done, kept)
 workspace.OverlayWorkspace.record = record_or_die
 
 trace = SqliteStore.record_trace

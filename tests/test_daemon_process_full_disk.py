@@ -30,8 +30,8 @@ from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs
 MIB = 1024 * 1024
 RESERVE = 8 * MIB
 LIMITS = f"disk_reserve_bytes = {RESERVE}\nmax_file_bytes = {64 * MIB}\n"
-ME = SpaceRef(layer="user", space="me", user="u_dana")
-CAROLS = SpaceRef(layer="user", space="me", user="u_carol")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
+CAROLS = SpaceRef(layer="user", space="me", org="bank_17", user="u_carol")
 
 
 # The first daemon's store gives up on a lock after 0.1 s, not 5 (a test-only seam).

@@ -17,7 +17,7 @@ from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
 
-ME = SpaceRef(layer="user", space="me", user="u_dana")
+ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 
 # A test-only seam, outside memfs: the daemon stops dead (SIGKILL) right after
 # the store committed the "me" space and before it wrote that down in done.json.
