@@ -441,3 +441,16 @@ async def test_openapi_document_lists_every_route_and_problem_bodies(world: Worl
         "/api/v1/audit",
     } <= paths
     assert "Problem" in doc["components"]["schemas"]
+
+
+async def test_approving_a_stale_file_is_409_until_forced(world: World) -> None:
+    put = await world.call("PUT", "/api/v1/spaces/rules/files/b.md", "member", {"content": "b2\n"})
+    assert put.status_code == 200
+    shown = (await world.call("GET", f"/api/v1/review/{world.change}", "viewer")).json()
+    assert shown["stale"] == ["b.md"]
+    url = f"/api/v1/review/{world.change}/approve"
+    assert_problem(await world.call("POST", url, "member", {"paths": ["b.md"]}), 409, "Conflict")
+    assert (await world.store.files(RULES))["b.md"] == b"b2\n"
+    forced = await world.call("POST", url, "member", {"paths": ["b.md"], "force": True})
+    assert forced.status_code == 200, forced.text
+    assert (await world.store.files(RULES))["b.md"] == b"bee\n"
