@@ -20,7 +20,13 @@ import click
 
 from memfs.cli_manage import register
 from memfs.cli_people import register as register_people
-from memfs.core.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_STATE_DIR, MAX_ID
+from memfs.core.defaults import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_STATE_DIR,
+    DEFAULT_WEB_LISTEN,
+    DEFAULT_WEB_MAX_BODY_BYTES,
+    MAX_ID,
+)
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
 # Commands import what they run (the client, trio, the daemon) when they run,
@@ -195,6 +201,53 @@ def daemon(
         from memfsd.main import run_daemon
 
         run_daemon(config)
+
+
+@main.command()
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    help="Store URL.",
+    show_default="$MEMFS_STORE, else the SQLite file in $MEMFS_STATE_DIR",
+)
+@click.option(
+    "--listen",
+    default=DEFAULT_WEB_LISTEN,
+    show_default=True,
+    help="HOST:PORT; anything but loopback needs --tls-cert and --tls-key.",
+)
+@click.option("--tls-cert", default=None, help="PEM certificate (web_tls_cert).")
+@click.option("--tls-key", default=None, help="PEM private key (web_tls_key).")
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_WEB_MAX_BODY_BYTES,
+    show_default=True,
+    help="The largest request body the API reads (web_max_body_bytes); past it 413.",
+)
+def web(
+    store_url: str | None,
+    listen: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    max_body_bytes: int,
+) -> None:
+    """Serve the Memory tab's API over a store, without FUSE (a review host)."""
+    with reported():
+        from memfs.cli_manage import default_store
+        from memfs.core.listen import require_tls
+
+        require_tls(listen, tls_cert, tls_key)  # before the web stack is even imported
+        from memfs.web.serve import run_web
+
+        run_web(
+            store_url or default_store(),
+            listen,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            max_body_bytes=max_body_bytes,
+        )
 
 
 @main.group()

@@ -15,4 +15,17 @@ MAX_ID = 2**32 - 2
 # Far past any identity an app sends, well below what pydantic will serialise.
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far below this
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_STATE_DIR", "MAX_ID", "SOCKET_NAME"]
+# The Memory tab's API (web_max_body_bytes): a file's content (max_file_bytes,
+# 1 MiB) as JSON, escaped at worst, fits.
+DEFAULT_WEB_MAX_BODY_BYTES = 8 * 1024 * 1024
+# Where `memfs web` (and later the daemon's web_listen) serves by default.
+DEFAULT_WEB_LISTEN = "127.0.0.1:8330"
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_STATE_DIR",
+    "DEFAULT_WEB_LISTEN",
+    "DEFAULT_WEB_MAX_BODY_BYTES",
+    "MAX_ID",
+    "SOCKET_NAME",
+]

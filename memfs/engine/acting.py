@@ -186,6 +186,18 @@ class Acting:
             ref, changes, provenance=Provenance(origin="edited", by=self.by), limits=self.limits
         )
 
+    async def spaces(self) -> dict[str, ReviewMode | None]:
+        """This org's spaces that hold history, each with its review setting (None: unset)."""
+        require(self.role, "read")
+        store = self.store
+        found: dict[str, ReviewMode | None] = {}
+        for ref in await store.spaces():
+            if ref.layer != "org" or ref.org != self.org:
+                continue
+            mode = await store.review_mode(ref) if isinstance(store, ReviewingStore) else None
+            found[ref.space] = mode
+        return found
+
     async def files(self, space: str) -> dict[str, bytes]:
         require(self.role, "read")
         return await self.store.files(self.org_space(space))
@@ -193,6 +205,11 @@ class Acting:
     async def people(self) -> list[dict[str, object]]:
         """Who has memory and how full it is, as this role may see it."""
         require(self.role, "read")
+        return people_view(self.role, await self.store.people(self.org))
+
+    async def people_by_name(self) -> list[dict[str, object]]:
+        """Who has memory, by name (the People page): admins only, no files."""
+        require(self.role, "open")
         return people_view(self.role, await self.store.people(self.org))
 
     async def open_person(self, user: str) -> dict[str, dict[str, bytes]]:

@@ -1,0 +1,561 @@
+"""The Memory tab's JSON API: ``/api/v1`` routes over one managed store, for signed-in people.
+
+Every request names its person with ``Authorization: Bearer TOKEN``; the
+token is resolved through the store on every request (nothing is cached, so
+a revoked token or a removed member stops at once), and the person's role and
+org come from the store only. Each act then goes through
+:class:`memfs.engine.acting.Acting`, the one place that checks roles and
+orgs: this module writes no role rule of its own.
+
+Errors are RFC 9457 problem details, as in the control API
+(:func:`memfs.api.control.problem`): no, unknown or revoked token → 401
+``NoIdentity`` with ``WWW-Authenticate: Bearer``; a role that may not → 403
+``PermissionDenied``; anything of another org → 404 with the same body as
+something missing; a space name, path or member id that breaks
+:mod:`memfs.core.names` → 400 before the store is asked; a body that is not
+JSON or not of the route's model → 400 ``BadRequest``; a body over
+``max_body_bytes`` → 413 ``TooLarge``.
+
+File contents travel as UTF-8 text (``content``); a stored file that is not
+UTF-8 shows ``text: null`` with its size. See ``docs/web.md``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from memfs.api.models import Problem
+from memfs.core.diff import unified
+from memfs.core.errors import NoIdentity, NotFound
+from memfs.core.members import Member, check_member_id, looks_like_token
+from memfs.core.models import AuditEntry, By, Limits, Revision
+from memfs.core.names import check_new_name, check_path, check_space_name
+from memfs.core.note import file_list
+from memfs.core.review import WaitingChange
+from memfs.engine.acting import Acting, act_as
+from memfs.stores.base import ManagedStore
+
+PREFIX = "/api/v1"
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
+    "5XX": {"model": Problem, "description": "memfs or its store failed."},
+}
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are refused, so a typo is a 400, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# -- request bodies ------------------------------------------------------------
+
+
+class PutFile(Body):
+    content: str
+
+
+class RestoreFile(Body):
+    revision: str = Field(min_length=1, max_length=200)
+
+
+class SetReview(Body):
+    mode: Literal["person", "after", "none"]
+
+
+class Approve(Body):
+    paths: list[str] | None = None
+    force: bool = False
+
+
+class Reject(Body):
+    paths: list[str] | None = None
+
+
+class EditChange(Body):
+    path: str
+    content: str | None  # None: the reviewer deletes the file in the change
+    force: bool = False
+
+
+# -- responses -----------------------------------------------------------------
+
+
+class Me(Out):
+    id: str
+    org: str
+    role: str
+    label: str | None
+
+
+class NoteUse(Out):
+    """How much of the note's file list (``note_file_list_bytes``) a space's files take."""
+
+    bytes: int
+    budget: int
+    fits: bool
+    left_out: int
+
+
+class SpaceSummary(Out):
+    space: str
+    review: str | None
+    files: int
+    bytes: int
+    note: NoteUse
+
+
+class PersonBay(Out):
+    space: str
+    bytes: int
+    person: str | None  # admins only; None for everyone else
+
+
+class Spaces(Out):
+    org: str
+    spaces: list[SpaceSummary]
+    people: list[PersonBay]
+
+
+class FileEntry(Out):
+    path: str
+    size: int
+
+
+class FileList(Out):
+    space: str
+    files: list[FileEntry]
+
+
+class Step(Out):
+    """One revision of a file's trail: who taught it, where, and who approved it."""
+
+    revision: str
+    size: int
+    deleted: bool
+    origin: str
+    by: By | None
+    session: str | None
+    turn: str | None
+    prompt: str | None
+    at: datetime
+    approved_by: By | None
+
+
+class FileView(Out):
+    space: str
+    path: str
+    size: int
+    text: str | None
+    origin: str | None
+    trail: list[Step]
+
+
+class Written(Out):
+    space: str
+    path: str
+    status: str
+    revision: str | None
+
+
+class ChangeFile(Out):
+    path: str
+    deleted: bool
+    stale: bool
+    size: int | None
+
+
+class ChangeSummary(Out):
+    id: str
+    space: str
+    session: str
+    mode: str
+    state: str
+    prompt: str | None
+    author: By | None
+    created_at: datetime
+    stale: list[str]
+    files: list[ChangeFile]
+
+
+class ChangeDiff(Out):
+    path: str
+    diff: str
+
+
+class ChangeDetail(ChangeSummary):
+    diffs: list[ChangeDiff]
+
+
+class ReviewList(Out):
+    changes: list[ChangeSummary]
+
+
+class ReviewSet(Out):
+    space: str
+    mode: str
+
+
+class PersonFile(Out):
+    path: str
+    size: int
+    text: str | None
+
+
+class OpenedPerson(Out):
+    user: str
+    spaces: dict[str, list[PersonFile]]
+
+
+class ForgotFile(Out):
+    space: str
+    path: str
+    status: str
+
+
+class ForgotPerson(Out):
+    user: str
+    spaces: list[str]
+    files: int
+
+
+class Audit(Out):
+    entries: list[AuditEntry]
+
+
+# -- sign-in -------------------------------------------------------------------
+
+_NO_TOKEN = "sign in: send Authorization: Bearer TOKEN (memfs token create)"
+_BAD_TOKEN = "the token is unknown, revoked, or its member was removed"
+
+
+def store_of(request: Request) -> ManagedStore:
+    store: ManagedStore = request.app.state.memfs_store
+    return store
+
+
+async def member(request: Request) -> Member:
+    """The signed-in person, as the store holds them now; ``NoIdentity`` (401) otherwise."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise NoIdentity(_NO_TOKEN)
+    token = token.strip()
+    # Anything not shaped like a token cannot resolve: refused without a lookup.
+    found = await store_of(request).resolve_token(token) if looks_like_token(token) else None
+    if found is None:
+        raise NoIdentity(_BAD_TOKEN)
+    return found
+
+
+async def acting(request: Request, who: Annotated[Member, Depends(member)]) -> Acting:
+    limits: Limits = request.app.state.memfs_limits
+    return act_as(store_of(request), who.id, who.role, org=who.org, limits=limits)
+
+
+SignedIn = Annotated[Member, Depends(member)]
+Actor = Annotated[Acting, Depends(acting)]
+
+
+# -- shaping -------------------------------------------------------------------
+
+
+def _text(content: bytes) -> str | None:
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _step(rev: Revision) -> Step:
+    p = rev.provenance
+    return Step(
+        revision=rev.id,
+        size=rev.size,
+        deleted=rev.deleted,
+        origin=p.origin,
+        by=p.by,
+        session=p.session,
+        turn=p.turn,
+        prompt=p.prompt,
+        at=p.at,
+        approved_by=rev.approved_by,
+    )
+
+
+def _summary(change: WaitingChange) -> dict[str, Any]:
+    return {
+        "id": change.id,
+        "space": change.ref.space,
+        "session": change.session,
+        "mode": change.mode,
+        "state": change.state,
+        "prompt": change.provenance.prompt,
+        "author": change.provenance.by,
+        "created_at": change.created_at,
+        "stale": list(change.stale_paths),
+        "files": [
+            ChangeFile(
+                path=path,
+                deleted=file.content is None,
+                stale=file.stale,
+                size=None if file.content is None else len(file.content),
+            )
+            for path, file in sorted(change.files.items())
+        ],
+    }
+
+
+def _note_use(space: str, files: dict[str, bytes], budget: int) -> NoteUse:
+    sizes = {path: len(content) for path, content in files.items()}
+    # The note lists a space's files under the folder it is mounted at, which
+    # the daemon's specs choose; the space's name stands for it here.
+    lines, left_out = file_list(space, sizes, budget)
+    used = sum(len(line.encode("utf-8")) + 1 for line in lines)
+    return NoteUse(bytes=used, budget=budget, fits=left_out == 0, left_out=left_out)
+
+
+def _bay(entry: dict[str, object]) -> PersonBay:
+    person = entry["person"]
+    return PersonBay(
+        space=str(entry["space"]),
+        bytes=int(str(entry["bytes"])),
+        person=None if person is None else str(person),
+    )
+
+
+def _paths(paths: list[str] | None) -> list[str] | None:
+    return None if paths is None else [check_path(p) for p in paths]
+
+
+async def _known_space(me: Acting, space: str) -> None:
+    """``NotFound`` unless ``space`` is one of this org's spaces (another org's reads the same)."""
+    if space not in await me.spaces():
+        raise NotFound("no such space", path=space)
+
+
+# -- routes --------------------------------------------------------------------
+
+
+def api_router() -> APIRouter:
+    """The ``/api/v1`` routes; the app supplies ``state.memfs_store`` and ``state.memfs_limits``."""
+    router = APIRouter(prefix=PREFIX, responses=PROBLEMS)
+
+    @router.get("/me", response_model=Me, summary="Who the token signs in as")
+    async def me(who: SignedIn) -> Me:
+        return Me(id=who.id, org=who.org, role=who.role, label=who.label)
+
+    @router.get("/spaces", response_model=Spaces, summary="The org's spaces and people's bays")
+    async def spaces(me: Actor) -> Spaces:
+        out = []
+        for name, mode in sorted((await me.spaces()).items()):
+            files = await me.files(name)
+            out.append(
+                SpaceSummary(
+                    space=name,
+                    review=mode,
+                    files=len(files),
+                    bytes=sum(len(c) for c in files.values()),
+                    note=_note_use(name, files, me.limits.note_file_list_bytes),
+                )
+            )
+        people = [_bay(p) for p in await me.people()]
+        return Spaces(org=me.org, spaces=out, people=people)
+
+    @router.get("/spaces/{space}/files", response_model=FileList, summary="A space's live files")
+    async def list_files(space: str, me: Actor) -> FileList:
+        check_space_name(space)
+        await _known_space(me, space)
+        files = await me.files(space)
+        return FileList(
+            space=space,
+            files=[FileEntry(path=p, size=len(c)) for p, c in sorted(files.items())],
+        )
+
+    @router.post(
+        "/spaces/{space}/files/{path:path}/restore",
+        response_model=Written,
+        summary="Bring back an earlier revision of a file (members, audited)",
+    )
+    async def restore(space: str, path: str, body: RestoreFile, me: Actor) -> Written:
+        check_space_name(space)
+        check_path(path)
+        stored = await me.restore(space, path, body.revision)
+        return Written(
+            space=space, path=path, status=stored.status, revision=stored.revisions.get(path)
+        )
+
+    @router.get(
+        "/spaces/{space}/files/{path:path}",
+        response_model=FileView,
+        summary="A file's text, origin and whole trail",
+    )
+    async def get_file(space: str, path: str, me: Actor) -> FileView:
+        check_space_name(space)
+        check_path(path)
+        files = await me.files(space)
+        if path not in files:
+            raise NotFound("no such file", path=f"{space}/{path}")
+        trail = [_step(rev) for rev in await me.history(space, path)]
+        content = files[path]
+        return FileView(
+            space=space,
+            path=path,
+            size=len(content),
+            text=_text(content),
+            origin=trail[-1].origin if trail else None,
+            trail=trail,
+        )
+
+    @router.put(
+        "/spaces/{space}/files/{path:path}",
+        response_model=Written,
+        summary="Edit or add a live file (members, audited)",
+    )
+    async def put_file(space: str, path: str, body: PutFile, me: Actor) -> Written:
+        check_space_name(space)
+        check_path(path)
+        for segment in path.split("/"):
+            check_new_name(segment, what="file path segment")
+        stored = await me.put(space, path, body.content.encode("utf-8"))
+        return Written(
+            space=space, path=path, status=stored.status, revision=stored.revisions.get(path)
+        )
+
+    @router.delete(
+        "/spaces/{space}/files/{path:path}",
+        response_model=ForgotFile,
+        summary="Forget a file (members, audited; kept in history, restorable)",
+    )
+    async def delete_file(space: str, path: str, me: Actor) -> ForgotFile:
+        check_space_name(space)
+        check_path(path)
+        if path not in await me.files(space):
+            raise NotFound("no such file", path=f"{space}/{path}")
+        stored = await me.forget(space, path)
+        return ForgotFile(space=space, path=path, status=stored.status)
+
+    @router.put(
+        "/spaces/{space}/review",
+        response_model=ReviewSet,
+        summary="Set how a space's changes are reviewed (admins, audited)",
+    )
+    async def set_review(space: str, body: SetReview, me: Actor) -> ReviewSet:
+        check_space_name(space)
+        await me.set_review(space, body.mode)
+        return ReviewSet(space=space, mode=body.mode)
+
+    @router.get("/review", response_model=ReviewList, summary="The changes waiting for review")
+    async def review(me: Actor) -> ReviewList:
+        changes = await me.waiting()
+        return ReviewList(changes=[ChangeSummary(**_summary(c)) for c in changes])
+
+    @router.get(
+        "/review/{change}",
+        response_model=ChangeDetail,
+        summary="One waiting change, with a unified diff per file against the live files",
+    )
+    async def show_change(change: str, me: Actor) -> ChangeDetail:
+        found = await me.change(change)
+        live = await me.files(found.ref.space)
+        diffs = [
+            ChangeDiff(path=path, diff=unified(path, live.get(path), file.content))
+            for path, file in sorted(found.files.items())
+        ]
+        return ChangeDetail(**_summary(found), diffs=diffs)
+
+    @router.post(
+        "/review/{change}/approve",
+        response_model=ChangeSummary,
+        summary="Approve a change, or some of its files (members, audited)",
+    )
+    async def approve(change: str, me: Actor, body: Approve | None = None) -> ChangeSummary:
+        body = body or Approve()
+        done = await me.approve(change, paths=_paths(body.paths), force=body.force)
+        return ChangeSummary(**_summary(done))
+
+    @router.post(
+        "/review/{change}/reject",
+        response_model=ChangeSummary,
+        summary="Reject a change, or some of its files (members, audited)",
+    )
+    async def reject(change: str, me: Actor, body: Reject | None = None) -> ChangeSummary:
+        body = body or Reject()
+        done = await me.reject(change, paths=_paths(body.paths))
+        return ChangeSummary(**_summary(done))
+
+    @router.post(
+        "/review/{change}/edit",
+        response_model=ChangeSummary,
+        summary="A reviewer's edit of one file of a change, applied as approved (members, audited)",
+    )
+    async def edit(change: str, body: EditChange, me: Actor) -> ChangeSummary:
+        check_path(body.path)
+        content = None if body.content is None else body.content.encode("utf-8")
+        done = await me.edit(change, {body.path: content}, force=body.force)
+        return ChangeSummary(**_summary(done))
+
+    @router.get("/people", response_model=list[PersonBay], summary="Everyone with memory (admins)")
+    async def people(me: Actor) -> list[PersonBay]:
+        # The listing names people, so it is the admins' (the bays alone are in /spaces).
+        return [_bay(p) for p in await me.people_by_name()]
+
+    @router.post(
+        "/people/{user}/open",
+        response_model=OpenedPerson,
+        summary="Open a person's memory (admins, audited)",
+    )
+    async def open_person(user: str, me: Actor) -> OpenedPerson:
+        check_member_id(user, what="user id")
+        opened = await me.open_person(user)
+        return OpenedPerson(
+            user=user,
+            spaces={
+                space: [
+                    PersonFile(path=p, size=len(c), text=_text(c)) for p, c in sorted(files.items())
+                ]
+                for space, files in sorted(opened.items())
+            },
+        )
+
+    @router.delete(
+        "/people/{user}/files/{space}/{path:path}",
+        response_model=ForgotFile,
+        summary="Forget one file of a person's memory (admins, audited; purged)",
+    )
+    async def forget_person_file(user: str, space: str, path: str, me: Actor) -> ForgotFile:
+        check_member_id(user, what="user id")
+        check_space_name(space)
+        check_path(path)
+        stored = await me.forget(space, path, user=user)
+        return ForgotFile(space=space, path=path, status=stored.status)
+
+    @router.delete(
+        "/people/{user}",
+        response_model=ForgotPerson,
+        summary="Forget this person: all their memory in the org (admins, audited)",
+    )
+    async def forget_person(user: str, me: Actor) -> ForgotPerson:
+        check_member_id(user, what="user id")
+        forgot = await me.forget_user(user)
+        return ForgotPerson(
+            user=user, spaces=sorted(ref.space for ref in forgot.spaces), files=forgot.files
+        )
+
+    @router.get("/audit", response_model=Audit, summary="The org's audit log (admins)")
+    async def audit(me: Actor) -> Audit:
+        return Audit(entries=await me.audit())
+
+    return router
+
+
+__all__ = ["PREFIX", "acting", "api_router", "member"]

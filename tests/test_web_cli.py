@@ -1,0 +1,102 @@
+"""`memfs web`: where it may listen, and that it really serves the API over hypercorn."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memfs.core.errors import ConfigError
+from memfs.core.listen import parse_listen, require_tls
+
+MEMFS = [sys.executable, "-m", "memfs.cli"]
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:8330", "10.1.2.3:80", "[::]:8330", "example.org:443"])
+def test_memfs_web_refuses_a_non_loopback_listen_without_tls_naming_the_keys(
+    listen: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [*MEMFS, "web", "--store", f"sqlite://{tmp_path / 'm.db'}", "--listen", listen],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == ConfigError.exit_code
+    assert "web_tls_cert" in done.stderr and "web_tls_key" in done.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before the store was opened
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:8330", "localhost:1", "[::1]:9000", "127.9.9.9:80"])
+def test_loopback_listens_need_no_tls(listen: str) -> None:
+    assert require_tls(listen, None, None)[1] == int(listen.rsplit(":", 1)[1])
+
+
+def test_a_non_loopback_listen_with_both_tls_files_is_allowed_and_one_alone_is_not() -> None:
+    assert require_tls("0.0.0.0:8443", "c.pem", "k.pem") == ("0.0.0.0", 8443)
+    with pytest.raises(ConfigError, match="web_tls_key"):
+        require_tls("0.0.0.0:8443", "c.pem", None)
+
+
+@pytest.mark.parametrize("listen", ["", "8330", "host:", "host:0", "host:65536", ":80"])
+def test_a_malformed_listen_is_a_config_error(listen: str) -> None:
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        parse_listen(listen)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_memfs_web_serves_the_api_on_loopback_with_hypercorn(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path / 'm.db'}"
+    subprocess.run(
+        [*MEMFS, "people", "add", "ada", "--role", "viewer", "--store", store],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    made = subprocess.run(
+        [*MEMFS, "token", "create", "ada", "--store", store],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    token = json.loads(made.stdout)["token"]
+    port = free_port()
+    server = subprocess.Popen(
+        [*MEMFS, "web", "--store", store, "--listen", f"127.0.0.1:{port}"], stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                anonymous = httpx.get(f"http://127.0.0.1:{port}/api/v1/me", timeout=5)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"].startswith("Bearer")
+        me = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/me",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=5,
+        )
+        assert me.json()["id"] == "ada" and me.json()["role"] == "viewer"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
