@@ -172,24 +172,24 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
-def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The control API, driving ``target``; request bodies over ``max_body_bytes`` get 413."""
-    app = FastAPI(
-        title="memfs control API",
-        version=__version__,
-        description=(
-            "Start and end agent turns on the memfs daemon. Served over a Unix socket "
-            "(`<state_dir>/memfs.sock`, mode 0600). Errors are RFC 9457 problem details "
-            "whose `error` names the memfs error class."
-        ),
-        docs_url=None,  # no browser on a Unix socket; /openapi.json is the document
-        redoc_url=None,
-    )
+def serve_problems(
+    app: FastAPI,
+    *,
+    max_body_bytes: int,
+    answer: Callable[[MemfsError], JSONResponse] = error_response,
+) -> None:
+    """Make every error of ``app`` an RFC 9457 problem, and bound its request bodies.
+
+    A ``MemfsError`` is ``answer``-ed (its class, status and exit code); bad
+    fields are 400; unknown routes and methods still get a problem body, so
+    clients parse one shape; a body past ``max_body_bytes`` is 413; anything
+    else is a 500 problem (``_CatchAll``).
+    """
 
     @app.exception_handler(MemfsError)
     async def _memfs_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MemfsError)
-        return error_response(exc)
+        return answer(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
@@ -212,6 +212,23 @@ def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY
 
     app.add_middleware(_CatchAll)
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
+
+
+def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The control API, driving ``target``; request bodies over ``max_body_bytes`` get 413."""
+    app = FastAPI(
+        title="memfs control API",
+        version=__version__,
+        description=(
+            "Start and end agent turns on the memfs daemon. Served over a Unix socket "
+            "(`<state_dir>/memfs.sock`, mode 0600). Errors are RFC 9457 problem details "
+            "whose `error` names the memfs error class."
+        ),
+        docs_url=None,  # no browser on a Unix socket; /openapi.json is the document
+        redoc_url=None,
+    )
+
+    serve_problems(app, max_body_bytes=max_body_bytes)
 
     @app.post(
         "/turns",

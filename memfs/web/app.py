@@ -12,17 +12,14 @@ setting; past it 413) and the OpenAPI document at ``/api/v1/openapi.json``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from http import HTTPStatus
 
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memfs._version import __version__
-from memfs.api.control import _BodyLimit, _CatchAll, _describe_validation, error_response, problem
+from memfs.api.control import error_response, serve_problems
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
-from memfs.core.errors import BadRequest, ConfigError, MemfsError, NoIdentity, NotFound
+from memfs.core.errors import ConfigError, MemfsError, NoIdentity
 from memfs.core.models import Limits
 from memfs.stores.base import ManagedStore, Store
 from memfs.web.api import PREFIX, api_router
@@ -63,31 +60,7 @@ def web_app(
     app.state.memfs_store = store
     app.state.memfs_limits = limits or Limits()
 
-    @app.exception_handler(MemfsError)
-    async def _memfs_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, MemfsError)
-        return _answer(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        return problem(400, BadRequest.__name__, _describe_validation(exc), BadRequest.exit_code)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        status = exc.status_code
-        if status == 404:
-            error, exit_code = NotFound.__name__, NotFound.exit_code
-        elif status < 500:
-            error, exit_code = BadRequest.__name__, BadRequest.exit_code
-        else:
-            error, exit_code = MemfsError.__name__, MemfsError.exit_code
-        detail = f"{HTTPStatus(status).phrase}: {request.method} {request.url.path}"
-        return problem(status, error, detail, exit_code)
-
-    app.add_middleware(_CatchAll)
-    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
+    serve_problems(app, max_body_bytes=max_body_bytes, answer=_answer)
     for group in groups:
         app.include_router(group())
     return app
