@@ -333,6 +333,12 @@ def _bay(entry: dict[str, object]) -> PersonBay:
     )
 
 
+def _check_file(space: str, path: str) -> None:
+    """A file named in a URL obeys the name rules, checked before the store is touched."""
+    check_space_name(space)
+    check_path(path)
+
+
 def _paths(paths: list[str] | None) -> list[str] | None:
     return None if paths is None else [check_path(p) for p in paths]
 
@@ -387,8 +393,7 @@ def api_router() -> APIRouter:
         summary="Bring back an earlier revision of a file (members, audited)",
     )
     async def restore(space: str, path: str, body: RestoreFile, me: Actor) -> Written:
-        check_space_name(space)
-        check_path(path)
+        _check_file(space, path)
         stored = await me.restore(space, path, body.revision)
         return Written(
             space=space, path=path, status=stored.status, revision=stored.revisions.get(path)
@@ -400,8 +405,7 @@ def api_router() -> APIRouter:
         summary="A file's text, origin and whole trail",
     )
     async def get_file(space: str, path: str, me: Actor) -> FileView:
-        check_space_name(space)
-        check_path(path)
+        _check_file(space, path)
         files = await me.files(space)
         if path not in files:
             raise NotFound("no such file", path=f"{space}/{path}")
@@ -422,8 +426,7 @@ def api_router() -> APIRouter:
         summary="Edit or add a live file (members, audited)",
     )
     async def put_file(space: str, path: str, body: PutFile, me: Actor) -> Written:
-        check_space_name(space)
-        check_path(path)
+        _check_file(space, path)
         for segment in path.split("/"):
             check_new_name(segment, what="file path segment")
         stored = await me.put(space, path, body.content.encode("utf-8"))
@@ -437,8 +440,7 @@ def api_router() -> APIRouter:
         summary="Forget a file (members, audited; kept in history, restorable)",
     )
     async def delete_file(space: str, path: str, me: Actor) -> ForgotFile:
-        check_space_name(space)
-        check_path(path)
+        _check_file(space, path)
         if path not in await me.files(space):
             raise NotFound("no such file", path=f"{space}/{path}")
         stored = await me.forget(space, path)
@@ -534,8 +536,7 @@ def api_router() -> APIRouter:
     )
     async def forget_person_file(user: str, space: str, path: str, me: Actor) -> ForgotFile:
         check_member_id(user, what="user id")
-        check_space_name(space)
-        check_path(path)
+        _check_file(space, path)
         stored = await me.forget(space, path, user=user)
         return ForgotFile(space=space, path=path, status=stored.status)
 
