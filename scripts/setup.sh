@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # fuse3 and libfuse3-dev for the daemon's FUSE mounts (pyfuse3 builds against libfuse3);
-# git, tar, rsync and procps for the tests that drive real tools inside a mount.
+# git, tar, rsync and procps for the tests that drive real tools inside a mount;
+# chromium for the Memory tab's browser tests (Playwright drives /usr/bin/chromium:
+# no browser is ever downloaded).
 APT_PACKAGES=(python3 python3-venv python3-pip python3-dev gcc pkg-config fuse3 libfuse3-dev
-  fuse-overlayfs
+  fuse-overlayfs chromium
   bash coreutils sed grep git tar rsync procps)
 
 missing=()
