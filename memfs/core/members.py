@@ -30,7 +30,7 @@ import secrets
 from pydantic import field_validator
 
 from memfs.core.errors import InvalidName
-from memfs.core.models import Frozen
+from memfs.core.models import By, Frozen
 from memfs.core.names import check_identity, has_control_character
 from memfs.core.roles import ROLES, Role
 
@@ -147,6 +147,11 @@ def same_hash(kept: str, presented: str) -> bool:
     return hmac.compare_digest(kept.encode("ascii"), presented.encode("ascii"))
 
 
+def member_by(member: Member) -> By:
+    """How ``member`` is named in the audit: id and role, never the label (``member_change``)."""
+    return By(id=member.id, role=member.role)
+
+
 def member_change(before: Member | None, after: Member) -> str | None:
     """The audit ``detail`` of adding or changing a member; None if nothing changes.
 
@@ -173,6 +178,7 @@ __all__ = [
     "check_member_id",
     "check_role",
     "looks_like_token",
+    "member_by",
     "member_change",
     "new_token",
     "same_hash",

@@ -61,6 +61,9 @@ AuditAction = Literal[
     "remove-member",
     "create-token",
     "revoke-tokens",
+    # A browser's sign-in to the Memory tab; a failed one names no org (see memfs.core.signin).
+    "sign-in",
+    "sign-in-failed",
 ]
 
 DEFAULT_ORG = "default"

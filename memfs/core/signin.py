@@ -30,9 +30,21 @@ from pydantic import Field
 
 from memfs.core.models import Frozen
 
+# The org of a failed sign-in's audit entry: the token named nobody the store knows.
+NO_ORG = ""
+# A client key (an address) longer than this is cut: it is a log field, not data.
+MAX_CLIENT_KEY = 100
+
 DEFAULT_SIGNIN_FAILURES = 5
 DEFAULT_SIGNIN_WINDOW_SECONDS = 300.0
 DEFAULT_SIGNIN_MAX_CLIENTS = 10_000
+
+
+def client_key(host: str | None) -> str:
+    """The throttle's and the audit's name for a client: its address, bounded; "unknown" if none."""
+    if not host:
+        return "unknown"
+    return "".join(c for c in host if c.isprintable())[:MAX_CLIENT_KEY] or "unknown"
 
 
 class SigninLimits(Frozen):
@@ -124,8 +136,11 @@ __all__ = [
     "DEFAULT_SIGNIN_FAILURES",
     "DEFAULT_SIGNIN_MAX_CLIENTS",
     "DEFAULT_SIGNIN_WINDOW_SECONDS",
+    "MAX_CLIENT_KEY",
+    "NO_ORG",
     "SigninLimits",
     "SigninThrottle",
     "ThrottleStatistics",
     "Verdict",
+    "client_key",
 ]

@@ -177,6 +177,17 @@ class Members(Protocol):
         """The member ``token`` signs in as, or None: unknown, revoked, malformed, removed."""
         ...
 
+    async def record_signin(self, member: Member | None, *, client: str) -> None:
+        """Audit a browser's sign-in: ``sign-in`` by ``member``, or ``sign-in-failed`` (None).
+
+        ``client`` is who knocked (:func:`memfs.core.signin.client_key`), kept
+        as the entry's ``detail``. A failed sign-in presented a token the
+        store does not know, so it belongs to no org: its entry's org is
+        :data:`memfs.core.signin.NO_ORG` and only the operator's unfiltered
+        ``memfs audit`` lists it.
+        """
+        ...
+
 
 @runtime_checkable
 class ManagedStore(PersonForgetting, Members, Protocol):

@@ -14,6 +14,7 @@ from typing import Literal
 from memfs.core import audit as audit_rules
 from memfs.core import members as member_rules
 from memfs.core import review as rules
+from memfs.core import signin as signin_rules
 from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import Forgotten, NotFound
 from memfs.core.limits import require_within
@@ -702,6 +703,13 @@ class MemoryStore:
         detail = audit_rules.count(revoked, "token")
         self._log("remove-member", org, by=by, target=id, detail=detail)
         return found
+
+    async def record_signin(self, member: Member | None, *, client: str) -> None:
+        key = signin_rules.client_key(client)
+        if member is None:
+            self._log("sign-in-failed", signin_rules.NO_ORG, by=None, detail=key)
+        else:
+            self._log("sign-in", member.org, by=member_rules.member_by(member), detail=key)
 
     async def create_token(self, id: str, org: str, *, by: By | None) -> IssuedToken:
         found = self._member(id, org)

@@ -1685,6 +1685,23 @@ async def check_every_change_to_members_is_audited_and_never_a_token(store: Stor
     await store.verify_audit()
 
 
+async def check_sign_ins_are_audited_and_a_failed_one_belongs_to_no_org(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await store.add_member(ADA_MEMBER, by=OPERATOR)
+    await store.record_signin(ADA_MEMBER, client="192.0.2.7")
+    await store.record_signin(None, client="198.51.100.9\n" + "x" * 500)
+    signed = [e for e in await store.audit() if e.action.startswith("sign-in")]
+    assert [(e.action, e.org, e.actor) for e in signed] == [
+        ("sign-in", "bank-1", By(id="ada", role="admin")),  # never the label
+        ("sign-in-failed", "", None),
+    ]
+    assert signed[0].detail == "192.0.2.7"
+    failed = signed[1].detail or ""
+    assert failed.startswith("198.51.100.9") and "\n" not in failed and len(failed) <= 100
+    assert [e.action for e in await store.audit(org="bank-1")][-1] == "sign-in"
+    await store.verify_audit()
+
+
 async def check_a_refused_members_act_changes_nothing_and_is_not_audited(store: Store) -> None:
     assert isinstance(store, ManagedStore)
     await store.add_member(BEN_MEMBER, by=OPERATOR)
@@ -1735,6 +1752,9 @@ COMMON_CHECKS: dict[str, Check] = {
 }
 MANAGED_CHECKS: dict[str, Check] = {
     "changes_to_other_files_do_not_block": check_changes_to_other_files_do_not_block,
+    "sign_ins_are_audited_and_a_failed_one_belongs_to_no_org": (
+        check_sign_ins_are_audited_and_a_failed_one_belongs_to_no_org
+    ),
     "every_write_is_a_revision_with_provenance": check_every_write_is_a_revision_with_provenance,
     "put_applies_a_persons_edit_at_once": check_put_applies_a_persons_edit_at_once,
     "restore_brings_back_an_earlier_revision_as_an_edit": (

@@ -20,6 +20,7 @@ from memfs.core import members as member_rules
 from memfs.core.errors import NotFound
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import AuditAction, By
+from memfs.core.signin import NO_ORG
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.rows import _timestamp
 
@@ -93,6 +94,13 @@ def _revoke_tokens(conn: sqlite3.Connection, id: str, org: str, by: By | None) -
     revoked = _drop_tokens(conn, id, org)
     _log(conn, "revoke-tokens", org, by=by, target=id, detail=audit_rules.count(revoked, "token"))
     return revoked
+
+
+def _record_signin(conn: sqlite3.Connection, member: Member | None, client: str) -> None:
+    if member is None:
+        _log(conn, "sign-in-failed", NO_ORG, by=None, detail=client)
+    else:
+        _log(conn, "sign-in", member.org, by=member_rules.member_by(member), detail=client)
 
 
 def _resolve_token(conn: sqlite3.Connection, hashed: str) -> Member | None:

@@ -23,6 +23,7 @@ import trio
 
 from memfs.core import members as member_rules
 from memfs.core import review
+from memfs.core import signin as signin_rules
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import (
     ConfigError,
@@ -64,6 +65,7 @@ from memfs.stores.sqlite.members import (
     _create_token,
     _member,
     _members,
+    _record_signin,
     _remove_member,
     _resolve_token,
     _revoke_tokens,
@@ -532,6 +534,12 @@ class SqliteStore:
         hashed = member_rules.token_hash(token)
         return await trio.to_thread.run_sync(
             lambda: self._run(lambda conn: _resolve_token(conn, hashed), write=False)
+        )
+
+    async def record_signin(self, member: Member | None, *, client: str) -> None:
+        key = signin_rules.client_key(client)
+        await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _record_signin(conn, member, key), write=True)
         )
 
     async def aclose(self) -> None:
