@@ -343,6 +343,29 @@ def _paths(paths: list[str] | None) -> list[str] | None:
     return None if paths is None else [check_path(p) for p in paths]
 
 
+async def change_detail(me: Acting, change: WaitingChange) -> ChangeDetail:
+    """A waiting change as a reviewer reads it: each file's unified diff against the live one."""
+    live = await me.files(change.ref.space)
+    diffs = [
+        ChangeDiff(path=path, diff=unified(path, live.get(path), file.content))
+        for path, file in sorted(change.files.items())
+    ]
+    return ChangeDetail(**_summary(change), diffs=diffs)
+
+
+def file_view(space: str, path: str, content: bytes, revisions: list[Revision]) -> FileView:
+    """A live file with its text, origin and whole trail (oldest revision first)."""
+    trail = [_step(rev) for rev in revisions]
+    return FileView(
+        space=space,
+        path=path,
+        size=len(content),
+        text=_text(content),
+        origin=trail[-1].origin if trail else None,
+        trail=trail,
+    )
+
+
 async def _known_space(me: Acting, space: str) -> None:
     """``NotFound`` unless ``space`` is one of this org's spaces (another org's reads the same)."""
     if space not in await me.spaces():
@@ -409,16 +432,7 @@ def api_router() -> APIRouter:
         files = await me.files(space)
         if path not in files:
             raise NotFound("no such file", path=f"{space}/{path}")
-        trail = [_step(rev) for rev in await me.history(space, path)]
-        content = files[path]
-        return FileView(
-            space=space,
-            path=path,
-            size=len(content),
-            text=_text(content),
-            origin=trail[-1].origin if trail else None,
-            trail=trail,
-        )
+        return file_view(space, path, files[path], await me.history(space, path))
 
     @router.put(
         "/spaces/{space}/files/{path:path}",
@@ -467,13 +481,7 @@ def api_router() -> APIRouter:
         summary="One waiting change, with a unified diff per file against the live files",
     )
     async def show_change(change: str, me: Actor) -> ChangeDetail:
-        found = await me.change(change)
-        live = await me.files(found.ref.space)
-        diffs = [
-            ChangeDiff(path=path, diff=unified(path, live.get(path), file.content))
-            for path, file in sorted(found.files.items())
-        ]
-        return ChangeDetail(**_summary(found), diffs=diffs)
+        return await change_detail(me, await me.change(change))
 
     @router.post(
         "/review/{change}/approve",
@@ -559,4 +567,4 @@ def api_router() -> APIRouter:
     return router
 
 
-__all__ = ["PREFIX", "acting", "api_router", "member"]
+__all__ = ["PREFIX", "acting", "api_router", "change_detail", "file_view", "member"]

@@ -1,16 +1,21 @@
 """The Memory tab's ASGI app: ``web_app(store)``, built from a list of route groups.
 
 Each group is an ``APIRouter`` factory (:data:`ROUTE_GROUPS`): the JSON API
-(:func:`memfs.web.api.api_router`) today; the server-rendered pages join the
-list later. The app owns what every group shares: the store and limits (on
-``app.state``), the errors as RFC 9457 problems (the control API's
-``problem``/``error_response``, with ``WWW-Authenticate: Bearer`` on a 401),
-the request-body bound (``max_body_bytes``, the ``web_max_body_bytes``
-setting; past it 413) and the OpenAPI document at ``/api/v1/openapi.json``.
+(:func:`memfs.web.api.api_router`) and the server-rendered pages
+(:func:`memfs.web.pages.pages_router`). The app owns what every group
+shares, on ``app.state``: the store and limits, the browser sessions
+(:class:`memfs.web.sessions.SessionTable`) and the sign-in throttle
+(:class:`memfs.core.signin.SigninThrottle`), both in memory and bounded by
+their settings; the errors (RFC 9457 problems under ``/api/v1``, the control
+API's ``problem``/``error_response`` with ``WWW-Authenticate: Bearer`` on a
+401; error pages elsewhere); the request-body bound (``max_body_bytes``, the
+``web_max_body_bytes`` setting; past it 413) and the OpenAPI document at
+``/api/v1/openapi.json``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter, FastAPI
@@ -21,11 +26,14 @@ from memfs.api.control import error_response, serve_problems
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError, NoIdentity
 from memfs.core.models import Limits
+from memfs.core.signin import SigninLimits, SigninThrottle
 from memfs.stores.base import ManagedStore, Store
 from memfs.web.api import PREFIX, api_router
+from memfs.web.pages import install_page_errors, pages_router
+from memfs.web.sessions import SessionLimits, SessionTable
 
 RouteGroup = Callable[[], APIRouter]
-ROUTE_GROUPS: tuple[RouteGroup, ...] = (api_router,)
+ROUTE_GROUPS: tuple[RouteGroup, ...] = (api_router, pages_router)
 
 
 def _answer(exc: MemfsError) -> JSONResponse:
@@ -41,6 +49,9 @@ def web_app(
     limits: Limits | None = None,
     max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES,
     groups: Sequence[RouteGroup] = ROUTE_GROUPS,
+    sessions: SessionLimits | None = None,
+    signin: SigninLimits | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
     """The Memory tab over ``store`` (a managed store: it keeps members and history)."""
     if not isinstance(store, ManagedStore):
@@ -59,8 +70,11 @@ def web_app(
     )
     app.state.memfs_store = store
     app.state.memfs_limits = limits or Limits()
+    app.state.memfs_sessions = SessionTable(sessions, clock=clock)
+    app.state.memfs_throttle = SigninThrottle(signin, clock=clock)
 
     serve_problems(app, max_body_bytes=max_body_bytes, answer=_answer)
+    install_page_errors(app)
     for group in groups:
         app.include_router(group())
     return app

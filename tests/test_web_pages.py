@@ -1,0 +1,400 @@
+"""The Memory tab's pages over httpx's ASGI transport: sign-in, CSRF, roles, and each page's acts.
+
+The browser tests (tests/test_web_browser.py) drive the same pages in
+chromium; these pin every rule of the forms without a browser.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memfs.core.models import ChangeSet, Provenance
+from memfs.core.signin import SigninLimits
+from memfs.web.app import web_app
+from memfs.web.sessions import SessionLimits
+from tests.web_world import ORG, PROMPT, RULES, Memory, new_store, org_memory
+
+BASE = "http://memfs"
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Site:
+    memory: Memory
+    client: httpx.AsyncClient
+    clock: Clock
+    pages: dict[str, str] = field(default_factory=dict)
+
+    async def sign_in(self, who: str, *, next: str = "") -> httpx.Response:
+        form = await self.client.get("/login" + (f"?next={next}" if next else ""))
+        secret = re.search(r'name="login" value="([^"]+)"', form.text)
+        assert secret is not None, form.text
+        token = self.memory.tokens.get(who, who)
+        return await self.client.post(
+            "/login",
+            data={"token": token, "login": secret.group(1), "next": next or "/map"},
+        )
+
+    async def csrf(self, url: str = "/org") -> str:
+        page = await self.client.get(url)
+        assert page.status_code == 200, page.text
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found is not None
+        return found.group(1)
+
+    async def post(self, url: str, data: dict[str, str | list[str]]) -> httpx.Response:
+        return await self.client.post(url, data={"csrf": await self.csrf(), **data})
+
+
+async def _site(kind: str, tmp_path: Path, **app_kw: object) -> AsyncIterator[Site]:
+    store = new_store(kind, tmp_path)
+    memory = await org_memory(store)
+    clock = Clock()
+    app = web_app(store, clock=clock, **app_kw)  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app, client=("192.0.2.10", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        yield Site(memory, client, clock)
+    await store.aclose()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def site(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Site]:
+    async for made in _site(request.param, tmp_path):
+        yield made
+
+
+def text_of(response: httpx.Response) -> str:
+    """The page's visible text, roughly: tags dropped, entities decoded, spaces squeezed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", response.text)).split())
+
+
+async def sign_in_actions(site: Site) -> list[tuple[str, str, str | None]]:
+    return [
+        (e.action, e.org, e.actor.id if e.actor else None)
+        for e in await site.memory.store.audit()
+        if e.action.startswith("sign-in")
+    ]
+
+
+# -- signing in ----------------------------------------------------------------------
+
+
+async def test_login_page_is_a_form_with_one_field_labelled_token(site: Site) -> None:
+    page = await site.client.get("/login")
+    assert page.status_code == 200
+    assert re.search(r'<label for="token">Token</label>', page.text)
+    inputs = re.findall(r"<input[^>]*>", page.text)
+    visible = [i for i in inputs if 'type="hidden"' not in i]
+    assert len(visible) == 1 and 'name="token"' in visible[0]
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+
+
+async def test_a_good_token_signs_in_with_an_httponly_samesite_strict_cookie(site: Site) -> None:
+    response = await site.sign_in("member", next="/review")
+    assert response.status_code == 303 and response.headers["location"] == "/review"
+    cookie = next(
+        v
+        for k, v in response.headers.multi_items()
+        if k == "set-cookie" and v.startswith("memfs_session=")
+    )
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Secure" not in cookie
+    page = await site.client.get("/review")
+    assert page.status_code == 200 and "u_member · member · bank_17" in text_of(page)
+    assert await sign_in_actions(site) == [("sign-in", ORG, "u_member")]
+
+
+async def test_under_tls_the_session_cookie_is_secure(tmp_path: Path) -> None:
+    async for made in _site("memory", tmp_path):
+        made.client.base_url = httpx.URL("https://memfs")
+        response = await made.sign_in("member")
+        cookie = response.headers["set-cookie"]
+        assert response.status_code == 303 and "Secure" in cookie
+
+
+async def test_sign_in_goes_on_only_to_a_path_of_this_site(site: Site) -> None:
+    for bad in ["//evil.example/x", "https://evil.example/", "\\\\evil", "review"]:
+        response = await site.sign_in("member", next=bad)
+        assert response.headers["location"] == "/map", bad
+
+
+async def test_a_bad_token_is_401_audited_under_no_org_and_signs_nobody_in(site: Site) -> None:
+    for token in ["memfs_" + "A" * 43, "not-a-token", site.memory.tokens["revoked"]]:
+        response = await site.sign_in(token)
+        assert response.status_code == 401
+        assert "That token is unknown or revoked." in text_of(response)
+        assert "memfs_session" not in response.headers.get("set-cookie", "")
+    assert await sign_in_actions(site) == [("sign-in-failed", "", None)] * 3
+    assert (await site.client.get("/review")).status_code == 303
+
+
+async def test_sign_in_failures_past_the_limit_are_refused_429_without_looking(
+    tmp_path: Path,
+) -> None:
+    limits = SigninLimits(signin_failures=3, signin_window_seconds=60)
+    async for made in _site("memory", tmp_path, signin=limits):
+        for _ in range(2):
+            assert (await made.sign_in("memfs_" + "B" * 43)).status_code == 401
+        third = await made.sign_in("memfs_" + "B" * 43)  # at the limit: told to wait
+        assert third.status_code == 401 and third.headers["retry-after"] == "60"
+        refused = await made.sign_in("member")  # past it: even a good token is not looked at
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "60"
+        assert "Too many failed sign-ins" in text_of(refused)
+        assert await sign_in_actions(made) == [("sign-in-failed", "", None)] * 3
+        made.clock.now += 60
+        assert (await made.sign_in("member")).status_code == 303
+
+
+async def test_the_login_form_without_its_own_secret_is_refused(site: Site) -> None:
+    token = site.memory.tokens["member"]
+    response = await site.client.post("/login", data={"token": token, "login": "forged"})
+    assert response.status_code == 403
+    assert (await site.client.get("/review")).status_code == 303
+    assert await sign_in_actions(site) == []
+
+
+async def test_a_page_without_a_session_sends_the_browser_to_login(site: Site) -> None:
+    for url in ["/review", "/org", "/org/rules", "/org/rules/files/a.md"]:
+        response = await site.client.get(url)
+        assert response.status_code == 303
+        assert response.headers["location"].startswith("/login?next=")
+
+
+async def test_logout_ends_the_session_and_its_cookie_no_longer_signs_in(site: Site) -> None:
+    await site.sign_in("member")
+    cookie = site.client.cookies["memfs_session"]
+    response = await site.post("/logout", {})
+    assert response.status_code == 303 and response.headers["location"].startswith("/login")
+    site.client.cookies.set("memfs_session", cookie)
+    assert (await site.client.get("/review")).status_code == 303
+
+
+async def test_a_revoked_token_ends_its_browser_session_at_the_next_request(site: Site) -> None:
+    await site.sign_in("member")
+    assert (await site.client.get("/review")).status_code == 200
+    await site.memory.store.revoke_tokens("u_member", ORG, by=None)
+    assert (await site.client.get("/review")).status_code == 303
+
+
+async def test_sessions_end_when_idle_and_the_oldest_goes_past_web_max_sessions(
+    tmp_path: Path,
+) -> None:
+    limits = SessionLimits(web_session_idle_seconds=100, web_max_sessions=2)
+    async for made in _site("memory", tmp_path, sessions=limits):
+        await made.sign_in("member")
+        made.clock.now += 99
+        assert (await made.client.get("/org")).status_code == 200  # at the limit: still in
+        made.clock.now += 100
+        assert (await made.client.get("/org")).status_code == 303  # past it: signed out
+        await made.sign_in("member")
+        first = made.client.cookies["memfs_session"]
+        await made.sign_in("admin")
+        await made.sign_in("viewer")  # a third session: the one idle longest ends
+        made.client.cookies.set("memfs_session", first)
+        assert (await made.client.get("/org")).status_code == 303
+
+
+# -- CSRF ------------------------------------------------------------------------------
+
+
+async def test_a_form_post_without_or_with_a_wrong_csrf_token_is_403_and_changes_nothing(
+    site: Site,
+) -> None:
+    await site.sign_in("admin")
+    url = f"/review/{site.memory.change}"
+    for data in [
+        {"act": "approve", "path": "new.md"},
+        {"act": "approve", "path": "new.md", "csrf": "wrong"},
+    ]:
+        response = await site.client.post(url, data=data)
+        assert response.status_code == 403 and "CSRF" in text_of(response)
+    for url, data in [
+        ("/org/rules/files/a.md/edit", {"content": "x"}),
+        ("/org/rules/files/a.md/forget", {}),
+        ("/org/rules/review", {"mode": "none"}),
+        ("/logout", {}),
+    ]:
+        assert (await site.client.post(url, data=data)).status_code == 403
+    assert (await site.memory.store.get_change(site.memory.change)).state == "waiting"
+    assert await site.memory.store.files(RULES) == {"a.md": b"one\n"}
+    assert (await site.client.get("/org")).status_code == 200  # still signed in
+
+
+# -- Review ------------------------------------------------------------------------------
+
+
+async def test_a_reviewer_reads_the_diff_approves_one_file_and_rejects_the_other(
+    site: Site,
+) -> None:
+    await site.sign_in("member")
+    page = await site.client.get("/review")
+    seen = text_of(page)
+    assert PROMPT in seen and "new.md" in seen and "b.md" in seen
+    assert "<ins>+cut-off 17:00</ins>" in page.text
+    url = f"/review/{site.memory.change}"
+    approved = await site.post(url, {"act": "approve", "path": "new.md"})
+    assert approved.status_code == 303 and approved.headers["location"] == "/review?done=approved"
+    assert (await site.memory.store.files(RULES))["new.md"] == b"cut-off 17:00\n"
+    rejected = await site.post(url, {"act": "reject", "path": "b.md"})
+    assert rejected.status_code == 303
+    assert "b.md" not in await site.memory.store.files(RULES)
+    assert "No change is waiting for review." in text_of(await site.client.get("/review"))
+    actions = [
+        (e.action, e.actor.id if e.actor else None)
+        for e in await site.memory.store.audit(org=ORG)
+        if e.action in ("approve", "reject")
+    ]
+    assert actions == [("approve", "u_member"), ("reject", "u_member")]
+
+
+async def test_a_viewer_sees_the_review_without_buttons_and_cannot_decide(site: Site) -> None:
+    await site.sign_in("viewer")
+    page = await site.client.get("/review")
+    assert PROMPT in text_of(page) and 'value="approve"' not in page.text
+    response = await site.post(
+        f"/review/{site.memory.change}", {"act": "approve", "path": "new.md"}
+    )
+    assert response.status_code == 403 and "PermissionDenied" in text_of(response)
+    assert (await site.memory.store.get_change(site.memory.change)).state == "waiting"
+
+
+async def test_the_edit_form_applies_the_reviewers_text_with_line_breaks_as_lf(site: Site) -> None:
+    await site.sign_in("member")
+    change = site.memory.change
+    form = await site.client.get(f"/review/{change}/edit", params={"path": "new.md"})
+    assert form.status_code == 200 and ">\ncut-off 17:00\n</textarea>" in form.text
+    done = await site.post(
+        f"/review/{change}/edit", {"path": "new.md", "content": "cut-off 16:00\r\nsharp\r\n"}
+    )
+    assert done.status_code == 303
+    assert (await site.memory.store.files(RULES))["new.md"] == b"cut-off 16:00\nsharp\n"
+
+
+async def test_another_orgs_change_and_bad_paths_are_error_pages(site: Site) -> None:
+    await site.sign_in("member")
+    other = site.memory.other_change
+    assert (
+        await site.client.get(f"/review/{other}/edit", params={"path": "y.md"})
+    ).status_code == 404
+    response = await site.post(f"/review/{other}", {"act": "approve", "path": "y.md"})
+    assert response.status_code == 404
+    bad = await site.post(f"/review/{site.memory.change}", {"act": "approve", "path": "../x"})
+    assert bad.status_code == 400 and "InvalidName" in text_of(bad)
+    none = await site.post(f"/review/{site.memory.change}", {"act": "approve"})
+    assert none.status_code == 400
+    assert (await site.memory.store.get_change(other)).state == "waiting"
+    assert (await site.memory.store.get_change(site.memory.change)).state == "waiting"
+
+
+# -- Org memory --------------------------------------------------------------------------
+
+
+async def test_a_member_edits_a_file_then_restores_the_earlier_revision(site: Site) -> None:
+    await site.sign_in("member")
+    page = await site.client.get("/org/rules/files/a.md")
+    assert page.status_code == 200 and "one" in text_of(page)
+    saved = await site.post("/org/rules/files/a.md/edit", {"content": "two\r\n"})
+    assert saved.status_code == 303
+    assert (await site.memory.store.files(RULES))["a.md"] == b"two\n"
+    page = await site.client.get("/org/rules/files/a.md")
+    first = re.findall(r'name="revision" value="([^"]+)"', page.text)
+    assert len(first) == 1  # Restore on every earlier revision: here the one before the edit
+    restored = await site.post("/org/rules/files/a.md/restore", {"revision": first[0]})
+    assert restored.status_code == 303
+    assert (await site.memory.store.files(RULES))["a.md"] == b"one\n"
+    assert "edited in memfs" in text_of(await site.client.get("/org/rules/files/a.md"))
+
+
+async def test_a_member_adds_and_forgets_a_file_and_the_forgotten_file_can_be_restored(
+    site: Site,
+) -> None:
+    await site.sign_in("member")
+    added = await site.post("/org/rules/files", {"path": "notes/c.md", "content": "see"})
+    assert added.status_code == 303 and added.headers["location"].startswith(
+        "/org/rules/files/notes/c.md"
+    )
+    assert (await site.memory.store.files(RULES))["notes/c.md"] == b"see"
+    forgot = await site.post("/org/rules/files/notes/c.md/forget", {})
+    assert forgot.status_code == 303
+    assert "notes/c.md" not in await site.memory.store.files(RULES)
+    page = await site.client.get("/org/rules/files/notes/c.md")
+    assert "This file is forgotten." in text_of(page)
+    (revision,) = re.findall(r'name="revision" value="([^"]+)"', page.text)
+    await site.post("/org/rules/files/notes/c.md/restore", {"revision": revision})
+    assert (await site.memory.store.files(RULES))["notes/c.md"] == b"see"
+
+
+@pytest.mark.parametrize("path", ["../x", "a/../../b", "", "x\x00y"])
+async def test_adding_a_file_under_a_bad_path_is_400_and_adds_nothing(
+    site: Site, path: str
+) -> None:
+    await site.sign_in("member")
+    response = await site.post("/org/rules/files", {"path": path, "content": "x"})
+    assert response.status_code == 400
+    assert await site.memory.store.files(RULES) == {"a.md": b"one\n"}
+
+
+async def test_a_viewer_reads_org_memory_but_gets_no_forms_and_403_on_posts(site: Site) -> None:
+    await site.sign_in("viewer")
+    page = await site.client.get("/org/rules/files/a.md")
+    assert page.status_code == 200 and "/edit" not in page.text and "Forget" not in page.text
+    assert (await site.post("/org/rules/files/a.md/edit", {"content": "x"})).status_code == 403
+    assert (
+        await site.post("/org/rules/files", {"path": "c.md", "content": "x"})
+    ).status_code == 403
+    assert await site.memory.store.files(RULES) == {"a.md": b"one\n"}
+
+
+async def test_only_an_admin_sets_a_spaces_review(site: Site) -> None:
+    await site.sign_in("member")
+    assert "Set review" not in (await site.client.get("/org")).text
+    assert (await site.post("/org/rules/review", {"mode": "none"})).status_code == 403
+    await site.sign_in("admin")
+    assert (await site.post("/org/rules/review", {"mode": "after"})).status_code == 303
+    assert await site.memory.store.review_mode(RULES) == "after"
+    assert (await site.post("/org/rules/review", {"mode": "later"})).status_code == 400
+    assert await site.memory.store.review_mode(RULES) == "after"
+
+
+async def test_a_space_of_the_same_name_in_another_org_is_that_orgs_own(site: Site) -> None:
+    await site.sign_in("other")
+    assert (await site.client.get("/org/rules/files/a.md")).status_code == 404
+    theirs = text_of(await site.client.get("/org/rules"))
+    assert "x.md" in theirs and "a.md" not in theirs
+    await site.sign_in("member")
+    assert (await site.client.get("/org/nowhere")).status_code == 404
+
+
+async def test_what_people_wrote_is_shown_escaped(site: Site) -> None:
+    await site.memory.store.put(
+        RULES,
+        ChangeSet(created={"x.md": b"<script>alert(1)</script>"}),
+        provenance=Provenance(origin="edited"),
+    )
+    await site.sign_in("member")
+    page = await site.client.get("/org/rules/files/x.md")
+    assert "<script>" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+async def test_every_page_loads_only_memfs_own_stylesheet(site: Site) -> None:
+    await site.sign_in("admin")
+    for url in ["/login", "/review", "/org", "/org/rules", "/org/rules/files/a.md"]:
+        page = await site.client.get(url)
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert all(s.startswith(("/", "#")) for s in sources), (url, sources)
+    css = await site.client.get("/static/memfs.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert (await site.client.get("/static/..%2Fapp.py")).status_code == 404
