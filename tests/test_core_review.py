@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memfs.core.errors import (
     ConfigError,
@@ -19,6 +21,7 @@ from memfs.core.models import By, ChangeSet, FileMeta, Limits, Loaded, Provenanc
 from memfs.core.review import (
     TRANSITIONS,
     Effect,
+    FileChange,
     WaitingChange,
     applied_provenance,
     check_mode,
@@ -30,6 +33,7 @@ from memfs.core.review import (
     joins,
     lay_over,
     mark_stale,
+    mark_stale_all,
     open_change,
     open_state,
     own_revision,
@@ -108,6 +112,61 @@ def test_a_file_whose_live_version_moved_on_since_the_turn_loaded_it_is_stale() 
     change = mark_stale(waiting(), {"rules.md": 11, "old.md": 3}, [])
     assert change.stale_paths == ("rules.md",)
     assert not mark_stale(waiting(), {"rules.md": 10}, []).stale_paths
+
+
+def _naive_stale(
+    change: WaitingChange, live: dict[str, int], others: list[WaitingChange]
+) -> tuple[str, ...]:
+    """The staleness rule as first written: every rival scanned for every file."""
+    rivals = [o for o in others if o.id != change.id and o.state in ("waiting", "live")]
+    return tuple(
+        sorted(
+            path
+            for path, file in change.files.items()
+            if live.get(path, 0) > file.loaded
+            or any(
+                path in o.files and file.loaded < o.files[path].edited < file.edited for o in rivals
+            )
+        )
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["waiting", "live", "approved", "rejected"]),
+            st.dictionaries(
+                st.sampled_from(["a.md", "b.md", "c.md"]),
+                st.tuples(st.integers(0, 20), st.integers(0, 20)),
+                min_size=1,
+            ),
+        ),
+        max_size=8,
+    ),
+    st.dictionaries(st.sampled_from(["a.md", "b.md", "c.md"]), st.integers(0, 25)),
+)
+def test_marking_many_changes_at_once_marks_exactly_what_the_rule_says(
+    made: list[tuple[str, dict[str, tuple[int, int]]]], live: dict[str, int]
+) -> None:
+    changes = []
+    for n, (state, files) in enumerate(made):
+        change = waiting()
+        change = change.model_copy(
+            update={
+                "id": f"c{n}",
+                "state": state,
+                "files": {
+                    path: FileChange(content=b"x", base=None, loaded=loaded, edited=loaded + gap)
+                    for path, (loaded, gap) in files.items()
+                },
+            }
+        )
+        changes.append(change)
+    marked = mark_stale_all(changes, live, changes)
+    assert [c.stale_paths for c in marked] == [_naive_stale(c, live, changes) for c in changes]
+    assert [mark_stale(c, live, changes).stale_paths for c in changes] == [
+        c.stale_paths for c in marked
+    ]
 
 
 def test_of_two_conversations_editing_one_file_from_one_snapshot_the_later_is_stale() -> None:

@@ -42,6 +42,7 @@ folder by its path as they decide a file. Folders are never stale.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Container, Iterable, Mapping
 from datetime import datetime
@@ -455,28 +456,62 @@ def update(
 OPEN_STATES: tuple[ChangeState, ...] = ("waiting", "live")
 
 
+class _RivalEdits:
+    """When each open change of a space edited each path, sorted: "edited between" is a bisect."""
+
+    def __init__(self, others: Iterable[WaitingChange]) -> None:
+        by_path: dict[str, list[int]] = {}
+        for other in others:
+            if other.state in OPEN_STATES:
+                for path, file in other.files.items():
+                    by_path.setdefault(path, []).append(file.edited)
+        for edits in by_path.values():
+            edits.sort()
+        self._by_path = by_path
+
+    def between(self, path: str, low: int, high: int) -> bool:
+        """Whether some open change edited ``path`` strictly after ``low`` and before ``high``."""
+        edits = self._by_path.get(path)
+        if not edits:
+            return False
+        first_after = bisect.bisect_right(edits, low)
+        return first_after < len(edits) and edits[first_after] < high
+
+
+def _mark(change: WaitingChange, live: Mapping[str, int], rivals: _RivalEdits) -> WaitingChange:
+    # A change's own edit of a path is never strictly before itself, so it is
+    # never its own rival.
+    files = {
+        path: file.model_copy(
+            update={
+                "stale": live.get(path, 0) > file.loaded
+                or rivals.between(path, file.loaded, file.edited)
+            }
+        )
+        for path, file in change.files.items()
+    }
+    return change.model_copy(update={"files": files})
+
+
 def mark_stale(
     change: WaitingChange, live: Mapping[str, int], others: Iterable[WaitingChange]
 ) -> WaitingChange:
     """Mark the files that changed under this change without it seeing them.
 
     ``live`` maps each path to the sequence number of its last live change
-    (a revision or a deletion); ``others`` are the space's other changes.
+    (a revision or a deletion); ``others`` are the space's other changes. A
+    file is stale if the live file moved on after the snapshot it was built
+    on (``loaded``), or another open change edited it in between.
     """
-    rivals = [o for o in others if o.id != change.id and o.state in OPEN_STATES]
+    return _mark(change, live, _RivalEdits(others))
 
-    def stale(path: str, file: FileChange) -> bool:
-        if live.get(path, 0) > file.loaded:
-            return True
-        return any(
-            path in o.files and file.loaded < o.files[path].edited < file.edited for o in rivals
-        )
 
-    files = {
-        path: file.model_copy(update={"stale": stale(path, file)})
-        for path, file in change.files.items()
-    }
-    return change.model_copy(update={"files": files})
+def mark_stale_all(
+    changes: Iterable[WaitingChange], live: Mapping[str, int], others: Iterable[WaitingChange]
+) -> list[WaitingChange]:
+    """:func:`mark_stale` for many changes of one space, with the rivals indexed once."""
+    rivals = _RivalEdits(others)
+    return [_mark(change, live, rivals) for change in changes]
 
 
 def decide(
@@ -604,6 +639,7 @@ __all__ = [
     "joins",
     "lay_over",
     "mark_stale",
+    "mark_stale_all",
     "open_change",
     "open_state",
     "own_revision",

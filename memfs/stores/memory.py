@@ -293,12 +293,17 @@ class MemoryStore:
     def list_changes_nowait(
         self, *, org: str | None = None, open_only: bool = True
     ) -> list[WaitingChange]:
-        found = [
-            self._marked(change)
-            for change in self._changes.values()
-            if (org is None or change.ref.org == org)
-            and (not open_only or change.state in OPEN_STATES)
-        ]
+        by_space: dict[SpaceRef, list[WaitingChange]] = {}
+        for change in self._changes.values():
+            if (org is None or change.ref.org == org) and (
+                not open_only or change.state in OPEN_STATES
+            ):
+                by_space.setdefault(change.ref, []).append(change)
+        found = []
+        for ref, changes in by_space.items():
+            others = [c for c in self._changes.values() if c.ref == ref]
+            last = self._spaces.get(ref, _Space()).last_change
+            found.extend(rules.mark_stale_all(changes, last, others))
         return sorted(found, key=lambda change: int(change.id[1:]))
 
     async def get_change(self, id: str) -> WaitingChange:

@@ -343,9 +343,16 @@ def _paths(paths: list[str] | None) -> list[str] | None:
     return None if paths is None else [check_path(p) for p in paths]
 
 
-async def change_detail(me: Acting, change: WaitingChange) -> ChangeDetail:
-    """A waiting change as a reviewer reads it: each file's unified diff against the live one."""
-    live = await me.files(change.ref.space)
+async def change_detail(
+    me: Acting, change: WaitingChange, *, live: dict[str, bytes] | None = None
+) -> ChangeDetail:
+    """A waiting change as a reviewer reads it: each file's unified diff against the live one.
+
+    ``live`` is the space's live files, if the caller already has them (a page
+    of many changes to one space reads them once).
+    """
+    if live is None:
+        live = await me.files(change.ref.space)
     diffs = [
         ChangeDiff(path=path, diff=unified(path, live.get(path), file.content))
         for path, file in sorted(change.files.items())

@@ -284,10 +284,10 @@ def _marked(
         )
     ]
     live = _last_live_change(conn, space_id)
-    return [
-        review.mark_stale(change, live, rivals) if change.state in OPEN_STATES else change
-        for change in changes
-    ]
+    open_ones = iter(
+        review.mark_stale_all([c for c in changes if c.state in OPEN_STATES], live, rivals)
+    )
+    return [next(open_ones) if change.state in OPEN_STATES else change for change in changes]
 
 
 def _list_changes(

@@ -35,7 +35,13 @@ def review_router() -> APIRouter:
 
     @router.get("/review")
     async def review(page: SignedInPage) -> Response:
-        changes = [await change_detail(page.me, change) for change in await page.me.waiting()]
+        live: dict[str, dict[str, bytes]] = {}  # space -> its live files, read once per page
+        changes = []
+        for change in await page.me.waiting():
+            space = change.ref.space
+            if space not in live:
+                live[space] = await page.me.files(space)
+            changes.append(await change_detail(page.me, change, live=live[space]))
         return render(page, page.request, "review.html", changes=changes)
 
     @router.post("/review/{change}")
