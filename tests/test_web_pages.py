@@ -398,3 +398,14 @@ async def test_every_page_loads_only_memfs_own_stylesheet(site: Site) -> None:
     css = await site.client.get("/static/memfs.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert (await site.client.get("/static/..%2Fapp.py")).status_code == 404
+
+
+async def test_errors_are_pages_outside_the_api_and_problems_inside_it(site: Site) -> None:
+    await site.sign_in("member")
+    page = await site.client.get("/nowhere")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    api = await site.client.get("/api/v1/nowhere")
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/problem+json")
+    # The API never takes the browser's cookie: without a Bearer token it is 401.
+    assert (await site.client.get("/api/v1/me")).status_code == 401
