@@ -14,6 +14,7 @@ import trio
 
 from memfs.api.models import MAX_EXTRA_BODY_DEPTH, StartTurnRequest
 from memfs.core.models import Limits
+from memfs.core.specs import as_spec
 from memfsd.main import Settings, serve
 from tests.daemon_harness import Daemon, require_fuse, running_daemon
 from tests.test_daemon_mount import DANA, SPECS
@@ -116,7 +117,7 @@ async def test_the_daemon_takes_its_body_limit_from_its_settings(tmp_path: Path)
         mount_root=tmp_path / "mnt",
         state_dir=state,
         store=f"sqlite://{state}/memfs.db",
-        specs=list(SPECS),
+        specs=[as_spec(spec) for spec in SPECS],
         limits=Limits(),
         socket=state / "memfs.sock",
         control_max_body_bytes=2048,

@@ -16,7 +16,7 @@ import trio
 import memfs
 from memfs.api.models import ForgetNotice, TurnEnded
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
-from memfs.core.specs import Spec
+from memfs.core.specs import MemorySpec
 from memfs.engine.turns import Memory, Turn, TurnState
 from memfs.stores.base import Store
 from memfs.stores.memory import MemoryStore
@@ -66,14 +66,18 @@ async def danas_turn(tmp_path: Path) -> AsyncIterator[DanasTurn]:
         yield DanasTurn(daemon, store, await start(daemon, "s1"))
 
 
-def desk(tmp_path: Path, store: Store, specs: Sequence[Spec]) -> tuple[Memory, OverlayWorkspace]:
+def desk(
+    tmp_path: Path, store: Store, specs: Sequence[MemorySpec]
+) -> tuple[Memory, OverlayWorkspace]:
     """The turn engine over a daemon's overlay workspace, no mount: built again, a restart."""
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
     return Memory(store, specs, workspace=ws), ws
 
 
-def restart(tmp_path: Path, store: Store, specs: Sequence[Spec]) -> tuple[OverlayWorkspace, Turn]:
+def restart(
+    tmp_path: Path, store: Store, specs: Sequence[MemorySpec]
+) -> tuple[OverlayWorkspace, Turn]:
     """A new desk that brings back the one turn written down, reattached as at start."""
     memory, ws = desk(tmp_path, store, specs)
     [record] = ws.saved_turns()

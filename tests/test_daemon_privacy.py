@@ -25,6 +25,7 @@ import memfs
 from memfs.api.models import StartTurnRequest
 from memfs.core.errors import ConfigError, Exists
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.core.specs import as_spec
 from memfs.engine.seeds import SeedRecord
 from memfs.private import secure_state_dir
 from memfs.stores.folder import FolderStore
@@ -192,7 +193,7 @@ async def test_a_state_dir_another_user_owns_stops_the_start_naming_it(public: P
         mount_root=public / "mnt",
         state_dir=state,
         store=f"sqlite://{state}/memfs.db",
-        specs=list(SPECS),
+        specs=[as_spec(spec) for spec in SPECS],
         limits=Limits(),
         socket=state / "memfs.sock",
     )
