@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memfs._version import __version__
 from memfs.api.models import (
     DaemonStatus,
     FileAccess,
@@ -19,6 +20,7 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
+from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.errors import NotFound, TurnOpen
 
 ROOT = "/mnt/memfs"
@@ -96,11 +98,11 @@ class FakeTarget:
     async def status(self) -> DaemonStatus:
         self._enter("status", None)
         return DaemonStatus(
-            version="0.1.0",
+            version=__version__,
             pid=4242,
             mount_root=ROOT,
-            state_dir="/var/lib/memfs",
-            store="sqlite:///var/lib/memfs/memfs.db",
+            state_dir=DEFAULT_STATE_DIR,
+            store=f"sqlite://{DEFAULT_STATE_DIR}/memfs.db",
             sessions=[
                 SessionStatus(session=s, turn=t, root=f"{ROOT}/{s}", mounts=["lending-rules", "me"])
                 for s, t in sorted(self.open_turns.items())
