@@ -1,5 +1,8 @@
 """A stand-in for the daemon's service: a ``ControlTarget`` that records its calls.
 
+It offers every method of the protocol (so the type checker takes it where
+the daemon's service goes); its turns never fail to store, so nothing is kept.
+
 Shared by the control API tests and the CLI tests, so both pin the API and
 the client without a FUSE mount.
 """
@@ -12,6 +15,9 @@ from memfs._version import __version__
 from memfs.api.models import (
     DaemonStatus,
     FileAccess,
+    ForgetApplied,
+    ForgetNotice,
+    KeptTurn,
     MountInfo,
     SessionClosed,
     SessionStatus,
@@ -108,3 +114,23 @@ class FakeTarget:
                 for s, t in sorted(self.open_turns.items())
             ],
         )
+
+    async def discard_turn(self, session: str) -> TurnEnded:
+        self._enter("discard_turn", session)
+        turn = self.open_turns.pop(session, None)
+        if turn is None:
+            raise NotFound("no open turn in this session", path=session)
+        return TurnEnded(session=session, turn=turn, spaces={}, files={})
+
+    async def kept(self, session: str) -> KeptTurn:
+        # The fake's turns never fail to store, so nothing is ever kept.
+        self._enter("kept", session)
+        raise NotFound("no kept spaces in this session", path=session)
+
+    async def kept_file(self, session: str, name: str, path: str) -> bytes:
+        self._enter("kept_file", (session, name, path))
+        raise NotFound("no kept spaces in this session", path=session)
+
+    async def forgotten(self, notice: ForgetNotice) -> ForgetApplied:
+        self._enter("forgotten", notice)
+        return ForgetApplied()

@@ -325,7 +325,7 @@ async def test_a_session_given_an_owner_later_is_0700_and_theirs(public: Path) -
         )
         assert wrote.returncode == 0, wrote.stderr
         for argv in (["ls", str(root)], ["cat", str(root / "me" / "secret.md")]):
-            done = await trio.to_thread.run_sync(lambda argv=argv: run_as(THIRD, *argv))
+            done = await trio.to_thread.run_sync(functools.partial(run_as, THIRD, *argv))
             assert done.returncode != 0 and b"Permission denied" in done.stderr, argv
         ended = await daemon.service.end_turn("s1")
         assert ended.spaces["me"].created == ["secret.md"]
