@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES
+from memfs.core import defaults
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
@@ -48,8 +49,9 @@ from memfs.core.specs import (
 from memfs.stores.open import parse_store_url
 
 DEFAULT_MOUNT_ROOT = Path("/mnt/memfs")
-DEFAULT_STATE_DIR = Path("/var/lib/memfs")
-SOCKET_NAME = "memfs.sock"
+# The state dir and the socket's name are the client's and the CLI's too: one owner.
+DEFAULT_STATE_DIR = Path(defaults.DEFAULT_STATE_DIR)
+SOCKET_NAME = defaults.SOCKET_NAME
 
 # Which environment variable overrides which key.
 ENV_VARS = {

@@ -31,6 +31,7 @@ import trio
 
 from memfs.api.models import MAX_ID
 from memfs.core.diff import diff_folders, diff_touched
+from memfs.core.ending import was_ending
 from memfs.core.errors import (
     ConfigError,
     DiskFull,
@@ -483,7 +484,7 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.turn, mounts, manifests, uid, gid, replay=True)
-        if ending(turn):
+        if was_ending(turn.kept, turn.done):
             # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
         forgotten = [name for name, result in turn.done.items() if result.reason == "forgotten"]
@@ -536,17 +537,6 @@ class OverlayWorkspace:
         ]
         body = json.dumps(record, separators=(",", ":")) + "\n" + "\0".join(kept)
         _write_atomic(target, body)
-
-
-def ending(turn: TurnState) -> bool:
-    """Whether a restored turn was ending (or being discarded) when the daemon stopped.
-
-    Its end had kept a space, or settled one (stored, or discarded): a write
-    let in now would be to a space whose end is written down, and lost. A
-    space settled only because its person was forgotten says nothing: the
-    turn may still be going on in its other spaces.
-    """
-    return bool(turn.kept) or any(result.reason != "forgotten" for result in turn.done.values())
 
 
 class _Implied:

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 from memfs._version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from memfs.api.models import DaemonStatus as DaemonStatus
+    from memfs.api.models import ForgetApplied as ForgetApplied
+    from memfs.api.models import KeptTurn as KeptTurn
+    from memfs.api.models import SessionClosed as SessionClosed
+    from memfs.api.models import TurnEnded as TurnEnded
+    from memfs.api.models import TurnStarted as TurnStarted
     from memfs.client import Client as Client
+    from memfs.core.audit import AuditCheck as AuditCheck
     from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
     from memfs.core.errors import AuditTampered as AuditTampered
     from memfs.core.errors import BadRequest as BadRequest
@@ -45,9 +52,13 @@ if TYPE_CHECKING:
     from memfs.core.errors import TooManyOpen as TooManyOpen
     from memfs.core.errors import TurnOpen as TurnOpen
     from memfs.core.errors import Unsupported as Unsupported
+    from memfs.core.members import IssuedToken as IssuedToken
+    from memfs.core.members import Member as Member
+    from memfs.core.models import AuditEntry as AuditEntry
     from memfs.core.models import By as By
     from memfs.core.models import ChangeSet as ChangeSet
     from memfs.core.models import FileMeta as FileMeta
+    from memfs.core.models import Forgot as Forgot
     from memfs.core.models import Limits as Limits
     from memfs.core.models import Loaded as Loaded
     from memfs.core.models import Provenance as Provenance
@@ -55,23 +66,42 @@ if TYPE_CHECKING:
     from memfs.core.models import SpaceRef as SpaceRef
     from memfs.core.models import SpaceResult as SpaceResult
     from memfs.core.models import Stored as Stored
+    from memfs.core.models import Trace as Trace
+    from memfs.core.models import TraceFile as TraceFile
     from memfs.core.models import TurnContext as TurnContext
+    from memfs.core.review import ReviewMode as ReviewMode
+    from memfs.core.review import WaitingChange as WaitingChange
+    from memfs.core.roles import Role as Role
+    from memfs.core.specs import MemorySpec as MemorySpec
+    from memfs.core.specs import OrgMemory as OrgMemory
+    from memfs.core.specs import PersistentDir as PersistentDir
+    from memfs.core.specs import Spec as Spec
+    from memfs.core.specs import UserMemory as UserMemory
     from memfs.core.specs import org_memory as org_memory
     from memfs.core.specs import persistent_dir as persistent_dir
     from memfs.core.specs import user_memory as user_memory
     from memfs.engine.acting import Acting as Acting
     from memfs.engine.acting import act_as as act_as
+    from memfs.engine.plan import ManualHold as ManualHold
     from memfs.engine.turns import CommitResult as CommitResult
     from memfs.engine.turns import Memory as Memory
     from memfs.engine.turns import Mount as Mount
     from memfs.engine.turns import Turn as Turn
     from memfs.stores.base import ManagedStore as ManagedStore
+    from memfs.stores.base import Members as Members
     from memfs.stores.base import Store as Store
     from memfs.stores.open import open_store as open_store
 
 # name -> the module that defines it
 _EXPORTS = {
+    "DaemonStatus": "memfs.api.models",
+    "ForgetApplied": "memfs.api.models",
+    "KeptTurn": "memfs.api.models",
+    "SessionClosed": "memfs.api.models",
+    "TurnEnded": "memfs.api.models",
+    "TurnStarted": "memfs.api.models",
     "Client": "memfs.client",
+    "AuditCheck": "memfs.core.audit",
     "AlreadyCommitted": "memfs.core.errors",
     "AuditTampered": "memfs.core.errors",
     "BadRequest": "memfs.core.errors",
@@ -94,9 +124,13 @@ _EXPORTS = {
     "TooManyOpen": "memfs.core.errors",
     "TurnOpen": "memfs.core.errors",
     "Unsupported": "memfs.core.errors",
+    "IssuedToken": "memfs.core.members",
+    "Member": "memfs.core.members",
+    "AuditEntry": "memfs.core.models",
     "By": "memfs.core.models",
     "ChangeSet": "memfs.core.models",
     "FileMeta": "memfs.core.models",
+    "Forgot": "memfs.core.models",
     "Limits": "memfs.core.models",
     "Loaded": "memfs.core.models",
     "Provenance": "memfs.core.models",
@@ -104,17 +138,29 @@ _EXPORTS = {
     "SpaceRef": "memfs.core.models",
     "SpaceResult": "memfs.core.models",
     "Stored": "memfs.core.models",
+    "Trace": "memfs.core.models",
+    "TraceFile": "memfs.core.models",
     "TurnContext": "memfs.core.models",
+    "ReviewMode": "memfs.core.review",
+    "WaitingChange": "memfs.core.review",
+    "Role": "memfs.core.roles",
+    "MemorySpec": "memfs.core.specs",
+    "OrgMemory": "memfs.core.specs",
+    "PersistentDir": "memfs.core.specs",
+    "Spec": "memfs.core.specs",
+    "UserMemory": "memfs.core.specs",
     "org_memory": "memfs.core.specs",
     "persistent_dir": "memfs.core.specs",
     "user_memory": "memfs.core.specs",
     "Acting": "memfs.engine.acting",
     "act_as": "memfs.engine.acting",
+    "ManualHold": "memfs.engine.plan",
     "CommitResult": "memfs.engine.turns",
     "Memory": "memfs.engine.turns",
     "Mount": "memfs.engine.turns",
     "Turn": "memfs.engine.turns",
     "ManagedStore": "memfs.stores.base",
+    "Members": "memfs.stores.base",
     "Store": "memfs.stores.base",
     "open_store": "memfs.stores.open",
 }
@@ -122,6 +168,8 @@ _EXPORTS = {
 __all__ = [
     "Acting",
     "AlreadyCommitted",
+    "AuditCheck",
+    "AuditEntry",
     "AuditTampered",
     "BadRequest",
     "By",
@@ -130,37 +178,58 @@ __all__ = [
     "CommitResult",
     "ConfigError",
     "Conflict",
+    "DaemonStatus",
     "DaemonUnavailable",
     "DiskFull",
     "FileMeta",
+    "ForgetApplied",
+    "Forgot",
     "Forgotten",
     "IllegalTransition",
     "InvalidName",
+    "IssuedToken",
+    "KeptTurn",
     "Limits",
     "Loaded",
     "ManagedStore",
+    "ManualHold",
+    "Member",
+    "Members",
     "MemfsError",
     "Memory",
+    "MemorySpec",
     "Mount",
     "NameTooLong",
     "NoIdentity",
     "NotFound",
+    "OrgMemory",
     "PermissionDenied",
+    "PersistentDir",
     "Provenance",
     "ReadOnly",
+    "ReviewMode",
     "Revision",
+    "Role",
+    "SessionClosed",
     "SpaceFull",
     "SpaceRef",
     "SpaceResult",
+    "Spec",
     "Store",
     "StoreUnavailable",
     "Stored",
     "TooLarge",
     "TooManyOpen",
+    "Trace",
+    "TraceFile",
     "Turn",
     "TurnContext",
+    "TurnEnded",
     "TurnOpen",
+    "TurnStarted",
     "Unsupported",
+    "UserMemory",
+    "WaitingChange",
     "__version__",
     "act_as",
     "open_store",

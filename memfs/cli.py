@@ -26,6 +26,7 @@ from memfs.core.defaults import (
     DEFAULT_WEB_LISTEN,
     DEFAULT_WEB_MAX_BODY_BYTES,
     MAX_ID,
+    SOCKET_NAME,
 )
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
@@ -69,7 +70,9 @@ def socket_option(command: F) -> F:
         "socket_path",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        show_default="$MEMFS_SOCKET, else memfs.sock in $MEMFS_STATE_DIR or /var/lib/memfs",
+        show_default=(
+            f"$MEMFS_SOCKET, else {SOCKET_NAME} in $MEMFS_STATE_DIR or {DEFAULT_STATE_DIR}"
+        ),
         help="The daemon's control socket.",
     )(command)
 
@@ -94,7 +97,7 @@ def main() -> None:
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=lambda: os.environ.get("MEMFS_STATE_DIR", DEFAULT_STATE_DIR),
-    show_default="$MEMFS_STATE_DIR or /var/lib/memfs",
+    show_default=f"$MEMFS_STATE_DIR or {DEFAULT_STATE_DIR}",
     help="Where the embedded SQLite store and the turns' working folders live.",
 )
 @click.option(

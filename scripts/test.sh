@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set everything up, then run the checks CI runs: ruff, mypy (strict on
-# memfs/ and the daemon, memfsd) and the whole test suite.
+# memfs/, the daemon, memfsd, and tests/) and the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

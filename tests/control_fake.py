@@ -1,5 +1,8 @@
 """A stand-in for the daemon's service: a ``ControlTarget`` that records its calls.
 
+It offers every method of the protocol (so the type checker takes it where
+the daemon's service goes); its turns never fail to store, so nothing is kept.
+
 Shared by the control API tests and the CLI tests, so both pin the API and
 the client without a FUSE mount.
 """
@@ -8,9 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from memfs._version import __version__
 from memfs.api.models import (
     DaemonStatus,
     FileAccess,
+    ForgetApplied,
+    ForgetNotice,
+    KeptTurn,
     MountInfo,
     SessionClosed,
     SessionStatus,
@@ -19,6 +26,7 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
+from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.errors import NotFound, TurnOpen
 
 ROOT = "/mnt/memfs"
@@ -96,13 +104,33 @@ class FakeTarget:
     async def status(self) -> DaemonStatus:
         self._enter("status", None)
         return DaemonStatus(
-            version="0.1.0",
+            version=__version__,
             pid=4242,
             mount_root=ROOT,
-            state_dir="/var/lib/memfs",
-            store="sqlite:///var/lib/memfs/memfs.db",
+            state_dir=DEFAULT_STATE_DIR,
+            store=f"sqlite://{DEFAULT_STATE_DIR}/memfs.db",
             sessions=[
                 SessionStatus(session=s, turn=t, root=f"{ROOT}/{s}", mounts=["lending-rules", "me"])
                 for s, t in sorted(self.open_turns.items())
             ],
         )
+
+    async def discard_turn(self, session: str) -> TurnEnded:
+        self._enter("discard_turn", session)
+        turn = self.open_turns.pop(session, None)
+        if turn is None:
+            raise NotFound("no open turn in this session", path=session)
+        return TurnEnded(session=session, turn=turn, spaces={}, files={})
+
+    async def kept(self, session: str) -> KeptTurn:
+        # The fake's turns never fail to store, so nothing is ever kept.
+        self._enter("kept", session)
+        raise NotFound("no kept spaces in this session", path=session)
+
+    async def kept_file(self, session: str, name: str, path: str) -> bytes:
+        self._enter("kept_file", (session, name, path))
+        raise NotFound("no kept spaces in this session", path=session)
+
+    async def forgotten(self, notice: ForgetNotice) -> ForgetApplied:
+        self._enter("forgotten", notice)
+        return ForgetApplied()

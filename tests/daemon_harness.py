@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from memfs.core.models import Limits
-from memfs.core.specs import Spec
+from memfs.core.specs import MemorySpec
 from memfs.testing.mount import MountedDaemon, fuse_missing, mounted_daemon, under_ci
 
 Daemon = MountedDaemon
@@ -63,7 +63,7 @@ def require_root(why: str) -> None:
 @asynccontextmanager
 async def running_daemon(
     tmp_path: Path,
-    specs: Sequence[Spec],
+    specs: Sequence[MemorySpec],
     *,
     store: str | None = None,
     limits: Limits | None = None,

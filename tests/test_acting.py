@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 import memfs
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.roles import Role
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
+from memfs.testing import FaultyStore
 
 RULES = SpaceRef(layer="org", space="rules", org="bank_17")
 DANA_ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 
 
 async def waiting_change(store: MemoryStore) -> str:
+    return await waiting_change_in(store)
+
+
+async def waiting_change_in(store: ReviewingStore) -> str:
     loaded = await store.load(RULES, "s1")
     stored = await store.store(
         RULES,
@@ -184,3 +191,45 @@ def test_a_store_that_cannot_forget_people_is_refused_at_once() -> None:
 
     with pytest.raises(memfs.ConfigError, match="keeps no history"):
         memfs.act_as(AppStore(), "root", "admin")
+
+
+# -- names: Acting checks them first, for every door ------------------------------
+
+BAD_NAMES: list[tuple[str, Callable[[memfs.Acting], Awaitable[object]]]] = [
+    ("put a .. path", lambda a: a.put("rules", "../escape.md", b"x")),
+    ("put a path with a control character", lambda a: a.put("rules", "bad\x01name.md", b"x")),
+    ("put into a bad space name", lambda a: a.put("Rules!", "r.md", b"x")),
+    ("files of a .. space", lambda a: a.files("..")),
+    ("one file at a .. path", lambda a: a.file("rules", "a/../r.md")),
+    ("history of a .. path", lambda a: a.history("rules", "../r.md")),
+    ("history of a bad user id", lambda a: a.history("me", "p.md", user="..")),
+    ("restore a .. path", lambda a: a.restore("rules", "../r.md", "1")),
+    ("forget a .. path", lambda a: a.forget("rules", "../r.md")),
+    ("forget in a bad space name", lambda a: a.forget("Rules!", "r.md")),
+    ("forget a file of a bad user id", lambda a: a.forget("me", "p.md", user="u/dana")),
+    ("forget a user with a control character", lambda a: a.forget_user("u_dana\x01")),
+    ("open a .. person", lambda a: a.open_person("..")),
+    ("set review of a bad space name", lambda a: a.set_review("../rules", "none")),
+    ("approve a .. path", lambda a: a.approve("any", paths=["../r.md"])),
+    ("reject an absolute path", lambda a: a.reject("any", paths=["/r.md"])),
+    ("edit a .. path", lambda a: a.edit("any", {"../r.md": b"x"})),
+]
+
+
+@pytest.mark.parametrize("role", ["admin", "viewer"])
+@pytest.mark.parametrize("act", [act for _, act in BAD_NAMES], ids=[name for name, _ in BAD_NAMES])
+async def test_a_bad_name_is_invalid_before_the_role_or_the_store_is_asked_and_changes_nothing(
+    managed: ReviewingStore,
+    act: Callable[[memfs.Acting], Awaitable[object]],
+    role: Role,
+) -> None:
+    change = await waiting_change_in(managed)
+    await managed.put(DANA_ME, ChangeSet(created={"p.md": b"pref"}), provenance=Provenance())
+    before = (await managed.files(RULES), await managed.files(DANA_ME), await managed.audit())
+    watched = FaultyStore(managed)
+    with pytest.raises(memfs.InvalidName):
+        await act(memfs.act_as(watched, "root", role, org="bank_17"))
+    assert watched.calls == Counter()
+    after = (await managed.files(RULES), await managed.files(DANA_ME), await managed.audit())
+    assert after == before
+    assert (await managed.get_change(change)).state == "waiting"

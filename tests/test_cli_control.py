@@ -139,6 +139,7 @@ async def test_commit_close_and_status_print_json(daemon: Daemon) -> None:
         "sessions",
         "requests",
     }
+    assert out["version"] == memfs.__version__
     assert [s["session"] for s in out["sessions"]] == ["s1"]
 
     committed = await daemon.cli("turn", "commit", "s1", "t-1")

@@ -401,3 +401,58 @@ def test_put_past_the_file_limit_exits_6_and_a_bad_path_exits_2(db: Path, tmp_pa
     assert ok(db, "files", "lending-rules")["files"] == {"a.md": 8, "income.md": 10}
     missing = cli_as(db, "put", "lending-rules", "c.md", str(tmp_path / "nope"))
     assert missing.exit_code == 2  # click: the source file does not exist
+
+
+def store_state(db: Path) -> tuple[object, ...]:
+    """Everything the people's commands could change: live files, Dana's, changes, the audit."""
+
+    async def go() -> tuple[object, ...]:
+        store = SqliteStore(db)
+        try:
+            dana = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
+            changes = await store.list_changes(org="bank_17")
+            return (
+                await store.files(RULES),
+                await store.files(dana),
+                [(c.id, c.state, sorted(c.files)) for c in changes],
+                await store.audit(),
+            )
+        finally:
+            await store.aclose()
+
+    return trio.run(go)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("put", "lending-rules", "../up.md", "-"),
+        ("put", "lending-rules", "bad\x01name.md", "-"),
+        ("put", "Lending Rules", "a.md", "-"),
+        ("history", "lending-rules", "a/../income.md"),
+        ("history", "me", "prefs.md", "--user", ".."),
+        ("restore", "lending-rules", "../income.md", "1"),
+        ("forget", "lending-rules", "../income.md"),
+        ("forget", "../lending-rules", "income.md"),
+        ("forget", "me", "prefs.md", "--user", "u_dana/.."),
+        ("forget-user", ".."),
+        ("files", "Lending-Rules"),
+        ("files", "--user", ".."),
+        ("review", "set", "..", "none"),
+        ("review", "approve", "CHANGE", "--path", "../new.md"),
+        ("review", "reject", "CHANGE", "--path", "/new.md"),
+        ("review", "edit", "CHANGE", "../new.md", "-"),
+    ],
+    ids=lambda args: " ".join(args).encode("unicode_escape").decode(),
+)
+def test_a_bad_path_or_space_name_exits_2_as_invalid_name_and_changes_nothing(
+    db: Path, args: tuple[str, ...]
+) -> None:
+    [change] = ok(db, "review", "list")
+    before = store_state(db)
+    args = tuple(change["id"] if a == "CHANGE" else a for a in args)
+    refused = cli_as(db, *args, role="admin", input=b"x")
+    # Exit 2 is InvalidName's code; the memfs prefix tells it from a click usage error.
+    assert refused.exit_code == memfs.InvalidName.exit_code == 2, refused.output
+    assert refused.stderr.startswith("memfs: error: ")
+    assert store_state(db) == before

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
+from typing import Any
 
 import httpx
 import pytest
 import trio
 
 from memfs.api.control import control_app
-from memfs.api.models import Problem, StartTurnRequest, TurnEnded, TurnStarted
+from memfs.api.models import DaemonStatus, Problem, StartTurnRequest, TurnEnded, TurnStarted
 from memfs.core.errors import AlreadyCommitted, NotFound, StoreUnavailable
 from tests.control_fake import FakeTarget
 
@@ -200,7 +202,7 @@ async def test_requests_run_under_trio() -> None:
     seen: list[bool] = []
 
     class Probe(FakeTarget):
-        async def status(self):  # type: ignore[no-untyped-def]
+        async def status(self) -> DaemonStatus:
             seen.append(trio.lowlevel.current_task() is not None)
             return await super().status()
 
@@ -304,14 +306,14 @@ async def test_a_streamed_body_past_the_limit_is_413_and_read_no_further(
     # Driven as raw ASGI, so the test sees every chunk the API pulls.
     app = control_app(target, max_body_bytes=LIMIT)
     pulled = 0
-    sent: list[dict[str, object]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, object]:
         nonlocal pulled
         pulled += 1
         return {"type": "http.request", "body": b"x" * 1000, "more_body": pulled < 10_000}
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {
@@ -331,6 +333,6 @@ async def test_a_streamed_body_past_the_limit_is_413_and_read_no_further(
     }
     await app(scope, receive, send)
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 413
-    assert b'"error":"TooLarge"' in b"".join(m.get("body", b"") for m in sent[1:])  # type: ignore[misc]
+    assert b'"error":"TooLarge"' in b"".join(m.get("body", b"") for m in sent[1:])
     assert pulled == LIMIT // 1000 + 1  # stopped at the first chunk past the limit
     assert target.calls == []

@@ -67,3 +67,14 @@ def test_stored_names_what_the_store_refused() -> None:
 def test_a_discarded_space_is_not_saved_or_skipped_when_nothing_changed() -> None:
     assert ending.discarded(CHANGES, ()).status == "not_saved"
     assert ending.discarded(ChangeSet(), ()).status == "skipped"
+
+
+def test_a_turn_with_a_kept_or_settled_space_was_ending_one_only_forgotten_was_not() -> None:
+    saved = ending.stored(CHANGES, {}, Stored(status="saved"))
+    gone = ending.forgotten_in_turn(None)
+    kept = ending.store_failed(CHANGES, CHANGES, {}, StoreUnavailable("down"), SNAPSHOT)
+    assert not ending.was_ending({}, {})
+    assert not ending.was_ending({}, {"me": gone})
+    assert ending.was_ending({"rules": kept}, {})
+    assert ending.was_ending({}, {"rules": saved, "me": gone})
+    assert ending.was_ending({}, {"rules": ending.discarded(CHANGES, ())})

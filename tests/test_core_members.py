@@ -55,7 +55,7 @@ def test_a_member_is_frozen_and_checked() -> None:
 )
 def test_bad_member_fields_are_refused(fields: dict[str, str], error: type[Exception]) -> None:
     with pytest.raises(error):
-        Member(**{"id": "ada", "org": "bank-1", "role": "admin", **fields})  # type: ignore[arg-type]
+        Member(**{"id": "ada", "org": "bank-1", "role": "admin", **fields})
 
 
 def test_a_label_at_the_limit_is_kept() -> None:

@@ -292,7 +292,7 @@ def test_applying_a_stale_file_is_a_conflict_naming_it_unless_forced() -> None:
     for action in ("approve", "edit"):
         edits = {"rules.md": b"merged"} if action == "edit" else None
         with pytest.raises(Conflict, match=r"rules\.md") as caught:
-            decide(change, action, by=ADA, paths=["rules.md"], edits=edits)  # type: ignore[arg-type]
+            decide(change, action, by=ADA, paths=["rules.md"], edits=edits)
         assert caught.value.paths == ("rules.md",)
     # Files that are not stale, a reject, or force: no conflict.
     decide(change, "approve", by=ADA, paths=["new.md"])
@@ -471,10 +471,10 @@ def test_a_listed_change_needs_a_conversation_and_an_unlisted_one_does_not() -> 
     nobody = Provenance(origin="code")
     for mode in ("person", "after"):
         with pytest.raises(NotFound, match="conversation"):
-            conversation_of("org", mode, nobody)  # type: ignore[arg-type]
+            conversation_of("org", mode, nobody)
         with pytest.raises(NotFound):
-            conversation_of("org", mode, nobody.model_copy(update={"session": ""}))  # type: ignore[arg-type]
-        assert conversation_of("org", mode, turn(1)) == "s1"  # type: ignore[arg-type]
+            conversation_of("org", mode, nobody.model_copy(update={"session": ""}))
+        assert conversation_of("org", mode, turn(1)) == "s1"
     assert conversation_of("org", "none", nobody) is None
     assert conversation_of("user", "person", nobody) is None
     with pytest.raises(NotFound):

@@ -39,6 +39,7 @@ from memfsd.config import load_config
 from memfsd.fs import MemfsOperations
 from memfsd.nodes import ROOT_INODE, Node, SnapshotFile
 from memfsd.overlay import Overlay
+from tests.overlay_helpers import source_of, turn_of
 from tests.test_daemon_config import REPO, config_error, write
 from tests.test_daemon_operations import CTX
 
@@ -90,14 +91,14 @@ async def write_file(ops: MemfsOperations, folder: int, name: str, content: byte
 
 
 def data_files(overlay: Overlay) -> list[str]:
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     assert turn is not None
     return sorted(os.listdir(turn.dir / "data"))
 
 
 def state_of(overlay: Overlay) -> dict[str, Any]:
     """Everything a replay must rebuild: files and contents, folders, counts, flags, access log."""
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     assert turn is not None
     mount = turn.mounts["m"]
     files: dict[str, tuple[bytes, bool, str | None]] = {}
@@ -183,7 +184,7 @@ async def test_a_file_unlinked_while_open_still_counts_toward_the_file_and_space
     await ops.release(held.fh)  # the last handle goes: so do its bytes
     await ops.write(other.fh, 30, b"y")
     await ops.release(other.fh)
-    assert overlay.sessions["s1"].turn.mounts["m"].bytes == 20 + 31
+    assert turn_of(overlay).mounts["m"].bytes == 20 + 31
 
 
 async def test_a_file_unlinked_while_open_counts_as_a_file_until_its_last_handle_goes(
@@ -233,8 +234,8 @@ async def test_renaming_a_temp_over_a_file_fifty_times_keeps_one_data_file(
         await write_file(ops, root, "tmp", b"%d\n" % i)
         await ops.rename(root, b"tmp", root, b"top.md", 0, CTX)
     assert len(data_files(overlay)) == 1
-    mount = overlay.sessions["s1"].turn.mounts["m"]
-    assert overlay.source(mount, "top.md").read_bytes() == b"49\n"
+    mount = turn_of(overlay).mounts["m"]
+    assert source_of(overlay, mount, "top.md").read_bytes() == b"49\n"
 
 
 async def test_a_synced_files_data_is_freed_only_after_the_journal_that_drops_it_is_synced(
@@ -246,18 +247,20 @@ async def test_a_synced_files_data_is_freed_only_after_the_journal_that_drops_it
     await ops.write(info.fh, 0, b"kept\n")
     await ops.fsync(info.fh, False)
     await ops.release(info.fh)
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     events: list[str] = []
     real_fsync, real_unlink = os.fsync, os.unlink
-    monkeypatch.setattr(
-        "memfsd.overlay.os.fsync",
-        lambda fd: (
-            events.append("sync journal" if fd == turn.journal else "sync") or real_fsync(fd)
-        ),
-    )
-    monkeypatch.setattr(
-        "memfsd.overlay.os.unlink", lambda p: events.append("unlink") or real_unlink(p)
-    )
+
+    def fsync(fd: int) -> None:
+        events.append("sync journal" if fd == turn.journal else "sync")
+        real_fsync(fd)
+
+    def unlink(path: str | Path) -> None:
+        events.append("unlink")
+        real_unlink(path)
+
+    monkeypatch.setattr("memfsd.overlay.os.fsync", fsync)
+    monkeypatch.setattr("memfsd.overlay.os.unlink", unlink)
     await ops.unlink(root, b"a.md", CTX)
     assert events == ["sync journal", "unlink"]
 
@@ -288,20 +291,20 @@ async def test_data_files_an_open_handle_kept_are_freed_when_the_turn_comes_back
     assert len(data_files(overlay)) == 2  # a.md's handle is still open at the "crash"
     again, _ = make(tmp_path, replay=True)
     assert len(data_files(again)) == 1
-    mount = again.sessions["s1"].turn.mounts["m"]
-    assert again.source(mount, "b.md").read_bytes() == b"bee\n"
+    mount = turn_of(again).mounts["m"]
+    assert source_of(again, mount, "b.md").read_bytes() == b"bee\n"
     # A new file after the restart gets a data file of its own, not a reused name.
     ops_again = MemfsOperations(again)
     await write_file(ops_again, await inode_of(ops_again, "s1", "m"), "c.md", b"sea\n")
-    assert again.source(mount, "b.md").read_bytes() == b"bee\n"
-    assert again.source(mount, "c.md").read_bytes() == b"sea\n"
+    assert source_of(again, mount, "b.md").read_bytes() == b"bee\n"
+    assert source_of(again, mount, "c.md").read_bytes() == b"sea\n"
 
 
 # -- journal compaction -----------------------------------------------------------------
 
 
 def journal_of(overlay: Overlay) -> bytes:
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     assert turn is not None
     return (turn.dir / "journal").read_bytes()
 
@@ -360,7 +363,7 @@ async def test_a_compaction_cut_short_by_a_crash_leaves_the_old_journal_whole(
     overlay, ops = make(tmp_path, LIMITS.model_copy(update={"journal_bytes": 10**9}))
     await churn(ops)
     expected = state_of(overlay)
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     monkeypatch.setattr("memfsd.overlay.os.replace", lambda a, b: (_ for _ in ()).throw(OSError))
     with pytest.raises(OSError):
         overlay.compact(turn)
@@ -399,8 +402,8 @@ async def test_handles_outnumber_descriptors_idle_ones_are_closed_and_reopened_o
         await ops.write(fh, 0, b"FILE")
         await ops.fsync(fh, False)  # a closed descriptor is reopened to sync
     assert open_fds() - baseline <= 4
-    mount = overlay.sessions["s1"].turn.mounts["m"]
-    assert overlay.source(mount, "f7").read_bytes() == b"FILE 7\n"
+    mount = turn_of(overlay).mounts["m"]
+    assert source_of(overlay, mount, "f7").read_bytes() == b"FILE 7\n"
     for fh in handles + [r.fh for r in readers]:
         await ops.release(fh)
     assert open_fds() == baseline
@@ -460,7 +463,7 @@ async def test_below_the_disk_reserve_agents_writes_get_enospc_and_removals_stil
     assert await ops.read(reader.fh, 0, 100) == b"rule 1\n"
     await ops.release(reader.fh)
     await ops.release(writer.fh)
-    mount = overlay.sessions["s1"].turn.mounts["m"]
+    mount = turn_of(overlay).mounts["m"]
     assert overlay.cut(mount, "a.md") is not None
     await ops.rename(root, b"top.md", root, b"renamed.md", 0, CTX)
     await ops.unlink(root, b"a.md", CTX)
@@ -483,7 +486,7 @@ async def test_a_refused_write_marks_the_file_cut_until_truncated_or_rewritten(
     tmp_path: Path,
 ) -> None:
     overlay, ops = make(tmp_path, Limits(max_file_bytes=10))
-    mount = overlay.sessions["s1"].turn.mounts["m"]
+    mount = turn_of(overlay).mounts["m"]
     root = await inode_of(ops, "s1", "m")
     for name in (b"a", b"b", b"c"):
         info, _ = await ops.create(root, name, 0o100644, os.O_WRONLY, CTX)
@@ -504,7 +507,7 @@ async def test_a_refused_write_marks_the_file_cut_until_truncated_or_rewritten(
     assert overlay.cut(mount, "c") is not None
     # The marks survive a crash.
     again, _ = make(tmp_path, Limits(max_file_bytes=10), replay=True)
-    remount = again.sessions["s1"].turn.mounts["m"]
+    remount = turn_of(again).mounts["m"]
     assert [again.cut(remount, n) is not None for n in ("a", "b", "c")] == [False, False, True]
 
 
@@ -662,12 +665,15 @@ def test_random_changes_with_compactions_and_crashes_replay_to_the_same_turn(
             self.overlay.write_held()  # what the kernel holds of the journal survives the kill
             expected = state_of(self.overlay)
             for handle in list(self.overlay._fds):  # the dead process's descriptors go
+                assert handle.fd is not None
                 os.close(handle.fd)
-            os.close(self.overlay.sessions["s1"].turn.journal)
+            journal = turn_of(self.overlay).journal
+            assert journal is not None
+            os.close(journal)
             self.overlay, self.ops = make(self.state, self.limits, replay=True)
             self.held = []
             assert state_of(self.overlay) == expected
-            turn = self.overlay.sessions["s1"].turn
+            turn = turn_of(self.overlay)
             kept = {str(n.data) for n in self.overlay.nodes.values() if n.data and n.attached}
             assert set(data_files(self.overlay)) == kept
             assert len((turn.dir / "journal").read_bytes()) <= max(
@@ -677,7 +683,7 @@ def test_random_changes_with_compactions_and_crashes_replay_to_the_same_turn(
         @invariant()
         def journal_stays_bounded(self) -> None:
             if hasattr(self, "overlay"):
-                turn = self.overlay.sessions["s1"].turn
+                turn = turn_of(self.overlay)
                 assert turn.journal_size <= turn.compact_at
                 assert turn.journal_size == (turn.dir / "journal").stat().st_size
 

@@ -489,3 +489,18 @@ def test_an_apps_memory_brings_its_org_resolver_with_its_specs(
     )
     config = load_config(None, env={}, overrides={"app": f"{app_module}:MEMORY"})
     assert {resolve_ref(spec, DANA).org for spec in config.specs()} == {"bank_17"}
+
+
+def test_the_daemon_the_client_and_the_cli_default_to_one_state_dir_and_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memfs.cli_manage import default_store
+    from memfs.client import default_socket
+    from memfs.core import defaults
+
+    config = load_config(None, env={})
+    assert config.state_dir == Path(defaults.DEFAULT_STATE_DIR)
+    assert config.socket == default_socket({})
+    for name in ("MEMFS_STORE", "MEMFS_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    assert default_store() == config.store

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
 import socket
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pyfuse3
@@ -14,6 +16,7 @@ import trio
 
 from memfs.api.models import MAX_EXTRA_BODY_DEPTH, StartTurnRequest
 from memfs.core.models import Limits
+from memfs.core.specs import as_spec
 from memfsd.main import Settings, serve
 from tests.daemon_harness import Daemon, require_fuse, running_daemon
 from tests.test_daemon_mount import DANA, SPECS
@@ -94,8 +97,8 @@ async def test_a_200_mb_body_is_413_and_the_daemon_does_not_grow(tmp_path: Path)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB; daemon in-process
         for chunked in (False, True):
             answer, _ = await trio.to_thread.run_sync(
-                lambda chunked=chunked: send_huge(
-                    daemon.settings.socket, 200 * 1024 * 1024, chunked=chunked
+                functools.partial(
+                    send_huge, daemon.settings.socket, 200 * 1024 * 1024, chunked=chunked
                 )
             )
             assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
@@ -116,7 +119,7 @@ async def test_the_daemon_takes_its_body_limit_from_its_settings(tmp_path: Path)
         mount_root=tmp_path / "mnt",
         state_dir=state,
         store=f"sqlite://{state}/memfs.db",
-        specs=list(SPECS),
+        specs=[as_spec(spec) for spec in SPECS],
         limits=Limits(),
         socket=state / "memfs.sock",
         control_max_body_bytes=2048,
@@ -162,7 +165,7 @@ async def test_an_extra_body_nested_past_the_depth_limit_is_400_and_starts_no_tu
             assert response.json()["error"] == "BadRequest"
             assert "nested" in response.json()["detail"]
         await nothing_changed(daemon)
-        at_limit = {"x": []}
+        at_limit: dict[str, Any] = {"x": []}
         for _ in range(MAX_EXTRA_BODY_DEPTH - 2):  # the extra body itself is level 1
             at_limit = {"x": at_limit}
         started = await daemon.service.start_turn(

@@ -6,19 +6,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
 import memfs
 from memfs.api.models import ForgetNotice, TurnEnded
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
-from memfs.engine.turns import Memory, TurnState
+from memfs.core.specs import MemorySpec
+from memfs.engine.turns import Memory, Turn, TurnState
+from memfs.stores.base import Store
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.testing import FaultyStore
 from memfsd.blobs import BlobCache
+from memfsd.nodes import MountTree
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
 from memfsd.workspace import OverlayWorkspace
@@ -47,6 +52,54 @@ async def seeded(daemon: Daemon) -> SqliteStore:
     return store
 
 
+class DanasTurn(NamedTuple):
+    daemon: Daemon
+    store: SqliteStore
+    root: Path  # session s1's folder, Dana's turn open in it
+
+
+@asynccontextmanager
+async def danas_turn(tmp_path: Path) -> AsyncIterator[DanasTurn]:
+    """A mounted daemon, Dana's memory seeded in its store, and her turn open in session s1."""
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        yield DanasTurn(daemon, store, await start(daemon, "s1"))
+
+
+def desk(
+    tmp_path: Path, store: Store, specs: Sequence[MemorySpec]
+) -> tuple[Memory, OverlayWorkspace]:
+    """The turn engine over a daemon's overlay workspace, no mount: built again, a restart."""
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    return Memory(store, specs, workspace=ws), ws
+
+
+def restart(
+    tmp_path: Path, store: Store, specs: Sequence[MemorySpec]
+) -> tuple[OverlayWorkspace, Turn]:
+    """A new desk that brings back the one turn written down, reattached as at start."""
+    memory, ws = desk(tmp_path, store, specs)
+    [record] = ws.saved_turns()
+    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+    ws.reattach(restored.state(), record)
+    return ws, restored
+
+
+def mounts_of(overlay: Overlay, session: str = "s1") -> dict[str, MountTree]:
+    """The mounts of the session's open turn."""
+    turn = overlay.sessions[session].turn
+    assert turn is not None
+    return turn.mounts
+
+
+def write_new(overlay: Overlay, mount: MountTree, name: str, content: bytes) -> None:
+    """Create ``name`` at the mount's top and write ``content``, as an agent's shell would."""
+    _, fh = overlay.create_open(mount.root.inode, name, 0o644, 0, 0, os.O_WRONLY)
+    overlay.write(fh, 0, content)
+    overlay.release(fh)
+
+
 def blob(daemon: Daemon, content: bytes) -> Path:
     sha = digest(content)
     return daemon.settings.state_dir / "blobs" / sha[:2] / sha
@@ -68,9 +121,7 @@ async def manage(daemon: Daemon, *args: str) -> dict[str, object]:
 
 
 async def test_forget_user_empties_the_persons_open_turn_at_once(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         # Read (so the kernel caches it) and keep a descriptor open on it.
         await sh("cat me/g.md > /dev/null && printf new > me/new.md", root)
         assert await trio.to_thread.run_sync(blob(daemon, SECRET).exists)
@@ -92,9 +143,7 @@ async def test_forget_user_empties_the_persons_open_turn_at_once(tmp_path: Path)
 
 
 async def test_forgetting_one_file_drops_it_from_the_open_turn_and_its_blob(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         await sh("cat me/g.md me/keep.md > /dev/null", root)
 
         gone = await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
@@ -112,9 +161,7 @@ async def test_forgetting_one_file_drops_it_from_the_open_turn_and_its_blob(tmp_
 
 
 async def test_a_turn_that_never_heard_of_the_forget_cannot_write_it_back(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         # Straight in the store: this daemon is never told.
         await store.forget_user("u_dana", "default", by=None)
         await sh("cp me/g.md me/g2.md", root)  # the erased content, under a new name
@@ -159,12 +206,8 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     store = MemoryStore()
     store.put_nowait(ME, ChangeSet(created={"sub/g.md": SECRET}), provenance=Provenance())
 
-    def desk() -> tuple[Memory, OverlayWorkspace]:
-        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-        return Memory(store, [memfs.user_memory()], workspace=ws), ws
-
-    memory, ws = desk()
+    specs = [memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
     turn = await memory.start_turn("s1", {"userId": "u_dana"})
     sha = digest(SECRET)
     assert sha in ws.overlay.blobs
@@ -174,10 +217,7 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     assert sha not in ws.overlay.blobs
     assert "me" not in ws.overlay.sessions["s1"].node.kids
 
-    memory, ws = desk()  # a restart
-    [record] = ws.saved_turns()
-    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored.state(), record)
+    ws, restored = restart(tmp_path, store, specs)
     assert "me" not in ws.overlay.sessions["s1"].node.kids
     me = (await restored.end()).spaces["me"]
     assert (me.status, me.reason) == ("not_saved", "forgotten")
@@ -196,7 +236,7 @@ async def test_dropping_a_file_in_a_folder_nobody_opened_keeps_it_gone(tmp_path:
         private={"me"},
     )
     assert overlay.drop_path("s1", "me", "a/g.md")
-    mount = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
+    mount = mounts_of(overlay)["me"]
     folder = overlay.lookup(mount.root.inode, "a")
     assert [n.name for n in overlay.children(folder.inode)] == ["k.md"]
     assert mount.read_only
@@ -217,9 +257,7 @@ except OSError as exc:
 
 
 async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, _, root):
         reader = await trio.lowlevel.open_process(
             [sys.executable, "-c", READER, str(root / "me" / "g.md")],
             stdin=subprocess.PIPE,
@@ -247,9 +285,7 @@ async def test_a_descriptor_open_across_the_forget_reads_nothing_of_it(tmp_path:
 async def test_a_trace_written_after_the_forget_names_none_of_the_persons_files(
     tmp_path: Path,
 ) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         await sh("cat me/g.md > /dev/null && printf new > me/diagnosis-2.md", root)
         await sh("cat lending-rules/* > /dev/null 2>&1; true", root)
 
@@ -266,9 +302,7 @@ async def test_a_trace_written_after_the_forget_names_none_of_the_persons_files(
 async def test_a_trace_of_a_turn_the_store_refused_as_forgotten_names_none_of_its_files(
     tmp_path: Path,
 ) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         await store.forget_user("u_dana", "default", by=None)  # this daemon is never told
         await sh("cp me/g.md me/g2.md", root)
 
@@ -286,19 +320,14 @@ async def test_a_restart_removes_the_blobs_no_restored_turn_holds(tmp_path: Path
     store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
     other = b"eve's own words\n"
 
-    def desk() -> tuple[Memory, OverlayWorkspace]:
-        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-        return Memory(store, [memfs.user_memory()], workspace=ws), ws
-
-    memory, ws = desk()
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
     await memory.start_turn("s1", {"userId": "u_dana"})
     # Session s2's start died here: its blob written (and one half-written), no turn.json.
     [eve] = ws.overlay.blobs.put_many([other], hold=True)
     torn = ws.overlay.blobs.path(eve).with_name(f".{eve}.x1y2.tmp")
     torn.write_bytes(other[:5])
 
-    memory, ws = desk()  # the restart
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])  # the restart
     service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
 
     assert service.recover() == ["s1"]
@@ -321,9 +350,7 @@ def names_in(folder: Path, *names: bytes) -> list[str]:
 async def test_after_a_forget_no_file_in_state_dir_names_the_persons_files(
     tmp_path: Path,
 ) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, _, root):
         await sh(
             "cat me/g.md > /dev/null && printf new > me/diagnosis-2.md && "
             "mv me/diagnosis-2.md me/diagnosis-3.md && mkdir me/oncology && "
@@ -353,27 +380,15 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
     store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
     specs = [memfs.user_memory(), memfs.user_memory(space="notes", user="otherId")]
 
-    def desk() -> tuple[Memory, OverlayWorkspace]:
-        overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-        ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-        return Memory(store, specs, workspace=ws), ws
-
-    memory, ws = desk()
+    memory, ws = desk(tmp_path, store, specs)
     turn = await memory.start_turn("s1", {"userId": "u_dana", "otherId": "u_eve"})
     overlay = ws.overlay
-    notes = overlay.sessions["s1"].turn.mounts["notes"]  # type: ignore[union-attr]
-    _, made = overlay.create_open(notes.root.inode, "eve.md", 0o644, 0, 0, os.O_WRONLY)
-    overlay.write(made, 0, b"eve's\n")
-    overlay.release(made)
-    me = overlay.sessions["s1"].turn.mounts["me"]  # type: ignore[union-attr]
-    overlay.create(me.root.inode, "diagnosis.md", 0o644, 0, 0)
+    write_new(overlay, mounts_of(overlay)["notes"], "eve.md", b"eve's\n")
+    overlay.create(mounts_of(overlay)["me"].root.inode, "diagnosis.md", 0o644, 0, 0)
     await memory.forget_in_turn(turn, "me")
     assert await ws.drop_forgotten("s1", "me", None)
 
-    memory, ws = desk()  # a restart
-    [record] = ws.saved_turns()
-    restored = memory.restore_turn(TurnState.model_validate(record["state"]))
-    ws.reattach(restored.state(), record)
+    ws, restored = restart(tmp_path, store, specs)
     assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
     ended = await restored.end()
     assert ended.spaces["me"].reason == "forgotten"
@@ -383,8 +398,7 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
 async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_it(
     tmp_path: Path,
 ) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
+    async with danas_turn(tmp_path) as (daemon, store, root):
         real = store.store
         entered, go = trio.Event(), trio.Event()
 
@@ -396,7 +410,6 @@ async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_i
             return await real(ref, changes, **kwargs)
 
         store.store = failing  # type: ignore[method-assign]
-        root = await start(daemon, "s1")
         await sh("printf tea > me/prefs.md && printf r > lending-rules/r.md", root)
         ended: list[TurnEnded] = []
 
@@ -420,9 +433,7 @@ async def test_a_forget_while_the_spaces_store_runs_and_fails_keeps_nothing_of_i
 async def test_a_person_forgotten_while_the_daemon_was_down_is_dropped_from_its_turn_at_start(
     tmp_path: Path,
 ) -> None:
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, _, root):
         await sh("cat me/g.md > /dev/null && printf new > me/new.md", root)
         state_dir = daemon.settings.state_dir
     # The daemon is down: the forget's notice finds nobody to tell.
@@ -453,16 +464,11 @@ async def test_a_forget_after_the_space_was_stored_leaves_no_name_in_done_json(
         memfs.StoreUnavailable("the org store is down"),
         when=lambda ref, *args, **kwargs: ref.layer == "org",
     )
-    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
     specs = [memfs.user_memory(), memfs.org_memory(space=rules.space, review="none")]
-    memory = Memory(store, specs, workspace=ws)
+    memory, ws = desk(tmp_path, store, specs)
     turn = await memory.start_turn("s1", {"userId": "u_dana"})
-    mounts = overlay.sessions["s1"].turn.mounts  # type: ignore[union-attr]
     for name, file in (("me", "diagnosis.md"), ("lending-rules", "rule.md")):
-        _, fh = overlay.create_open(mounts[name].root.inode, file, 0o644, 0, 0, os.O_WRONLY)
-        overlay.write(fh, 0, b"x\n")
-        overlay.release(fh)
+        write_new(ws.overlay, mounts_of(ws.overlay)[name], file, b"x\n")
     ended = await turn.end()
     assert ended.spaces["me"].status == "saved"
     assert ended.spaces["lending-rules"].kept
@@ -484,9 +490,7 @@ async def test_a_file_forgotten_by_another_process_is_the_only_one_a_look_at_the
 ) -> None:
     # The CLI forgets in the store first and tells the daemon after: a look at
     # the store in between must drop what the notice would, not the space.
-    async with running_daemon(tmp_path, SPECS) as daemon:
-        store = await seeded(daemon)
-        root = await start(daemon, "s1")
+    async with danas_turn(tmp_path) as (daemon, store, root):
         await sh("cat me/g.md > /dev/null", root)
         await store.forget_file(ME, "g.md", by=None)  # nobody tells this daemon
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import trio
 import memfs
 from memfs.api.models import StartTurnRequest, TurnEnded
 from memfs.core.models import digest
+from memfs.stores.base import ReviewingStore
 from tests.daemon_harness import Daemon, running_daemon, sh
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
@@ -178,7 +180,7 @@ async def test_read_only_mount_rejects_every_write_with_erofs(tmp_path: Path) ->
 
         def attempts() -> dict[str, int]:
             codes: dict[str, int] = {}
-            tries = {
+            tries: dict[str, Callable[[], object]] = {
                 "open for writing": lambda: os.close(os.open(target, os.O_RDWR)),
                 "append": lambda: os.close(os.open(target, os.O_WRONLY | os.O_APPEND)),
                 "create": lambda: os.close(os.open(rules / "new.md", os.O_CREAT | os.O_EXCL)),
@@ -288,7 +290,7 @@ async def test_symlinks_hard_links_fifos_and_xattrs_get_a_clear_errno(tmp_path: 
 
         def attempts() -> dict[str, int]:
             (me / "f.md").write_text("f")
-            tries = {
+            tries: dict[str, Callable[[], object]] = {
                 "symlink": lambda: os.symlink("f.md", me / "link"),
                 "hardlink": lambda: os.link(me / "f.md", me / "hard"),
                 "fifo": lambda: os.mkfifo(me / "fifo"),
@@ -433,6 +435,7 @@ async def test_a_seed_changed_while_the_daemon_runs_waits_as_changed_in_code(
         await daemon.service.end_turn("s1")
         (seed / "income.md").write_text("three years\n")
         store = daemon.service.memory.store
+        assert isinstance(store, ReviewingStore)
         with trio.fail_after(20):
             while not await store.list_changes():  # noqa: ASYNC110 - polling the store is the test
                 await trio.sleep(0.1)
@@ -447,6 +450,7 @@ async def test_two_conversations_editing_one_org_file_through_the_mount_both_wai
     specs = [memfs.org_memory(space="rules"), memfs.user_memory()]  # review "person"
     async with running_daemon(tmp_path, specs) as daemon:
         store = daemon.service.memory.store
+        assert isinstance(store, ReviewingStore)
         await store.put(
             memfs.SpaceRef(layer="org", space="rules"),
             memfs.ChangeSet(created={"a.md": b"v1\n"}),

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import trio
 
 import memfs
+from memfs.api.models import StartTurnRequest
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
 from tests.daemon_harness import running_daemon, sh
 from tests.test_daemon_mount import CAROL, DANA, SPECS, start
@@ -28,11 +30,12 @@ async def test_create_mkdir_and_rename_to_a_control_character_name_are_einval(
 
         def attempts() -> dict[str, int]:
             codes = {}
-            for name, attempt in {
+            tries: dict[str, Callable[[], object]] = {
                 "create": lambda: os.close(os.open(root / "me" / bad, os.O_CREAT | os.O_WRONLY)),
                 "mkdir": lambda: os.mkdir(root / "me" / bad),
                 "rename": lambda: os.rename(root / "me" / "ok.md", root / "me" / bad),
-            }.items():
+            }
+            for name, attempt in tries.items():
                 try:
                     attempt()
                     codes[name] = 0
@@ -78,7 +81,7 @@ async def test_a_stored_attack_name_forges_nothing_in_another_agents_note(tmp_pa
         assert stored.status == "saved"
 
         started = await daemon.service.start_turn(
-            memfs.api.models.StartTurnRequest(session="carol", extra_body=CAROL)
+            StartTurnRequest(session="carol", extra_body=CAROL)
         )
         lines = started.note.splitlines()
         assert not any(line.startswith("## SYSTEM") for line in lines)
@@ -123,9 +126,7 @@ async def test_a_stored_control_character_name_loads_and_can_be_renamed_away(
 async def test_the_turns_note_tells_the_agent_the_daemons_limits(tmp_path: Path) -> None:
     limits = Limits(max_file_bytes=512 * 1024, max_space_bytes=8 * 1024 * 1024)
     async with running_daemon(tmp_path, SPECS, limits=limits) as daemon:
-        started = await daemon.service.start_turn(
-            memfs.api.models.StartTurnRequest(session="s1", extra_body=DANA)
-        )
+        started = await daemon.service.start_turn(StartTurnRequest(session="s1", extra_body=DANA))
         assert (
             "Links (symbolic or hard) are refused, a file may hold at most 512.0 KiB and each "
             "folder below at most 8.0 MiB in all." in started.note.split("\n\n")[0]

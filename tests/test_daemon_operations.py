@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyfuse3
@@ -15,17 +14,9 @@ from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, fuse_errors
 from memfsd.nodes import ROOT_INODE, SnapshotFile
 from memfsd.overlay import Overlay
+from tests.overlay_helpers import Ctx, node_of, source_of, turn_of
 
-
-@dataclass
-class Ctx:
-    uid: int = 1000
-    gid: int = 1000
-    pid: int = 1
-    umask: int = 0o022
-
-
-CTX = Ctx()
+CTX = Ctx(uid=1000, gid=1000)
 
 
 def make(
@@ -72,7 +63,9 @@ async def test_write_copies_up_and_reads_back_through_handles(tmp_path: Path) ->
     assert (await ops.getattr(inode, CTX)).st_size == 14
     # the snapshot blob is untouched: other sessions still read it
     assert (
-        overlay.blobs.get(overlay.sessions["s1"].turn.mounts["rules"].snapshot["dir/rules.md"].sha)
+        overlay.blobs.get(
+            SnapshotFile(*turn_of(overlay).mounts["rules"].snapshot["dir/rules.md"]).sha
+        )
         == b"rule 1\n"
     )
 
@@ -84,11 +77,11 @@ async def test_create_rename_over_and_unlink_record_the_touched_paths(tmp_path: 
     await ops.write(info.fh, 0, b"new rules\n")
     await ops.release(info.fh)
     await ops.rename(folder, b"tmp", folder, b"rules.md", 0, CTX)
-    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    mount = turn_of(overlay).mounts["rules"]
     assert mount.touched == {"dir/tmp", "dir/rules.md"}
-    assert overlay.source(mount, "dir/rules.md").read_bytes() == b"new rules\n"
+    assert source_of(overlay, mount, "dir/rules.md").read_bytes() == b"new rules\n"
     assert overlay.source(mount, "dir/tmp") is None
-    log = overlay.sessions["s1"].turn.access_log()
+    log = turn_of(overlay).access_log()
     assert log["rules/dir/rules.md"].wrote and not log["rules/dir/rules.md"].deleted
     assert log["rules/dir/rules.md"].renamed_from == "rules/dir/tmp"  # NAME/ like the keys
     assert log["rules/dir/tmp"].created and log["rules/dir/tmp"].deleted
@@ -184,7 +177,7 @@ async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) ->
     )
     # A new process: same state dir, nothing in memory.
     blobs = BlobCache(tmp_path / "blobs")
-    sha = overlay.sessions["s1"].turn.mounts["rules"].snapshot["dir/rules.md"].sha
+    sha = SnapshotFile(*turn_of(overlay).mounts["rules"].snapshot["dir/rules.md"]).sha
     again = Overlay(tmp_path, blobs, Limits())
     again.open_session("s1")
     state = again.attach_turn(
@@ -192,8 +185,8 @@ async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) ->
     )
     mount = state.mounts["rules"]
     assert mount.touched == {"dir/rules.md", "dir/new.md", "dir/sub/moved.md"}
-    assert again.source(mount, "dir/rules.md").read_bytes() == b"rule 1\nrule 2\n"
-    assert again.source(mount, "dir/sub/moved.md").read_bytes() == b"fresh\n"
+    assert source_of(again, mount, "dir/rules.md").read_bytes() == b"rule 1\nrule 2\n"
+    assert source_of(again, mount, "dir/sub/moved.md").read_bytes() == b"fresh\n"
     assert again.source(mount, "dir/new.md") is None
     assert mount.files == 2
     assert state.next_data > max(n.data or 0 for n in again.nodes.values())
@@ -260,14 +253,14 @@ async def test_a_reader_sees_what_another_handle_wrote_after_the_copy_up(tmp_pat
 async def test_only_the_first_open_for_reading_of_a_path_is_journaled(tmp_path: Path) -> None:
     overlay, ops = make(tmp_path)
     inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
-    journal = overlay.sessions["s1"].turn.dir / "journal"
+    journal = turn_of(overlay).dir / "journal"
     for _ in range(3):
         info = await ops.open(inode, os.O_RDONLY, CTX)
         await ops.release(info.fh)
     overlay.write_held()
     lines = journal.read_text().splitlines()
     assert len(lines) == 1 and '"o":"r"' in lines[0]
-    assert overlay.sessions["s1"].turn.access_log()["rules/dir/rules.md"].read == "rev-1"
+    assert turn_of(overlay).access_log()["rules/dir/rules.md"].read == "rev-1"
 
 
 def test_blob_cache_trusts_known_shas_and_remembers_what_it_holds(
@@ -278,7 +271,12 @@ def test_blob_cache_trusts_known_shas_and_remembers_what_it_holds(
     assert sha == "f" * 64 and blobs.get(sha) == b"x"
     stats: list[Path] = []
     real_exists = Path.exists
-    monkeypatch.setattr(Path, "exists", lambda p: stats.append(p) or real_exists(p))
+
+    def exists(path: Path) -> bool:
+        stats.append(path)
+        return real_exists(path)
+
+    monkeypatch.setattr(Path, "exists", exists)
     blobs.put_many([b"x"], ["f" * 64])
     assert stats == []  # known present: no stat at all
 
@@ -310,7 +308,7 @@ async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) 
     overlay, ops = make(tmp_path)
     folder = await inode_of(ops, "s1", "rules", "dir")
     inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
-    journal = overlay.sessions["s1"].turn.dir / "journal"
+    journal = turn_of(overlay).dir / "journal"
     info = await ops.open(inode, os.O_RDONLY, CTX)
     await ops.release(info.fh)
     assert journal.read_text() == ""  # held: no write per file read
@@ -325,7 +323,7 @@ async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> N
     info = await ops.open(inode, os.O_RDONLY, CTX)
     await ops.release(info.fh)
     overlay.write_held()
-    journal = overlay.sessions["s1"].turn.dir / "journal"
+    journal = turn_of(overlay).dir / "journal"
     assert '"o":"r"' in journal.read_text()
 
 
@@ -343,7 +341,7 @@ async def test_a_turn_start_makes_nodes_only_for_the_folders_looked_into(tmp_pat
     paths = [f"f{d:02}/sub/n{i:04}.md" for d in range(20) for i in range(100)] + ["top.md"]
     overlay, ops = _big(tmp_path, paths)
     before = len(overlay.nodes)
-    mount = overlay.sessions["s1"].turn.mounts["big"]
+    mount = turn_of(overlay).mounts["big"]
     assert mount.files == 2001 and mount.bytes == 4002
     folder = await inode_of(ops, "s1", "big", "f07", "sub")
     # The mount's 21 entries, f07's one, and f07/sub's 100: a folder's reply
@@ -363,7 +361,7 @@ async def test_a_renamed_folder_nobody_looked_into_keeps_its_snapshot_entries(
     inside = await inode_of(ops, "s1", "big", "z", "b", "c.md")
     assert overlay.node(inside).revision == "r0"
     assert sorted(n.name for n in overlay.children(mount)) == ["a-b.md", "ab.md", "z"]
-    state = overlay.sessions["s1"].turn.mounts["big"]
+    state = turn_of(overlay).mounts["big"]
     assert state.touched == {"a/b/c.md", "a/d.md", "z/b/c.md", "z/d.md"}
 
 
@@ -399,7 +397,7 @@ async def test_a_rename_reaches_the_journal_in_one_write(
 ) -> None:
     overlay, ops = _big(tmp_path, ["d/a.md", "d/b.md", "d/c/e.md"])
     mount = await inode_of(ops, "s1", "big")
-    journal = overlay.sessions["s1"].turn.journal
+    journal = turn_of(overlay).journal
     writes: list[int] = []
     real_write = os.write
 
@@ -411,7 +409,7 @@ async def test_a_rename_reaches_the_journal_in_one_write(
     monkeypatch.setattr("memfsd.overlay.os.write", counting)
     await ops.rename(mount, b"d", mount, b"z", 0, CTX)
     assert len(writes) == 1
-    lines = (overlay.sessions["s1"].turn.dir / "journal").read_text().splitlines()
+    lines = (turn_of(overlay).dir / "journal").read_text().splitlines()
     assert sum(1 for line in lines if '"o":"n"' in line) == 3  # every moved file, in that write
 
 
@@ -489,17 +487,17 @@ async def test_chmod_and_utime_are_journaled_and_replayed_after_a_crash(tmp_path
     folder = await inode_of(ops, "s1", "rules", "bin")
     _, created = await ops.create(folder, b"new.sh", 0o100750, os.O_WRONLY, CTX)
     overlay.setattr(created.st_ino, mtime_ns=5)
-    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    mount = turn_of(overlay).mounts["rules"]
     assert "bin/run.sh" in mount.touched  # a mode change alone is a change to look at
     again = with_meta(
         tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
     )
-    state = again.sessions["s1"].turn.mounts["rules"]
-    assert again.node_at(state, "bin/run.sh").mode == 0o700
-    new = again.node_at(state, "bin/new.sh")
+    state = turn_of(again).mounts["rules"]
+    assert node_of(again, state, "bin/run.sh").mode == 0o700
+    new = node_of(again, state, "bin/new.sh")
     assert (new.mode, new.mtime_ns) == (0o750, 5)
     assert again.meta_at_end(state)["bin/run.sh"] == FileMeta(
-        mode=0o700, mtime_ns=MTIME, ctime_ns=again.node_at(state, "bin/run.sh").ctime_ns
+        mode=0o700, mtime_ns=MTIME, ctime_ns=node_of(again, state, "bin/run.sh").ctime_ns
     )
 
 
@@ -516,9 +514,9 @@ async def test_a_file_renamed_or_exchanged_after_a_chmod_keeps_its_mode_after_a_
     again = with_meta(
         tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
     )
-    state = again.sessions["s1"].turn.mounts["rules"]
-    assert again.node_at(state, "bin/other.sh").mode == 0o700
-    assert again.node_at(state, "bin/go.sh").mode == 0o640
+    state = turn_of(again).mounts["rules"]
+    assert node_of(again, state, "bin/other.sh").mode == 0o700
+    assert node_of(again, state, "bin/go.sh").mode == 0o640
 
 
 async def test_a_compacted_journal_keeps_file_and_folder_modes_and_the_snapshots_folders(
@@ -529,17 +527,17 @@ async def test_a_compacted_journal_keeps_file_and_folder_modes_and_the_snapshots
     overlay.setattr(await inode_of(ops, "s1", "rules", "bin", "run.sh"), mode=0o100700)
     await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
     await ops.mkdir(await inode_of(ops, "s1", "rules"), b"private", 0o40700, CTX)
-    turn = overlay.sessions["s1"].turn
+    turn = turn_of(overlay)
     overlay.compact(turn)
     assert b'"o":"a"' in (turn.dir / "journal").read_bytes()
     again = with_meta(
         tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
     )
-    state = again.sessions["s1"].turn.mounts["rules"]
-    assert again.node_at(state, "bin/run.sh").mode == 0o700
+    state = turn_of(again).mounts["rules"]
+    assert node_of(again, state, "bin/run.sh").mode == 0o700
     assert again.node_at(state, "empty") is not None
     assert again.node_at(state, "empty/inner") is None
-    assert again.node_at(state, "private").mode == 0o700
+    assert node_of(again, state, "private").mode == 0o700
 
 
 async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Path) -> None:
@@ -549,7 +547,7 @@ async def test_folders_at_end_sees_made_removed_and_emptied_folders(tmp_path: Pa
     await ops.mkdir(mount_inode, b"made", 0o40755, CTX)
     await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
     await ops.unlink(await inode_of(ops, "s1", "rules", "bin"), b"run.sh", CTX)
-    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    mount = turn_of(overlay).mounts["rules"]
     assert overlay.folders_at_end(mount) == {
         "made": False,
         "empty": False,
@@ -579,9 +577,9 @@ async def test_a_renamed_or_exchanged_file_or_folder_keeps_its_mode_and_times_af
     private = await inode_of(ops, "s1", "rules", "private")
     overlay.setattr(private, mode=0o40700)
     overlay.rename(mount_inode, "private", mount_inode, "secret")
-    live = overlay.sessions["s1"].turn.mounts["rules"]
+    live = turn_of(overlay).mounts["rules"]
     before = {
-        path: (overlay.node_at(live, path).mode, overlay.node_at(live, path).mtime_ns)
+        path: (node_of(overlay, live, path).mode, node_of(overlay, live, path).mtime_ns)
         for path in ("bin/go.sh", "bin/a.sh", "bin/b.md", "secret")
     }
     assert before["bin/go.sh"] == (0o755, MTIME)
@@ -589,9 +587,9 @@ async def test_a_renamed_or_exchanged_file_or_folder_keeps_its_mode_and_times_af
     again = with_meta(
         tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
     )
-    state = again.sessions["s1"].turn.mounts["rules"]
+    state = turn_of(again).mounts["rules"]
     after = {
-        path: (again.node_at(state, path).mode, again.node_at(state, path).mtime_ns)
+        path: (node_of(again, state, path).mode, node_of(again, state, path).mtime_ns)
         for path in before
     }
     assert after == before
@@ -606,11 +604,11 @@ async def test_a_folder_keeps_the_mode_mkdir_gave_it_after_a_crash(tmp_path: Pat
     mount_inode = await inode_of(ops, "s1", "rules")
     await ops.mkdir(mount_inode, b"private", 0o40700, CTX)
     await ops.mkdir(mount_inode, b"closed", 0o40000, CTX)
-    live = overlay.sessions["s1"].turn.mounts["rules"]
-    made = {path: overlay.node_at(live, path).mode for path in ("private", "closed")}
+    live = turn_of(overlay).mounts["rules"]
+    made = {path: node_of(overlay, live, path).mode for path in ("private", "closed")}
     assert made == {"private": 0o700, "closed": 0}
     again = with_meta(
         tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
     )
-    state = again.sessions["s1"].turn.mounts["rules"]
-    assert {path: again.node_at(state, path).mode for path in made} == made
+    state = turn_of(again).mounts["rules"]
+    assert {path: node_of(again, state, path).mode for path in made} == made

@@ -26,17 +26,9 @@ from memfsd.fs import MemfsOperations, caller_groups
 from memfsd.nodes import ROOT_INODE, MountTree, Node, SnapshotFile
 from memfsd.overlay import Overlay
 from tests.daemon_harness import require_root
+from tests.overlay_helpers import Ctx
 
-
-@dataclass
-class Ctx:
-    uid: int = 42000
-    gid: int = 42000
-    pid: int = 1
-    umask: int = 0o022
-
-
-CTX = Ctx()
+CTX = Ctx(uid=42000, gid=42000)
 ROOT = Ctx(uid=0, gid=0)
 
 
@@ -313,7 +305,7 @@ async def test_setattr_reads_the_callers_supplementary_groups(tmp_path: Path) ->
         caller.kill()
         caller.wait()
     # The caller is gone: only the group the request names counts.
-    assert caller_groups(Ctx(gid=42000, pid=caller.pid)) == frozenset({42000})
+    assert caller_groups(Ctx(uid=42000, gid=42000, pid=caller.pid)) == frozenset({42000})
 
 
 # -- mode 0 -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ import memfs
 from memfs.api.models import StartTurnRequest
 from memfs.core.errors import ConfigError, Exists
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.core.specs import as_spec
 from memfs.engine.seeds import SeedRecord
 from memfs.private import secure_state_dir
 from memfs.stores.folder import FolderStore
@@ -192,7 +193,7 @@ async def test_a_state_dir_another_user_owns_stops_the_start_naming_it(public: P
         mount_root=public / "mnt",
         state_dir=state,
         store=f"sqlite://{state}/memfs.db",
-        specs=list(SPECS),
+        specs=[as_spec(spec) for spec in SPECS],
         limits=Limits(),
         socket=state / "memfs.sock",
     )
@@ -324,7 +325,7 @@ async def test_a_session_given_an_owner_later_is_0700_and_theirs(public: Path) -
         )
         assert wrote.returncode == 0, wrote.stderr
         for argv in (["ls", str(root)], ["cat", str(root / "me" / "secret.md")]):
-            done = await trio.to_thread.run_sync(lambda argv=argv: run_as(THIRD, *argv))
+            done = await trio.to_thread.run_sync(functools.partial(run_as, THIRD, *argv))
             assert done.returncode != 0 and b"Permission denied" in done.stderr, argv
         ended = await daemon.service.end_turn("s1")
         assert ended.spaces["me"].created == ["secret.md"]

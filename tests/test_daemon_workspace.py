@@ -27,6 +27,7 @@ from memfs.stores.sqlite import SqliteStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.workspace import DONE_FILE, MANIFEST_FORMAT, OverlayWorkspace
+from tests.overlay_helpers import source_of, turn_of
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
 
@@ -39,6 +40,12 @@ def workspace(tmp_path: Path) -> tuple[Memory, OverlayWorkspace]:
         memfs.user_memory(org="orgId"),
     ]
     return Memory(MemoryStore(), specs, workspace=ws), ws
+
+
+def store_of(memory: Memory) -> MemoryStore:
+    """The memory store ``workspace`` gives its ``Memory``."""
+    assert isinstance(memory.store, MemoryStore)
+    return memory.store
 
 
 async def test_a_stored_space_is_written_down_beside_the_turn_not_into_it(tmp_path: Path) -> None:
@@ -76,8 +83,8 @@ async def test_a_blob_discarded_after_a_lean_load_is_fetched_again(
     # As if the load had run just before another turn of theirs let the blob go.
     monkeypatch.setattr(ws, "contents_held", lambda: {sha})
     turn = await memory.start_turn("b", BODY)
-    mount = overlay.sessions["b"].turn.mounts["me"]
-    assert overlay.source(mount, "prefs.md").read_bytes() == b"tea\n"
+    mount = turn_of(overlay, "b").mounts["me"]
+    assert source_of(overlay, mount, "prefs.md").read_bytes() == b"tea\n"
     await turn.end()
     await store.aclose()
 
@@ -86,7 +93,7 @@ async def test_the_manifest_written_down_round_trips_any_path(tmp_path: Path) ->
     memory, ws = workspace(tmp_path)
     rules = SpaceRef(layer="org", space="rules", org="o1")
     odd = {"tab\there.md": b"1", "new\nline.md": b"22", "ünï/cødé.md": b"333"}
-    await memory.store.put(rules, ChangeSet(created=odd), provenance=Provenance())
+    await store_of(memory).put(rules, ChangeSet(created=odd), provenance=Provenance())
     turn = await memory.start_turn("s1", BODY)
     [saved] = ws.saved_turns()
     assert saved["shas"]["rules"] == {path: digest(content) for path, content in odd.items()}
@@ -102,10 +109,10 @@ async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_t
     memory, ws = workspace(tmp_path)
     rules = SpaceRef(layer="org", space="rules", org="o1")
     files = {f"r{i}.md": b"rule\n" for i in range(50)}
-    await memory.store.put(rules, ChangeSet(created=files), provenance=Provenance())
+    await store_of(memory).put(rules, ChangeSet(created=files), provenance=Provenance())
     turn = await memory.start_turn("s1", BODY)
     overlay = ws.overlay
-    mount = overlay.sessions["s1"].turn.mounts["rules"]
+    mount = turn_of(overlay).mounts["rules"]
     read = overlay.lookup(mount.root.inode, "r3.md").inode
     fh, _ = overlay.open(read, os.O_RDONLY)
     overlay.release(fh)
@@ -115,7 +122,7 @@ async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_t
     overlay.release(fh)
     snapshot = dict(turn.mounts["rules"].snapshot)
     await turn.end()
-    [trace] = await memory.store.traces()
+    [trace] = await store_of(memory).traces()
     kept = trace.mounts["rules"]
     assert kept.snapshot == {"r3.md": snapshot["r3.md"], "r7.md": snapshot["r7.md"]}
     assert kept.cursor == turn.mounts["rules"].cursor is not None
@@ -153,8 +160,8 @@ async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_d
     store.down = True
     turn = await memory.start_turn("c", BODY)
     assert turn.mounts["rules"].from_last_known_copy and turn.mounts["me"].from_last_known_copy
-    state = overlay.sessions["c"].turn
-    assert overlay.source(state.mounts["rules"], "r.md").read_bytes() == b"rule\n"
+    state = turn_of(overlay, "c")
+    assert source_of(overlay, state.mounts["rules"], "r.md").read_bytes() == b"rule\n"
     assert overlay.source(state.mounts["me"], "p.md") is None  # its bytes left with its turn
     await turn.end()
     await store.aclose()
@@ -181,7 +188,7 @@ async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> N
     meta = FileMeta(
         mode=0o755, mtime_ns=1_700_000_000_000_000_001, ctime_ns=1_700_000_000_000_000_002
     )
-    await memory.store.put(
+    await store_of(memory).put(
         rules,
         ChangeSet(
             created={"run.sh": b"x", "a.md": b"a"},

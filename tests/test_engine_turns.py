@@ -70,7 +70,7 @@ async def test_a_bug_in_an_apps_own_load_fails_the_turn_start_and_writes_nothing
     async def load(ctx: memfs.TurnContext) -> dict[str, str]:
         calls["n"] += 1
         if calls["n"] > 1:
-            return {"a.md": "x"}["missing"]  # the app's own KeyError
+            return {"a.md": {"b.md": "x"}["missing"]}  # the app's own KeyError
         return {"a.md": "first\n"}
 
     async def store(ctx: memfs.TurnContext, changes: memfs.ChangeSet, cursor: str | None) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
+import inspect
 import re
 import tomllib
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +112,71 @@ def test_the_version_has_one_home() -> None:
         "attr": "memfs._version.__version__"
     }
     assert importlib.metadata.version("memfs") == __version__
+
+
+# The engine's side that the daemon plugs into: named in signatures of
+# memfs.Memory/memfs.Turn, imported from memfs.engine by the daemon, never
+# built or named by an app.
+ENGINE_INSIDES = {"MountState", "Owner", "Source", "TurnPlan", "TurnState", "Workspace"}
+
+
+def _memfs_types(annotation: object) -> set[type]:
+    """The memfs classes an annotation names, looking inside unions and generics."""
+    found: set[type] = set()
+    for arg in typing.get_args(annotation):
+        found |= _memfs_types(arg)
+    if isinstance(annotation, type) and annotation.__module__.startswith("memfs"):
+        found.add(annotation)
+    return found
+
+
+def _signature_types(name: str, value: object) -> dict[type, str]:
+    """Each memfs class a parameter or return of ``value`` (or of its methods) names -> where."""
+    functions: list[tuple[str, Any]] = []
+    if inspect.isclass(value):
+        for attr, member in inspect.getmembers(value):
+            if attr.startswith("_") and attr != "__init__":
+                continue
+            member = member.fget if isinstance(member, property) else member
+            # pydantic's own methods (copy, model_dump, ...) are not memfs's API.
+            if inspect.isfunction(member) and member.__module__.startswith("memfs"):
+                functions.append((f"{name}.{attr}", member))
+    elif inspect.isfunction(value):
+        functions.append((name, value))
+    found: dict[type, str] = {}
+    for where, function in functions:
+        for hint in typing.get_type_hints(function).values():
+            for cls in _memfs_types(hint):
+                found.setdefault(cls, where)
+    return found
+
+
+def test_every_memfs_type_a_public_signature_names_is_a_name_of_memfs_too() -> None:
+    exported = {id(getattr(memfs, name)) for name in memfs.__all__}
+    missing = {
+        f"{cls.__module__}.{cls.__name__} (in {where})"
+        for name in memfs.__all__
+        if name != "__version__"
+        for cls, where in _signature_types(name, getattr(memfs, name)).items()
+        if id(cls) not in exported and cls.__name__ not in ENGINE_INSIDES
+    }
+    assert not missing, sorted(missing)
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("Forgot", "memfs.core.models"),
+        ("ManualHold", "memfs.engine.plan"),
+        ("Members", "memfs.stores.base"),
+        ("WaitingChange", "memfs.core.review"),
+        ("MemorySpec", "memfs.core.specs"),
+        ("Role", "memfs.core.roles"),
+        ("ReviewMode", "memfs.core.review"),
+    ],
+)
+def test_what_an_app_names_when_it_acts_reviews_or_commits_is_a_name_of_memfs(
+    name: str, module: str
+) -> None:
+    assert memfs._EXPORTS[name] == module
+    assert getattr(memfs, name) is getattr(importlib.import_module(module), name)

@@ -48,7 +48,7 @@ def _counter() -> Callable[[], int]:
 
 
 def _cases() -> list[tuple[str, str]]:
-    cases = []
+    cases: list[tuple[str, str]] = []
     for backend, (managed, _) in BACKENDS.items():
         # every store here forgets people; managed stores (memory, sqlite) also
         # keep history and hold org changes for review

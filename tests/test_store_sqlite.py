@@ -320,7 +320,7 @@ async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
     connect = sqlite3.connect
 
     def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.execute("PRAGMA secure_delete = OFF")
         return conn
 
@@ -392,7 +392,7 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
     connect = sqlite3.connect
 
     def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.execute("PRAGMA secure_delete = OFF")
         return conn
 
@@ -450,7 +450,7 @@ async def test_forgotten_user_file_names_cannot_be_read_back_from_stored_traces(
     connect = sqlite3.connect
 
     def connect_without_secure_delete(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.execute("PRAGMA secure_delete = OFF")
         return conn
 

@@ -11,7 +11,7 @@ import pytest
 
 import memfs
 from memfs.core.models import SpaceRef
-from memfs.core.specs import PersistentDir, Spec
+from memfs.core.specs import MemorySpec, PersistentDir
 from memfs.engine import copymode
 from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore, test_memory
@@ -21,7 +21,9 @@ CAROL = {"userId": "u_carol", "name": "Carol", "bankId": "bank_17", "role": "off
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
 
-def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any) -> memfs.Memory:
+def desk(
+    store: memfs.Store, tmp_path: Path, review: memfs.ReviewMode = "none", **kwargs: Any
+) -> memfs.Memory:
     """The loan desk; its rules save at once unless a test asks for review."""
     return memfs.Memory(
         store,
@@ -41,7 +43,7 @@ def desk(store: memfs.Store, tmp_path: Path, review: str = "none", **kwargs: Any
     )
 
 
-def seed(store: MemoryStore, ref: SpaceRef, files: dict[str, bytes]) -> None:
+def seed(store: MemoryStore | FaultyStore, ref: SpaceRef, files: dict[str, bytes]) -> None:
     store.put_nowait(
         ref, memfs.ChangeSet(created=files), provenance=memfs.Provenance(origin="code")
     )
@@ -235,11 +237,12 @@ async def test_read_only_mount_has_no_write_bits_and_skips_store(why: str, tmp_p
 
     store = FaultyStore(MemoryStore())
     seed(store, RULES, {"rules.md": b"Rule 1\n"})
-    spec_args: dict[str, Any] = {
+    choices: dict[str, dict[str, Any]] = {
         "can_write false": {"can_write": lambda eb: False},
         "can_write awaitable false": {"can_write": no},
         "read-only mode": {"commit": "read-only"},
-    }[why]
+    }
+    spec_args = choices[why]
     mem = memfs.Memory(
         store,
         [memfs.org_memory(space="lending-rules", org="bankId", **spec_args)],
@@ -680,7 +683,7 @@ async def test_a_persistent_dir_may_be_nested_and_its_parent_is_read_only(tmp_pa
 )
 def test_a_mount_inside_another_mounts_folder_is_a_config_error(paths: tuple[str, str]) -> None:
     outer, inner = paths
-    specs: list[Spec] = nested_dirs({}, inner)
+    specs: list[MemorySpec] = list(nested_dirs({}, inner))
     if "/" in outer:
         specs += nested_dirs({}, outer)
     else:

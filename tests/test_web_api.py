@@ -74,7 +74,7 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         ("revoked", "admin", ORG),
         ("other", "admin", "bank_99"),
     ]:
-        await store.add_member(Member(id=f"u_{who}", org=org, role=role), by=None)  # type: ignore[arg-type]
+        await store.add_member(Member(id=f"u_{who}", org=org, role=role), by=None)
         tokens[who] = (await store.create_token(f"u_{who}", org, by=None)).token
     await store.revoke_tokens("u_revoked", ORG, by=None)
     app = web_app(store, max_body_bytes=LIMIT)

@@ -23,6 +23,10 @@ stored               saved /     ``refused`` if the store or the scan refused
 
 A *kept* space is one whose change set the store did not take: its working
 copy stays until a later end stores it or a discard drops it.
+
+:func:`was_ending` reads these results back: whether a turn written down
+with them (a daemon's ``turn.json``, restored after a stop) was already
+ending, so no more writes may be let in.
 """
 
 from __future__ import annotations
@@ -214,6 +218,17 @@ def stored(changes: ChangeSet, refused: Mapping[str, MemfsError], outcome: Store
     )
 
 
+def was_ending(kept: Mapping[str, SpaceResult], done: Mapping[str, SpaceResult]) -> bool:
+    """Whether a turn with these kept and settled spaces was ending (or being discarded).
+
+    Its end had kept a space, or settled one (stored, or discarded): a write
+    let in now would be to a space whose end is written down, and lost. A
+    space settled only because its person was forgotten says nothing: the
+    turn may still be going on in its other spaces.
+    """
+    return bool(kept) or any(result.reason != FORGOTTEN for result in done.values())
+
+
 def discarded(changes: ChangeSet, refused: Collection[str]) -> SpaceResult:
     """Dropped on purpose (``discard_turn``): nothing of it was stored."""
     dropped = tuple(sorted({*changes.paths, *refused}))
@@ -247,4 +262,5 @@ __all__ = [
     "store_failed",
     "stored",
     "unchanged",
+    "was_ending",
 ]

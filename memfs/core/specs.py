@@ -3,6 +3,15 @@
 ``org_memory``, ``user_memory`` and ``persistent_dir`` build the specs an app
 passes to ``memfs.Memory``. A spec is checked when it is built, so a bad space
 name or commit mode fails at start, not in the middle of a turn.
+
+Two types name specs. :class:`MemorySpec` is what they all are, and what
+the doors that take an app's specs accept (``memfs.Memory``,
+``memfs.testing.mounted_daemon``): a list that holds an org space and a
+person's is a ``list[MemorySpec]`` to a type checker, as the app writes it.
+:data:`Spec` is the closed union of the three kinds, told apart by ``layer``
+(``"org"``, ``"user"``, ``"dir"``); :func:`as_spec` turns the one into the
+other, at runtime, once, at the door, so the code behind it matches on the
+kind with no cast.
 """
 
 from __future__ import annotations
@@ -95,6 +104,18 @@ class PersistentDir(MemorySpec):
 
 
 Spec = OrgMemory | UserMemory | PersistentDir
+
+
+def as_spec(spec: object) -> Spec:
+    """``spec`` as the kind it is; ``ConfigError`` unless a spec function built it."""
+    if isinstance(spec, OrgMemory | UserMemory | PersistentDir):
+        return spec
+    raise ConfigError(
+        "memory specs are built with org_memory(), user_memory() or persistent_dir()",
+        path=repr(spec),
+    )
+
+
 S = TypeVar("S", bound=MemorySpec)
 
 
@@ -206,6 +227,7 @@ __all__ = [
     "Spec",
     "StoreFn",
     "UserMemory",
+    "as_spec",
     "org_memory",
     "persistent_dir",
     "user_memory",

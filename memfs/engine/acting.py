@@ -19,6 +19,14 @@ still role-checked, and audited where the store keeps an audit log. A store
 that cannot even forget people is a ``ConfigError`` at once; a folder store's
 other acts are a ``ConfigError`` when asked.
 
+Names are checked here, first, for every door (the CLI, Python callers and
+the web API alike): a space name (:func:`memfs.core.names.check_space_name`),
+a file path (:func:`~memfs.core.names.check_path`; a path ``put`` creates is
+a new name, :func:`~memfs.core.names.check_new_name` for each segment) and a
+person's id (:func:`memfs.core.members.check_member_id`) that break the rules
+are ``InvalidName`` before the role is asked or the store is touched, so a bad
+name changes nothing.
+
 ``put`` writes one file of an org space live at once (members and admins):
 no review, a new revision of origin ``edited`` authored by the actor, within
 ``limits``, and the store records it in its audit log (``put``) in the same
@@ -31,6 +39,7 @@ from typing import Literal
 
 from memfs.core.audit import AuditCheck
 from memfs.core.errors import ConfigError, NotFound
+from memfs.core.members import check_member_id
 from memfs.core.models import (
     DEFAULT_ORG,
     AuditEntry,
@@ -43,11 +52,25 @@ from memfs.core.models import (
     SpaceRef,
     Stored,
 )
+from memfs.core.names import check_new_name, check_path, check_space_name
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.core.roles import Role, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, PersonForgetting, ReviewingStore, Store
 
 _UNMANAGED = "this store keeps no history or review; use sqlite or memory"
+
+
+def _check_file(space: str, path: str, user: str | None = None) -> None:
+    """A file named by a caller obeys the name rules (and its person's id, if any)."""
+    check_space_name(space)
+    check_path(path)
+    if user is not None:
+        check_member_id(user, what="user id")
+
+
+def _check_paths(paths: list[str] | None) -> None:
+    for path in paths or ():
+        check_path(path)
 
 
 class Acting:
@@ -117,6 +140,8 @@ class Acting:
         force: bool = False,
     ) -> WaitingChange:
         """A reviewer's move; applying a stale file needs ``force`` (else ``Conflict``)."""
+        _check_paths(paths)
+        _check_paths(list(edits or ()))
         require(self.role, "review")
         # A change never moves to another org, so checking it first is enough.
         await self._own_change(id)
@@ -138,10 +163,12 @@ class Acting:
         return await self.decide(id, "edit", paths=list(edits), edits=edits, force=force)
 
     async def set_review(self, space: str, mode: ReviewMode) -> None:
+        check_space_name(space)
         require(self.role, "set-review")
         await self._reviewing().set_review(self.org_space(space), mode, by=self.by)
 
     async def history(self, space: str, path: str, *, user: str | None = None) -> list[Revision]:
+        _check_file(space, path, user)
         if user is None:
             require(self.role, "read")
             ref = self.org_space(space)
@@ -153,10 +180,12 @@ class Acting:
         return await self.store.history(ref, path)
 
     async def restore(self, space: str, path: str, revision: str) -> Stored:
+        _check_file(space, path)
         require(self.role, "restore")
         return await self.store.restore(self.org_space(space), path, revision, by=self.by)
 
     async def forget(self, space: str, path: str, *, user: str | None = None) -> Stored:
+        _check_file(space, path, user)
         if user is None:
             require(self.role, "forget")
             ref = self.org_space(space)
@@ -171,14 +200,19 @@ class Acting:
         Any store that forgets people will do (the folder store too): the role
         is checked all the same, and a store with an audit log records the act.
         """
+        check_member_id(user, what="user id")
         require(self.role, "forget-user")
         return await self._store.forget_user(user, self.org, by=self.by)
 
     async def put(self, space: str, path: str, content: bytes) -> Stored:
         """Add or replace one live file of an org space, at once and audited; within ``limits``."""
+        _check_file(space, path)
+        # The file may be new, so its name is a new name: no control characters.
+        for segment in path.split("/"):
+            check_new_name(segment, what="file path segment")
         require(self.role, "put")
         ref = self.org_space(space)
-        changes = ChangeSet(created={path: content})  # checks the path before the store is asked
+        changes = ChangeSet(created={path: content})
         revisions = await self.store.history(ref, path)
         if revisions and not revisions[-1].deleted:
             changes = ChangeSet(updated={path: content})
@@ -199,8 +233,17 @@ class Acting:
         return found
 
     async def files(self, space: str) -> dict[str, bytes]:
+        check_space_name(space)
         require(self.role, "read")
         return await self.store.files(self.org_space(space))
+
+    async def file(self, space: str, path: str) -> bytes:
+        """One live file of an org space; ``NotFound`` if the space holds none at ``path``."""
+        _check_file(space, path)
+        files = await self.files(space)
+        if path not in files:
+            raise NotFound("no such file", path=f"{space}/{path}")
+        return files[path]
 
     async def people(self) -> list[dict[str, object]]:
         """Who has memory and how full it is, as this role may see it."""
@@ -214,6 +257,7 @@ class Acting:
 
     async def open_person(self, user: str) -> dict[str, dict[str, bytes]]:
         """An admin opens a person's memory; the store records it in the audit log."""
+        check_member_id(user, what="user id")
         require(self.role, "open")
         return await self.store.open_person(user, self.org, by=self.by)
 

@@ -73,7 +73,15 @@ from memfs.core.policy import (
     resolve_ref,
 )
 from memfs.core.review import ReviewMode
-from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
+from memfs.core.specs import (
+    ExtraBody,
+    MemorySpec,
+    OrgMemory,
+    PersistentDir,
+    Resolver,
+    Spec,
+    as_spec,
+)
 from memfs.engine.plan import (
     HeldSpace,
     ManualHold,
@@ -212,7 +220,7 @@ class Memory:
     def __init__(
         self,
         store: Store,
-        specs: Sequence[Spec],
+        specs: Sequence[MemorySpec],
         *,
         org: Resolver | None = None,
         on_error: OnError | None = None,
@@ -221,22 +229,16 @@ class Memory:
         workspace: Workspace | None = None,
         seed_record: Path | None = None,
     ) -> None:
-        specs = list(specs)
-        for spec in specs:
-            if not isinstance(spec, OrgMemory | UserMemory | PersistentDir):
-                raise ConfigError(
-                    "memory specs are built with org_memory(), user_memory() or persistent_dir()",
-                    path=repr(spec),
-                )
-        check_unique_paths(specs)
-        for spec in specs:
+        kinds = [as_spec(spec) for spec in specs]
+        check_unique_paths(kinds)
+        for spec in kinds:
             seed = spec.seed if isinstance(spec, OrgMemory) else None
             if seed is not None and not Path(seed).is_dir():
                 raise ConfigError("a seed must be an existing folder", path=str(seed))
         if org is not None and not (isinstance(org, str) or callable(org)):
             raise ConfigError("org must be an extra-body field name or a callable", path=repr(org))
         self.store = store
-        self.specs = specs
+        self.specs: list[Spec] = kinds
         self.org = org
         self.on_error = on_error
         self.limits = limits or Limits()

@@ -43,7 +43,7 @@ import trio
 from memfs.client import Client
 from memfs.core.errors import ConfigError, MemfsError, sole_memfs_error
 from memfs.core.models import Limits
-from memfs.core.specs import Spec
+from memfs.core.specs import MemorySpec, as_spec
 
 if TYPE_CHECKING:
     from memfsd.main import Settings
@@ -116,7 +116,7 @@ def _unmount(mount_root: Path) -> None:
 
 @asynccontextmanager
 async def mounted_daemon(
-    specs: Sequence[Spec],
+    specs: Sequence[MemorySpec],
     directory: Path | str | None = None,
     *,
     store: str | None = None,
@@ -145,7 +145,7 @@ async def mounted_daemon(
             mount_root=base / "mnt",
             state_dir=state_dir,
             store=store or f"sqlite://{state_dir}/memfs.db",
-            specs=list(specs),
+            specs=[as_spec(spec) for spec in specs],
             limits=limits or Limits(),
             socket=state_dir / "memfs.sock",
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from memfs.core.models import Limits
-from memfs.core.specs import Spec
+from memfs.core.specs import MemorySpec
 from memfs.testing.mount import MountedDaemon, fuse_missing, mounted_daemon, under_ci
 
 
@@ -42,7 +42,7 @@ def memfs_fuse() -> None:
 
 
 @pytest.fixture
-def memfs_specs() -> Sequence[Spec]:
+def memfs_specs() -> Sequence[MemorySpec]:
     """The specs ``memfs_daemon`` mounts: override it with the app's own."""
     raise pytest.UsageError("define a memfs_specs fixture returning the app's memory specs")
 
@@ -61,7 +61,7 @@ def memfs_limits() -> Limits:
 @pytest.fixture
 async def memfs_daemon(
     memfs_fuse: None,
-    memfs_specs: Sequence[Spec],
+    memfs_specs: Sequence[MemorySpec],
     memfs_store: str | None,
     memfs_limits: Limits,
     tmp_path: Path,

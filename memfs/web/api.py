@@ -12,7 +12,8 @@ Errors are RFC 9457 problem details, as in the control API
 ``NoIdentity`` with ``WWW-Authenticate: Bearer``; a role that may not → 403
 ``PermissionDenied``; anything of another org → 404 with the same body as
 something missing; a space name, path or member id that breaks
-:mod:`memfs.core.names` → 400 before the store is asked; a body that is not
+:mod:`memfs.core.names` → 400 before the store is asked (``Acting`` checks
+names first, for every door); a body that is not
 JSON or not of the route's model → 400 ``BadRequest``; a body over
 ``max_body_bytes`` → 413 ``TooLarge``.
 
@@ -31,9 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memfs.api.models import Problem
 from memfs.core.diff import unified
 from memfs.core.errors import NoIdentity, NotFound
-from memfs.core.members import Member, check_member_id, looks_like_token
+from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
-from memfs.core.names import check_new_name, check_path, check_space_name
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
 from memfs.engine.acting import Acting, act_as
@@ -333,16 +333,6 @@ def _bay(entry: dict[str, object]) -> PersonBay:
     )
 
 
-def _check_file(space: str, path: str) -> None:
-    """A file named in a URL obeys the name rules, checked before the store is touched."""
-    check_space_name(space)
-    check_path(path)
-
-
-def _paths(paths: list[str] | None) -> list[str] | None:
-    return None if paths is None else [check_path(p) for p in paths]
-
-
 async def change_detail(
     me: Acting, change: WaitingChange, *, live: dict[str, bytes] | None = None
 ) -> ChangeDetail:
@@ -409,9 +399,8 @@ def api_router() -> APIRouter:
 
     @router.get("/spaces/{space}/files", response_model=FileList, summary="A space's live files")
     async def list_files(space: str, me: Actor) -> FileList:
-        check_space_name(space)
-        await _known_space(me, space)
         files = await me.files(space)
+        await _known_space(me, space)
         return FileList(
             space=space,
             files=[FileEntry(path=p, size=len(c)) for p, c in sorted(files.items())],
@@ -423,7 +412,6 @@ def api_router() -> APIRouter:
         summary="Bring back an earlier revision of a file (members, audited)",
     )
     async def restore(space: str, path: str, body: RestoreFile, me: Actor) -> Written:
-        _check_file(space, path)
         stored = await me.restore(space, path, body.revision)
         return Written(
             space=space, path=path, status=stored.status, revision=stored.revisions.get(path)
@@ -435,11 +423,8 @@ def api_router() -> APIRouter:
         summary="A file's text, origin and whole trail",
     )
     async def get_file(space: str, path: str, me: Actor) -> FileView:
-        _check_file(space, path)
-        files = await me.files(space)
-        if path not in files:
-            raise NotFound("no such file", path=f"{space}/{path}")
-        return file_view(space, path, files[path], await me.history(space, path))
+        content = await me.file(space, path)
+        return file_view(space, path, content, await me.history(space, path))
 
     @router.put(
         "/spaces/{space}/files/{path:path}",
@@ -447,9 +432,6 @@ def api_router() -> APIRouter:
         summary="Edit or add a live file (members, audited)",
     )
     async def put_file(space: str, path: str, body: PutFile, me: Actor) -> Written:
-        _check_file(space, path)
-        for segment in path.split("/"):
-            check_new_name(segment, what="file path segment")
         stored = await me.put(space, path, body.content.encode("utf-8"))
         return Written(
             space=space, path=path, status=stored.status, revision=stored.revisions.get(path)
@@ -461,9 +443,7 @@ def api_router() -> APIRouter:
         summary="Forget a file (members, audited; kept in history, restorable)",
     )
     async def delete_file(space: str, path: str, me: Actor) -> ForgotFile:
-        _check_file(space, path)
-        if path not in await me.files(space):
-            raise NotFound("no such file", path=f"{space}/{path}")
+        await me.file(space, path)  # a file the space does not hold is 404, not forgotten
         stored = await me.forget(space, path)
         return ForgotFile(space=space, path=path, status=stored.status)
 
@@ -473,7 +453,6 @@ def api_router() -> APIRouter:
         summary="Set how a space's changes are reviewed (admins, audited)",
     )
     async def set_review(space: str, body: SetReview, me: Actor) -> ReviewSet:
-        check_space_name(space)
         await me.set_review(space, body.mode)
         return ReviewSet(space=space, mode=body.mode)
 
@@ -497,7 +476,7 @@ def api_router() -> APIRouter:
     )
     async def approve(change: str, me: Actor, body: Approve | None = None) -> ChangeSummary:
         body = body or Approve()
-        done = await me.approve(change, paths=_paths(body.paths), force=body.force)
+        done = await me.approve(change, paths=body.paths, force=body.force)
         return ChangeSummary(**_summary(done))
 
     @router.post(
@@ -507,7 +486,7 @@ def api_router() -> APIRouter:
     )
     async def reject(change: str, me: Actor, body: Reject | None = None) -> ChangeSummary:
         body = body or Reject()
-        done = await me.reject(change, paths=_paths(body.paths))
+        done = await me.reject(change, paths=body.paths)
         return ChangeSummary(**_summary(done))
 
     @router.post(
@@ -516,7 +495,6 @@ def api_router() -> APIRouter:
         summary="A reviewer's edit of one file of a change, applied as approved (members, audited)",
     )
     async def edit(change: str, body: EditChange, me: Actor) -> ChangeSummary:
-        check_path(body.path)
         content = None if body.content is None else body.content.encode("utf-8")
         done = await me.edit(change, {body.path: content}, force=body.force)
         return ChangeSummary(**_summary(done))
@@ -532,7 +510,6 @@ def api_router() -> APIRouter:
         summary="Open a person's memory (admins, audited)",
     )
     async def open_person(user: str, me: Actor) -> OpenedPerson:
-        check_member_id(user, what="user id")
         opened = await me.open_person(user)
         return OpenedPerson(
             user=user,
@@ -550,8 +527,6 @@ def api_router() -> APIRouter:
         summary="Forget one file of a person's memory (admins, audited; purged)",
     )
     async def forget_person_file(user: str, space: str, path: str, me: Actor) -> ForgotFile:
-        check_member_id(user, what="user id")
-        _check_file(space, path)
         stored = await me.forget(space, path, user=user)
         return ForgotFile(space=space, path=path, status=stored.status)
 
@@ -561,7 +536,6 @@ def api_router() -> APIRouter:
         summary="Forget this person: all their memory in the org (admins, audited)",
     )
     async def forget_person(user: str, me: Actor) -> ForgotPerson:
-        check_member_id(user, what="user id")
         forgot = await me.forget_user(user)
         return ForgotPerson(
             user=user, spaces=sorted(ref.space for ref in forgot.spaces), files=forgot.files

@@ -20,7 +20,6 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from memfs.core.errors import BadRequest, NotFound
-from memfs.core.names import check_path, check_space_name
 from memfs.core.review import REVIEW_MODES, ReviewMode
 from memfs.engine.acting import Acting
 from memfs.web.api import file_view
@@ -44,7 +43,6 @@ ORIGINS = {
 
 async def _space(me: Acting, space: str) -> ReviewMode | None:
     """The review mode of ``space`` of this org; ``NotFound`` if the org has no such space."""
-    check_space_name(space)
     spaces = await me.spaces()
     if space not in spaces:
         raise NotFound("no such space", path=space)
@@ -90,14 +88,13 @@ def org_router() -> APIRouter:
     async def add(space: str, page: SignedInPage) -> Response:
         form = await form_of(page)
         await _space(page.me, space)
-        path = check_path(field(form, "path").strip())
+        path = field(form, "path").strip()
         await page.me.put(space, path, text_of(form, "content").encode("utf-8"))
         return done(file_url(space, path), "added")
 
     @router.get("/org/{space}/files/{path:path}")
     async def file_page(space: str, path: str, page: SignedInPage) -> Response:
         await _space(page.me, space)
-        check_path(path)
         content = (await page.me.files(space)).get(path)
         revisions = await page.me.history(space, path)
         if content is None and not revisions:
@@ -120,7 +117,6 @@ def org_router() -> APIRouter:
     async def edit(space: str, path: str, page: SignedInPage) -> Response:
         form = await form_of(page)
         await _space(page.me, space)
-        check_path(path)
         await page.me.put(space, path, text_of(form, "content").encode("utf-8"))
         return done(file_url(space, path), "saved")
 
@@ -128,7 +124,6 @@ def org_router() -> APIRouter:
     async def forget(space: str, path: str, page: SignedInPage) -> Response:
         await form_of(page)
         await _space(page.me, space)
-        check_path(path)
         if path not in await page.me.files(space):
             raise NotFound("no such file", path=f"{space}/{path}")
         await page.me.forget(space, path)
@@ -138,7 +133,6 @@ def org_router() -> APIRouter:
     async def restore(space: str, path: str, page: SignedInPage) -> Response:
         form = await form_of(page)
         await _space(page.me, space)
-        check_path(path)
         await page.me.restore(space, path, field(form, "revision"))
         return done(file_url(space, path), "restored")
 

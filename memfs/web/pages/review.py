@@ -17,7 +17,6 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from memfs.core.errors import BadRequest, NotFound
-from memfs.core.names import check_path
 from memfs.web.api import change_detail
 from memfs.web.pages.common import (
     SignedInPage,
@@ -48,7 +47,7 @@ def review_router() -> APIRouter:
     async def decide(change: str, page: SignedInPage) -> Response:
         form = await form_of(page)
         act = field(form, "act")
-        paths = [check_path(p) for p in fields(form, "path")]
+        paths = fields(form, "path")
         if not paths:
             raise BadRequest("tick at least one file to approve or reject")
         if act == "approve":
@@ -61,7 +60,6 @@ def review_router() -> APIRouter:
 
     @router.get("/review/{change}/edit")
     async def edit_form(change: str, path: str, page: SignedInPage) -> Response:
-        check_path(path)
         found = await page.me.change(change)
         if path not in found.files:
             raise NotFound("this change has no such file", path=path)
@@ -80,7 +78,7 @@ def review_router() -> APIRouter:
     @router.post("/review/{change}/edit")
     async def edit(change: str, page: SignedInPage) -> Response:
         form = await form_of(page)
-        path = check_path(field(form, "path"))
+        path = field(form, "path")
         content = None if form.get("delete") == "on" else text_of(form, "content").encode("utf-8")
         await page.me.edit(change, {path: content}, force=form.get("force") == "on")
         return done("/review", "edited")
