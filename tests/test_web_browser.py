@@ -17,22 +17,33 @@ browser in tests/test_web_pages.py.
 
 from __future__ import annotations
 
+import http.server
 import inspect
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
+import httpx
 import pytest
 
 from memfs.core.models import AuditEntry
 from memfs.core.review import WaitingChange
 from memfs.stores.sqlite import SqliteStore
 from tests import web_browser
-from tests.web_browser import Served, Shots, browser_verdict, in_store, launch, served_memory
+from tests.web_browser import (
+    Served,
+    Shots,
+    browser_verdict,
+    free_port,
+    in_store,
+    launch,
+    served_memory,
+)
 from tests.web_world import ORG, PROMPT, RULES
 
 if TYPE_CHECKING:
@@ -146,6 +157,45 @@ def test_the_tests_that_drive_chromium_are_marked_browser_and_slow_and_no_others
     fast = _collected("not fuse and not browser")
     assert "test_the_browser_tests_run_when_chromium_and_playwright_are_here" in fast
     assert not fast & scenarios
+
+
+class _NotOurs(http.server.BaseHTTPRequestHandler):
+    """Another web server on the port: it answers every page, and knows no token of ours."""
+
+    def do_GET(self) -> None:
+        self.send_response(401 if self.path.startswith("/api/") else 200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_port_another_server_took_is_left_for_a_fresh_one_and_never_clicked_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = http.server.HTTPServer(("127.0.0.1", 0), _NotOurs)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    taken = other.server_address[1]
+    ports = iter([taken])
+    monkeypatch.setattr(web_browser, "free_port", lambda: next(ports, free_port()))
+    try:
+        with served_memory(tmp_path) as served:
+            assert not served.url.endswith(f":{taken}")
+            me = httpx.get(
+                served.url + "/api/v1/me",
+                headers={"Authorization": f"Bearer {served.tokens['member']}"},
+                timeout=10,
+            )
+            assert me.json()["id"] == "u_member"
+        assert "Address already in use" in (tmp_path / "memfs-web-1.log").read_text()
+        assert served.process.returncode is not None  # stopped at the end of the block
+    finally:
+        other.shutdown()
+        other.server_close()
+        thread.join()
 
 
 # -- fixtures --------------------------------------------------------------------------

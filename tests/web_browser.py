@@ -10,10 +10,10 @@
 - **A real server.** :func:`served_memory` writes the world of
   :mod:`tests.web_world` (``org_memory``) into a fresh SQLite file, starts
   ``memfs web --store sqlite:///... --listen 127.0.0.1:PORT`` as a process,
-  waits until it answers ``/login``, and stops it when the block ends,
-  however it ends. The process writes its output to a log file beside the
-  store; a traceback in it fails the test (the server hid an error behind a
-  page). :func:`in_store` opens the same file from the test to check what
+  waits until it answers as that store (it knows a token of it), and stops
+  it when the block ends, however it ends. The process writes its output to
+  a log file beside the store; a traceback in it fails the test (the server
+  hid an error behind a page). :func:`in_store` opens the same file from the test to check what
   the clicks did to the store.
 - **Screenshots.** :class:`Shots` saves a full-page PNG of every page a test
   visits to ``artifacts/screenshots/`` (git-ignored, kept by CI as
@@ -60,6 +60,7 @@ CHROMIUM_ARGS = (
 )
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 SERVER_START_SECONDS = 30.0
+SERVER_START_ATTEMPTS = 3  # a port taken by another process between looking and binding
 SERVER_STOP_SECONDS = 15.0
 MEMFS = [sys.executable, "-m", "memfs.cli"]
 
@@ -148,22 +149,31 @@ def _tail(log: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _wait_until_it_answers(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_until_ours(url: str, token: str, process: subprocess.Popen[bytes], log: Path) -> bool:
+    """True once the server at ``url`` is this one (it knows ``token``); False if it exited.
+
+    Asking who ``token`` is, not just for a page: on a busy machine another
+    server may take the port between :func:`free_port` and the bind, and it
+    must never be the one the test clicks through.
+    """
     deadline = time.monotonic() + SERVER_START_SECONDS
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"memfs web exited ({process.returncode}):\n{_tail(log)}", pytrace=False)
+    while process.poll() is None:
         try:
-            if httpx.get(f"{url}/login", timeout=5).status_code == 200:
-                return
+            me = httpx.get(
+                f"{url}/api/v1/me", headers={"Authorization": f"Bearer {token}"}, timeout=5
+            )
+            if me.status_code == 200 and me.json().get("id") == "u_viewer":
+                return True
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:
+            _stop(process)
             pytest.fail(
                 f"memfs web did not answer within {SERVER_START_SECONDS:.0f} s:\n{_tail(log)}",
                 pytrace=False,
             )
         time.sleep(0.1)
+    return False
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -185,18 +195,22 @@ def served_memory(folder: Path) -> Iterator[Served]:
         return await org_memory(store)
 
     memory = in_store(db, prepare)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = folder / "memfs-web.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*MEMFS, "web", "--store", f"sqlite://{db}", "--listen", f"127.0.0.1:{port}"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    for attempt in range(1, SERVER_START_ATTEMPTS + 1):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = folder / f"memfs-web-{attempt}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [*MEMFS, "web", "--store", f"sqlite://{db}", "--listen", f"127.0.0.1:{port}"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        if _wait_until_ours(url, memory.tokens["viewer"], process, log):
+            break
+        if "Address already in use" not in _tail(log) or attempt == SERVER_START_ATTEMPTS:
+            pytest.fail(f"memfs web exited ({process.returncode}):\n{_tail(log)}", pytrace=False)
     try:
-        _wait_until_it_answers(url, process, log)
         yield Served(url, db, memory.tokens, memory.change, process, log)
         assert process.poll() is None, f"memfs web died during the test:\n{_tail(log)}"
     finally:
