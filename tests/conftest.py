@@ -10,9 +10,11 @@
   ``@pytest.mark.error_log("regex", ...)`` fails it, and so does a declared
   pattern that never matched, so a declaration cannot outlive its cause.
 - **Tiers.** Tests that really mount FUSE are marked ``fuse`` and ``slow``
-  automatically (their module uses the mount helpers): ``pytest -m "not
-  fuse"`` is the fast tier. A test that mounts without the mark fails, so
-  the fast tier never mounts. ``browser`` marks tests that drive a browser.
+  automatically (their module uses the mount helpers), and so are tests
+  that drive a browser ``browser`` and ``slow`` (they use the ``browser``
+  fixture, the one way tests/test_web_browser.py starts chromium):
+  ``pytest -m "not fuse and not browser"`` is the fast tier. A test that
+  mounts without the mark fails, so the fast tier never mounts.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tests import daemon_harness
 
 # Names whose use in a test module means it mounts (the module is read, not run).
 MOUNTS = ("require_fuse", "running_daemon", "mounted_daemon", "memfs_daemon", "DaemonProcess")
+# The fixture a test drives chromium through (tests/test_web_browser.py).
+BROWSER_FIXTURE = "browser"
 
 _outside: dict[str, str] = {}
 
@@ -55,6 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             seen[path] = _mounts(path)
         if seen[path]:
             item.add_marker(pytest.mark.fuse)
+            item.add_marker(pytest.mark.slow)
+        if BROWSER_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.slow)
 
 

@@ -260,6 +260,28 @@ async def test_a_reviewer_reads_the_diff_approves_one_file_and_rejects_the_other
     assert actions == [("approve", "u_member"), ("reject", "u_member")]
 
 
+async def test_the_review_page_shows_each_diff_line_on_a_line_of_its_own(site: Site) -> None:
+    # Found in chromium: the rendered diff ran every line into one.
+    await site.sign_in("member")
+    page = await site.client.get("/review")
+    shown = [
+        html.unescape(re.sub(r"<[^>]+>", "", block))
+        for block in re.findall(r'<pre class="diff">(.*?)</pre>', page.text, re.S)
+    ]
+    api = await site.client.get(
+        f"/api/v1/review/{site.memory.change}",
+        headers={"Authorization": f"Bearer {site.memory.tokens['member']}"},
+    )
+    diffs = [d["diff"] for d in sorted(api.json()["diffs"], key=lambda d: d["path"])]
+    assert [line for d in diffs for line in d.splitlines()][:4] == [
+        "--- /dev/null",
+        "+++ b/b.md",
+        "@@ -0,0 +1 @@",
+        "+bee",
+    ]
+    assert [block.splitlines() for block in shown] == [d.splitlines() for d in diffs]
+
+
 async def test_a_viewer_sees_the_review_without_buttons_and_cannot_decide(site: Site) -> None:
     await site.sign_in("viewer")
     page = await site.client.get("/review")
