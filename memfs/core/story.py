@@ -45,6 +45,8 @@ from memfs.core.models import (
     TraceFile,
     TraceMount,
 )
+from memfs.core.note import file_list
+from memfs.core.review import WaitingChange
 
 USAGE_DAYS = 30  # org memory's usage counts the opens of this many last days
 
@@ -444,6 +446,44 @@ def space_usage(
     )
 
 
+# -- the inbox ---------------------------------------------------------------------
+
+
+class NoRoom(Frozen):
+    """A space whose file list no longer fits the note ("No room in the note")."""
+
+    space: str
+    files: int
+    bytes: int  # what the whole list would take
+    budget: int  # ``Limits.note_file_list_bytes``
+    left_out: int  # how many files the note leaves out
+
+
+class Inbox(Frozen):
+    changes: tuple[WaitingChange, ...]
+    no_room: tuple[NoRoom, ...]
+
+
+def no_room(space: str, sizes: Mapping[str, int], budget: int) -> NoRoom | None:
+    """``NoRoom`` when the note's file list of ``space`` leaves files out; None when all fit.
+
+    The note lists a space under the folder it is mounted at, which the
+    daemon's specs choose; the space's name stands for it here, as in
+    ``/api/v1/spaces``.
+    """
+    _, left_out = file_list(space, sizes, budget)
+    if left_out == 0:
+        return None
+    whole, _ = file_list(space, sizes, 2**62)
+    return NoRoom(
+        space=space,
+        files=len(sizes),
+        bytes=sum(len(line.encode("utf-8")) + 1 for line in whole),
+        budget=budget,
+        left_out=left_out,
+    )
+
+
 __all__ = [
     "USAGE_DAYS",
     "Carried",
@@ -451,9 +491,11 @@ __all__ = [
     "CarriedMount",
     "FileLife",
     "FileUse",
+    "Inbox",
     "LifeDay",
     "LifeEvent",
     "MountLine",
+    "NoRoom",
     "SessionStory",
     "SpaceUsage",
     "TurnLine",
@@ -463,6 +505,7 @@ __all__ = [
     "live_at",
     "mount_files",
     "mount_line",
+    "no_room",
     "opened",
     "opened_paths",
     "space_usage",
