@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from memfs.api.models import Problem
@@ -33,13 +33,22 @@ from memfs.core.diff import unified
 from memfs.core.errors import NoIdentity, NotFound
 from memfs.core.members import Member, check_member_id, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
-from memfs.core.names import check_new_name, check_path, check_space_name
+from memfs.core.names import check_identity, check_new_name, check_path, check_space_name
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
+from memfs.core.story import (
+    USAGE_DAYS,
+    Carried,
+    FileLife,
+    NoRoom,
+    SessionStory,
+    SpaceUsage,
+)
 from memfs.engine.acting import Acting, act_as
 from memfs.stores.base import ManagedStore
 
 PREFIX = "/api/v1"
+MAX_USAGE_DAYS = 366  # the widest window /spaces/{space}/usage counts opens over
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
@@ -232,6 +241,13 @@ class Audit(Out):
     entries: list[AuditEntry]
 
 
+class InboxView(Out):
+    """Waiting changes, and "Memory to look at": spaces with no room in the note."""
+
+    changes: list[ChangeSummary]
+    no_room: list[NoRoom]
+
+
 # -- sign-in -------------------------------------------------------------------
 
 _NO_TOKEN = "sign in: send Authorization: Bearer TOKEN (memfs token create)"
@@ -337,6 +353,13 @@ def _check_file(space: str, path: str) -> None:
     """A file named in a URL obeys the name rules, checked before the store is touched."""
     check_space_name(space)
     check_path(path)
+
+
+def _check_turn(turn: str, session: str | None) -> None:
+    """A turn id (and the session a query names) obeys the name rules, as turns are started."""
+    check_identity(turn, what="turn id")
+    if session is not None:
+        check_identity(session, what="session id")
 
 
 def _paths(paths: list[str] | None) -> list[str] | None:
@@ -555,6 +578,65 @@ def api_router() -> APIRouter:
     @router.get("/audit", response_model=Audit, summary="The org's audit log (admins)")
     async def audit(me: Actor) -> Audit:
         return Audit(entries=await me.audit())
+
+    @router.get(
+        "/sessions/{session}",
+        response_model=SessionStory,
+        summary="The session story: each turn's prompt and what each mount carried, opened, saved",
+    )
+    async def session_story(session: str, me: Actor) -> SessionStory:
+        check_identity(session, what="session id")
+        return await me.session_story(session)
+
+    @router.get(
+        "/turns/{turn}/carried",
+        response_model=Carried,
+        summary="Exactly what a turn carried, as of its cursors, with what it opened and saved",
+    )
+    async def carried(turn: str, me: Actor, session: str | None = None) -> Carried:
+        _check_turn(turn, session)
+        return await me.carried(turn, session=session)
+
+    @router.post(
+        "/turns/{turn}/carried/open",
+        response_model=Carried,
+        summary="What a turn carried, people's memory opened too (admins, audited)",
+    )
+    async def carried_open(turn: str, me: Actor, session: str | None = None) -> Carried:
+        _check_turn(turn, session)
+        return await me.carried(turn, session=session, open=True)
+
+    @router.get(
+        "/files/life",
+        response_model=FileLife,
+        summary="A file's Life: turns that carried and opened it per day, last open, timeline",
+    )
+    async def life(space: str, path: str, me: Actor) -> FileLife:
+        _check_file(space, path)
+        return await me.life(space, path)
+
+    @router.get(
+        "/spaces/{space}/usage",
+        response_model=SpaceUsage,
+        summary="How often each file of a space was opened lately, and which never were",
+    )
+    async def usage(
+        space: str, me: Actor, days: Annotated[int, Query(ge=1, le=MAX_USAGE_DAYS)] = USAGE_DAYS
+    ) -> SpaceUsage:
+        check_space_name(space)
+        return await me.usage(space, days=days)
+
+    @router.get(
+        "/inbox",
+        response_model=InboxView,
+        summary="Waiting changes, and spaces with no room in the note",
+    )
+    async def inbox(me: Actor) -> InboxView:
+        found = await me.inbox()
+        return InboxView(
+            changes=[ChangeSummary(**_summary(c)) for c in found.changes],
+            no_room=list(found.no_room),
+        )
 
     return router
 
