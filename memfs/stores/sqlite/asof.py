@@ -22,6 +22,16 @@ from memfs.core.story import as_of_cursor, trace_matches
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.rows import _space_id, _timestamp
 
+# Parameters: the space's id, the cursor's number. Both sides are covering
+# indexes, so no row (and no byte of content) of revisions is read.
+AS_OF_QUERY = (
+    "SELECT latest.path, revisions.id, revisions.sha256, revisions.size FROM ("
+    " SELECT path, MAX(id) AS id FROM revisions INDEXED BY revisions_by_path"
+    " WHERE space_id = ? AND id <= ? GROUP BY path) AS latest"
+    " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = latest.id"
+    " WHERE revisions.sha256 IS NOT NULL ORDER BY latest.path"
+)
+
 
 def _clock(conn: sqlite3.Connection) -> int:
     """Where the store's sequence stands: no cursor it issued is past it."""
@@ -36,14 +46,7 @@ def _files_as_of(conn: sqlite3.Connection, ref: SpaceRef, cursor: str) -> dict[s
         return {}
     cur = conn.cursor()
     cur.row_factory = None
-    rows = cur.execute(
-        "SELECT latest.path, revisions.id, revisions.sha256, revisions.size FROM ("
-        " SELECT path, MAX(id) AS id FROM revisions INDEXED BY revisions_by_path"
-        " WHERE space_id = ? AND id <= ? GROUP BY path) AS latest"
-        " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = latest.id"
-        " WHERE revisions.sha256 IS NOT NULL ORDER BY latest.path",
-        (space_id, at),
-    ).fetchall()
+    rows = cur.execute(AS_OF_QUERY, (space_id, at)).fetchall()
     return {path: AsOfFile(str(rid), sha, size) for path, rid, sha, size in rows}
 
 
