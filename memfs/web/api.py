@@ -18,6 +18,11 @@ JSON or not of the route's model → 400 ``BadRequest``; a body over
 
 File contents travel as UTF-8 text (``content``); a stored file that is not
 UTF-8 shows ``text: null`` with its size. See ``docs/web.md``.
+
+What turns carried and did (the session story, one turn's carried files,
+a file's Life, a space's usage, the inbox) are the models of
+:mod:`memfs.core.story`, served as ``Acting`` shapes them; a turn id named
+without ``?session=`` that several sessions used is a 400.
 """
 
 from __future__ import annotations
