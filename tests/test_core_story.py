@@ -10,6 +10,7 @@ from memfs.core.errors import NotFound
 from memfs.core.models import AsOfFile, Provenance, Revision, SpaceRef, Trace, TraceFile, TraceMount
 from memfs.core.story import (
     as_of_cursor,
+    carried_count,
     carried_mount,
     file_life,
     live_at,
@@ -97,6 +98,7 @@ def test_carried_lays_the_turns_own_waiting_files_over_the_space_as_of_its_curso
         t, "rules", {"a.md": AsOfFile("3", "0" * 64, 1)}, closed=True, show_user=False
     )
     assert (closed.count, closed.files) == (2, ())
+    assert carried_count(mount, {"a.md": AsOfFile("3", "0" * 64, 1)}) == 2
     unknown = carried_mount(t, "rules", None, closed=False, show_user=False)
     assert (unknown.known, [f.path for f in unknown.files]) == (False, ["new.md"])
 

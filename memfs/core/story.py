@@ -203,6 +203,14 @@ def mount_line(
     )
 
 
+def carried_count(mount: TraceMount, as_of: Mapping[str, AsOfFile]) -> int:
+    """How many files a mount carried: the space as of its cursor, and its own waiting files.
+
+    The count :func:`carried_mount` gives, without building a value per file.
+    """
+    return len(as_of) + sum(1 for path in mount.snapshot if path not in as_of)
+
+
 # -- carried -----------------------------------------------------------------------
 
 
@@ -500,6 +508,7 @@ __all__ = [
     "SpaceUsage",
     "TurnLine",
     "as_of_cursor",
+    "carried_count",
     "carried_mount",
     "file_life",
     "live_at",

@@ -291,11 +291,7 @@ class Acting:
                 if key not in known:  # turns between two writes share a cursor
                     known[key] = await self._as_of(mount.ref, mount.cursor)
                 as_of = known[key]
-                carried = (
-                    None
-                    if as_of is None
-                    else story.carried_mount(trace, name, as_of, closed=True, show_user=False).count
-                )
+                carried = None if as_of is None else story.carried_count(mount, as_of)
                 lines.append(
                     story.mount_line(
                         trace,
