@@ -129,6 +129,44 @@ async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_t
     assert set(trace.files) == {"rules/r3.md", "rules/r7.md"}
 
 
+async def test_a_daemon_turns_cursor_answers_exactly_what_it_carried_after_the_space_moved_on(
+    tmp_path: Path,
+) -> None:
+    memory, ws = workspace(tmp_path)
+    store = memory.store
+    assert isinstance(store, MemoryStore)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    files = {f"r{i}.md": b"rule\n" for i in range(500)}
+    await store.put(rules, ChangeSet(created=files), provenance=Provenance())
+    await store.put(me, ChangeSet(created={"p.md": b"tea"}), provenance=Provenance())
+    turn = await memory.start_turn("s1", BODY)
+    carried = {name: dict(mount.snapshot) for name, mount in turn.mounts.items()}
+    overlay = ws.overlay
+    tree = overlay.sessions["s1"].turn
+    assert tree is not None
+    mount = tree.mounts["rules"]
+    fh, _ = overlay.open(overlay.lookup(mount.root.inode, "r3.md").inode, os.O_RDONLY)
+    overlay.release(fh)
+    await turn.end()
+    # The space moves on: an edit, a deletion, a new file.
+    await store.put(
+        rules,
+        ChangeSet(updated={"r3.md": b"new\n"}, deleted=("r4.md",), created={"z.md": b"z"}),
+        provenance=Provenance(),
+    )
+    [trace] = await store.traces()
+    for name in ("rules", "me"):
+        kept = trace.mounts[name]
+        assert kept.cursor is not None  # every mount, touched or not
+        assert kept.cursor == turn.mounts[name].cursor
+        as_of = await store.files_as_of(kept.ref, kept.cursor)
+        assert {path: file.revision for path, file in as_of.items()} == carried[name]
+    assert trace.mounts["me"].snapshot == {}
+    # What the trace holds is what the turn did, not the 500 files it carried.
+    assert len(trace.model_dump_json()) < 2_000
+
+
 async def test_in_an_outage_a_lean_copy_serves_shared_memory_but_not_a_persons_dropped_blobs(
     tmp_path: Path,
 ) -> None:

@@ -87,3 +87,42 @@ async def test_a_failure_to_keep_the_trace_is_reported_and_the_turn_still_saves(
     assert await store.files(ME) == {"prefs.md": b"kept\n"}
     assert reported == [("trace table is gone", "trace")]
     assert not turn.root.exists()
+
+
+async def test_a_copy_mode_trace_keeps_every_mounts_cursor_and_only_what_it_changed(
+    tmp_path: Path,
+) -> None:
+    """What a turn carried is its cursor: the store answers the rest, so traces stay small."""
+    inner = MemoryStore()
+    seed(inner, RULES, {f"rules/r{i:03}.md": b"rule\n" for i in range(200)})
+    seed(inner, ME, {"prefs.md": b"tea\n"})
+    store = FaultyStore(inner)
+    memory = desk(store, tmp_path)
+    turn = await memory.start_turn("s1", DANA, prompt="edit one rule")
+    carried = {name: dict(mount.snapshot) for name, mount in turn.mounts.items()}
+    cursors = {name: mount.cursor for name, mount in turn.mounts.items()}
+    (turn.mounts["lending-rules"].path / "rules/r007.md").write_bytes(b"changed\n")
+    await turn.end()
+    # An officer's read-only turn, then a turn whose load fails and runs on the last copy.
+    await (await memory.start_turn("s2", {**DANA, "role": "officer"})).end()
+    store.fail("load", memfs.StoreUnavailable("the store is down"))
+    stale = await memory.start_turn("s1", DANA)
+    assert stale.mounts["lending-rules"].from_last_known_copy
+    await stale.end()
+    store.heal()
+
+    first, read_only, on_copy = await inner.traces()
+    for name in ("lending-rules", "me"):
+        assert first.mounts[name].cursor == cursors[name] is not None
+        # Exactly what the turn carried, from the cursor alone.
+        as_of = await inner.files_as_of(first.mounts[name].ref, str(cursors[name]))
+        assert {p: f.revision for p, f in as_of.items()} == carried[name]
+    assert first.mounts["lending-rules"].snapshot == {
+        "rules/r007.md": carried["lending-rules"]["rules/r007.md"]
+    }
+    assert first.mounts["me"].snapshot == {}
+    assert all(m.cursor is not None for m in read_only.mounts.values())
+    assert on_copy.mounts["lending-rules"].from_last_known_copy
+    assert on_copy.mounts["lending-rules"].cursor == read_only.mounts["lending-rules"].cursor
+    # No per-file list of everything carried: the trace does not grow with the space.
+    assert len(first.model_dump_json()) < 2_000

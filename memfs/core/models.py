@@ -375,6 +375,18 @@ class Revision(Frozen):
     mtime_ns: int | None = None
 
 
+class AsOfFile(NamedTuple):
+    """One file of a space as of a cursor (``ManagedStore.files_as_of``): no bytes.
+
+    A named tuple like ``FileMeta``: an as-of query over a 10,000-file space
+    makes one per file.
+    """
+
+    revision: str
+    sha256: str
+    size: int
+
+
 class Forgot(Frozen):
     """What ``forget_user`` removed: the person's spaces that held anything, and their files.
 
@@ -595,6 +607,7 @@ __all__ = [
     "KIB",
     "MIB",
     "MODE_BITS",
+    "AsOfFile",
     "AuditAction",
     "AuditEntry",
     "By",

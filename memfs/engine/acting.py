@@ -31,17 +31,29 @@ name changes nothing.
 no review, a new revision of origin ``edited`` authored by the actor, within
 ``limits``, and the store records it in its audit log (``put``) in the same
 transaction as the write.
+
+What turns carried and did (:mod:`memfs.core.story`) is read from the
+store's traces and its as-of answers: ``session_story``, ``carried`` (one
+turn, exactly as of its cursors), ``life`` (one file), ``usage`` (a space's
+files, opens in the last 30 days) and ``inbox`` (waiting changes and spaces
+with "No room in the note"). Viewers and up read them for the org's
+memory; a session or turn is this org's when its trace mounted this org's
+spaces (another org's reads as missing). A person's mounts show counts
+only, and whose they are only to admins; an admin's ``carried(open=True)``
+or ``life(user=...)`` shows their files, audited as every look at a person.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from memfs.core import story
 from memfs.core.audit import AuditCheck
-from memfs.core.errors import ConfigError, NotFound
+from memfs.core.errors import BadRequest, ConfigError, NotFound
 from memfs.core.members import check_member_id
 from memfs.core.models import (
     DEFAULT_ORG,
+    AsOfFile,
     AuditEntry,
     By,
     ChangeSet,
@@ -51,10 +63,12 @@ from memfs.core.models import (
     Revision,
     SpaceRef,
     Stored,
+    Trace,
+    now,
 )
-from memfs.core.names import check_new_name, check_path, check_space_name
+from memfs.core.names import check_identity, check_new_name, check_path, check_space_name
 from memfs.core.review import ReviewMode, WaitingChange
-from memfs.core.roles import Role, people_view, require, require_same_org
+from memfs.core.roles import Role, allowed, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, PersonForgetting, ReviewingStore, Store
 
 _UNMANAGED = "this store keeps no history or review; use sqlite or memory"
@@ -269,6 +283,171 @@ class Acting:
         """Check the store's whole audit chain (every org: the chain is one); admins only."""
         require(self.role, "verify-audit")
         return await self.store.verify_audit()
+
+    # -- what turns carried and did (memfs.core.story) ------------------------------
+
+    def _org_traces(self, traces: list[Trace], missing: NotFound) -> list[Trace]:
+        """The traces of this org's turns; ``missing`` if none (another org's read the same)."""
+        mine = [t for t in traces if story.trace_org(t) == self.org]
+        if not mine:
+            raise missing
+        return mine
+
+    async def _as_of(
+        self, ref: SpaceRef, cursor: str | None, *, look: bool = False
+    ) -> dict[str, AsOfFile] | None:
+        """The space as of ``cursor``; None when the store cannot say (no cursor, not its own).
+
+        ``look``: an admin opening a person's memory, so the read is audited.
+        """
+        if look:
+            # Even a mount without a cursor is a look inside, and recorded as one:
+            # "0" is before anything the store ever numbered, so it reads nothing.
+            try:
+                return await self.store.open_files_as_of(ref, cursor or "0", by=self.by)
+            except NotFound:
+                return None
+        if cursor is None:
+            return None
+        try:
+            return await self.store.files_as_of(ref, cursor)
+        except NotFound:
+            return None
+
+    async def session_story(self, session: str) -> story.SessionStory:
+        """Each turn of a session: prompt, time, and per mount what it carried and did.
+
+        A person's mounts name no file here (counts only), and whose they are
+        only to admins; ``carried`` with ``open`` shows an admin their files.
+        """
+        check_identity(session, what="session id")
+        require(self.role, "read")
+        missing = NotFound("no such session", path=session)
+        traces = self._org_traces(await self.store.traces(session=session), missing)
+        known: dict[tuple[SpaceRef, str | None], dict[str, AsOfFile] | None] = {}
+        show_user = allowed(self.role, "open")
+        turns = []
+        for trace in traces:
+            lines = []
+            for name, mount in trace.mounts.items():
+                key = (mount.ref, mount.cursor)
+                if key not in known:  # turns between two writes share a cursor
+                    known[key] = await self._as_of(mount.ref, mount.cursor)
+                as_of = known[key]
+                carried = None if as_of is None else story.carried_count(mount, as_of)
+                lines.append(
+                    story.mount_line(
+                        trace,
+                        name,
+                        carried=carried,
+                        closed=mount.ref.layer == "user",
+                        show_user=show_user,
+                    )
+                )
+            turns.append(
+                story.TurnLine(
+                    session=trace.session,
+                    turn=trace.turn,
+                    prompt=trace.prompt,
+                    at=trace.at,
+                    mounts=tuple(lines),
+                )
+            )
+        return story.SessionStory(session=session, turns=tuple(turns))
+
+    async def carried(
+        self, turn: str, *, session: str | None = None, open: bool = False
+    ) -> story.Carried:
+        """Exactly what one turn carried, as of its cursors, with what it opened and saved.
+
+        A turn id is unique within its session only: without ``session``, a
+        turn id that several of this org's sessions used is a ``BadRequest``.
+        A person's mount shows counts only, unless an admin asks ``open``,
+        which is audited (an ``open`` entry per person's mount, as
+        ``open_history`` records a look).
+        """
+        check_identity(turn, what="turn id")
+        if session is not None:
+            check_identity(session, what="session id")
+        require(self.role, "read")
+        if open:
+            require(self.role, "open")
+        missing = NotFound("no such turn", path=turn)
+        found = self._org_traces(await self.store.find_traces(turn=turn), missing)
+        if session is not None:
+            found = [t for t in found if t.session == session]
+            if not found:
+                raise missing
+        if len(found) > 1:
+            raise BadRequest(
+                "this turn id was used in several sessions; name the session too", path=turn
+            )
+        [trace] = found
+        mounts = []
+        for name, mount in trace.mounts.items():
+            person = mount.ref.layer == "user"
+            as_of = await self._as_of(mount.ref, mount.cursor, look=person and open)
+            mounts.append(
+                story.carried_mount(
+                    trace,
+                    name,
+                    as_of,
+                    closed=person and not open,
+                    show_user=allowed(self.role, "open"),
+                )
+            )
+        return story.Carried(
+            session=trace.session,
+            turn=trace.turn,
+            prompt=trace.prompt,
+            at=trace.at,
+            mounts=tuple(mounts),
+        )
+
+    async def life(self, space: str, path: str, *, user: str | None = None) -> story.FileLife:
+        """The Life of one file: turns that carried and opened it per day, last open, timeline.
+
+        Of an org space for every reader; of a person's (``user``) for admins
+        only, and the look is audited (``open_history``).
+        """
+        _check_file(space, path, user)
+        if user is None:
+            require(self.role, "read")
+            ref = self.org_space(space)
+            history = await self.store.history(ref, path)
+        else:
+            require(self.role, "open")
+            ref = SpaceRef(layer="user", space=space, org=self.org, user=user)
+            history = await self.store.open_history(ref, path, by=self.by)
+        traces = await self.store.find_traces(space=ref)
+        life = story.file_life(ref, path, history, traces)
+        if not history and life.carried_turns == 0 and life.opened_turns == 0:
+            raise NotFound("no such file", path=f"{space}/{path}")
+        return life
+
+    async def usage(self, space: str, *, days: int = story.USAGE_DAYS) -> story.SpaceUsage:
+        """Per live file of an org space: the turns that opened it in the last ``days`` days."""
+        check_space_name(space)
+        require(self.role, "read")
+        if space not in await self.spaces():
+            raise NotFound("no such space", path=space)
+        ref = self.org_space(space)
+        paths = await self.store.files(ref)
+        traces = await self.store.find_traces(space=ref)
+        return story.space_usage(ref, paths, traces, at=now(), days=days)
+
+    async def inbox(self) -> story.Inbox:
+        """Waiting changes, and the org spaces whose files no longer fit the note's file list."""
+        require(self.role, "read")
+        changes = await self.waiting()
+        crowded = []
+        for space in sorted(await self.spaces()):
+            files = await self.store.files(self.org_space(space))
+            sizes = {path: len(content) for path, content in files.items()}
+            full = story.no_room(space, sizes, self.limits.note_file_list_bytes)
+            if full is not None:
+                crowded.append(full)
+        return story.Inbox(changes=tuple(changes), no_room=tuple(crowded))
 
 
 def act_as(

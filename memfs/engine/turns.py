@@ -937,21 +937,22 @@ def _trace_mount(
     """One mount as the turn's trace keeps it: what it carried and what became of it.
 
     ``seen``: the paths the turn opened or changed, where the workspace can
-    tell; then only their revisions are kept, not the whole space's.
+    tell; None where it cannot (copy mode), and then the paths it changed.
+    Only their revisions are kept, never the whole space's: the rest of what
+    the turn carried is the space as of ``cursor`` (``files_as_of``), so a
+    trace stays O(what the turn did) however large the space.
     ``forgotten``: the person was forgotten, so no path of the space is kept.
     """
     stored = result.status in ("saved", "waiting")
     snapshot = {} if forgotten else mount.snapshot
+    if seen is None:
+        seen = set(result.changes.paths) | set(result.not_saved)
     return TraceMount(
         ref=mount.ref,
         read_only=mount.read_only,
         from_last_known_copy=mount.from_last_known_copy,
         cursor=mount.cursor,
-        snapshot=(
-            dict(snapshot)
-            if seen is None
-            else {path: snapshot[path] for path in sorted(seen) if path in snapshot}
-        ),
+        snapshot={path: snapshot[path] for path in sorted(seen) if path in snapshot},
         status=result.status,
         saved=tuple(p for p in result.changes.paths if p not in result.not_saved) if stored else (),
         not_saved=() if forgotten else result.not_saved,

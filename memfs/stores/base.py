@@ -12,11 +12,13 @@ folder store keeps plain files and checks the whole space.
 from __future__ import annotations
 
 from collections.abc import Collection, Container
+from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from memfs.core.audit import AuditCheck
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
+    AsOfFile,
     AuditEntry,
     By,
     ChangeSet,
@@ -261,6 +263,45 @@ class ManagedStore(PersonForgetting, Members, Protocol):
 
     async def traces(self, *, session: str | None = None) -> list[Trace]:
         """Every kept trace (of ``session``, or all), oldest first."""
+        ...
+
+    async def find_traces(
+        self,
+        *,
+        turn: str | None = None,
+        space: SpaceRef | None = None,
+        since: datetime | None = None,
+    ) -> list[Trace]:
+        """The kept traces of ``turn``, that mounted ``space``, ended at or after ``since``.
+
+        Every filter given must hold; oldest first. For the pages that read
+        across sessions (a file's Life, a space's usage, a turn named without
+        its session) without loading every trace (:func:`memfs.core.story.trace_matches`).
+        """
+        ...
+
+    async def files_as_of(self, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
+        """The files of ``ref`` as a turn that loaded at ``cursor`` carried them, by path.
+
+        Each file's revision, sha256 and size then (no bytes), even if it was
+        edited, deleted or forgotten from the org layer since. The live files
+        only: a conversation's own waiting change laid over its load is not
+        here (the turn's trace names what it touched of it). A person's file
+        forgotten since, or a forgotten person, is gone from the past too
+        (``{}`` for the whole space). ``NotFound`` for a cursor this store did
+        not issue (:func:`memfs.core.story.as_of_cursor`). Not audited: the one
+        way to read a person's for someone else is ``open_files_as_of``.
+        """
+        ...
+
+    async def open_files_as_of(
+        self, ref: SpaceRef, cursor: str, *, by: By | None
+    ) -> dict[str, AsOfFile]:
+        """``files_as_of`` on someone's behalf: of a person's own memory, the look is audited.
+
+        A user-layer ``ref`` leaves an ``open`` entry (space, person, how many
+        files, never a path) in the same transaction as the read.
+        """
         ...
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from memfs.core import audit as audit_rules
@@ -21,6 +22,7 @@ from memfs.core.limits import require_within
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     FILE_MODE,
+    AsOfFile,
     AuditAction,
     AuditEntry,
     By,
@@ -43,6 +45,7 @@ from memfs.core.models import (
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
+from memfs.core.story import as_of_cursor, live_at, trace_matches
 
 
 @dataclass
@@ -640,6 +643,38 @@ class MemoryStore:
 
     async def traces(self, *, session: str | None = None) -> list[Trace]:
         return [t for t in self._traces if session is None or t.session == session]
+
+    async def find_traces(
+        self,
+        *,
+        turn: str | None = None,
+        space: SpaceRef | None = None,
+        since: datetime | None = None,
+    ) -> list[Trace]:
+        return [t for t in self._traces if trace_matches(t, turn=turn, space=space, since=since)]
+
+    async def files_as_of(self, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
+        return self._as_of(ref, cursor)
+
+    def _as_of(self, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
+        at = as_of_cursor(cursor, self._seq)
+        space = self._spaces.get(ref, _Space())
+        found: dict[str, AsOfFile] = {}
+        # Purged files and forgotten people left no history, so they are gone from the past too.
+        for path in sorted(space.history):
+            revision = live_at(space.history[path], at)
+            if revision is not None and revision.sha256 is not None:
+                found[path] = AsOfFile(revision.id, revision.sha256, revision.size)
+        return found
+
+    async def open_files_as_of(
+        self, ref: SpaceRef, cursor: str, *, by: By | None
+    ) -> dict[str, AsOfFile]:
+        found = self._as_of(ref, cursor)
+        if ref.layer == "user":
+            detail = audit_rules.count(len(found), "file")
+            self._log("open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
+        return found
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
         found: dict[str, dict[str, bytes]] = {}

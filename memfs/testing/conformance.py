@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Literal
 
 from memfs.core.audit import GENESIS, canonical, entry_hash
@@ -41,6 +42,7 @@ from memfs.core.models import (
     Trace,
     TraceFile,
     TraceMount,
+    digest,
     now,
 )
 from memfs.stores.base import ForgetLog, ManagedStore, PersonForgetting, ReviewingStore, Store
@@ -591,6 +593,118 @@ async def check_forget_user_removes_the_person_from_stored_traces(store: Store) 
     assert (kept[0].prompt, kept[1].prompt) == (None, None)
     # The same person in another org is someone else's record to keep.
     assert kept[2] == elsewhere
+
+
+# As of a cursor: the files a turn carried, even after the space moved on.
+
+
+async def _as_of_paths(store: ManagedStore, ref: SpaceRef, cursor: str | None) -> dict[str, str]:
+    assert cursor is not None, "a managed store's load gives a cursor"
+    found = await store.files_as_of(ref, cursor)
+    assert list(found) == sorted(found), "files as of a cursor come in path order"
+    return {path: file.revision for path, file in found.items()}
+
+
+async def check_files_as_of_a_cursor_are_the_files_then_after_later_edits_and_deletes(
+    store: Store,
+) -> None:
+    assert isinstance(store, ManagedStore)
+    assert await store.files_as_of(ORG, "0") == {}  # a space that never held anything
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one", "b.md": b"bee"}))
+    then = await store.load(ORG, "s1")
+    files = await store.files_as_of(ORG, str(then.cursor))
+    assert {p: (f.revision, f.sha256, f.size) for p, f in files.items()} == {
+        "a.md": (first.revisions["a.md"], then.shas.get("a.md", digest(b"one")), 3),
+        "b.md": (first.revisions["b.md"], then.shas.get("b.md", digest(b"bee")), 3),
+    }
+    second = await _save(
+        store, ORG, ChangeSet(updated={"a.md": b"two!"}, deleted=("b.md",), created={"c.md": b"c"})
+    )
+    await store.forget_file(ORG, "c.md", by=ADA)  # the org layer keeps history: restorable
+    # Another space's writes move nothing here (cursors of one sequence, revisions per space).
+    await _save(store, OTHER_ORG, ChangeSet(created={"a.md": b"theirs"}))
+    assert await _as_of_paths(store, ORG, then.cursor) == then.revisions
+    mid = await store.load(ORG, "s1")
+    assert await _as_of_paths(store, ORG, mid.cursor) == {"a.md": second.revisions["a.md"]}
+    assert (await store.files_as_of(ORG, str(mid.cursor)))["a.md"].size == 4
+    restored = await store.restore(ORG, "b.md", first.revisions["b.md"], by=ADA)
+    now_ = await store.load(ORG, "s1")
+    assert await _as_of_paths(store, ORG, now_.cursor) == now_.revisions
+    assert now_.revisions["b.md"] == restored.revisions["b.md"]
+    # The past did not move with the restore.
+    assert await _as_of_paths(store, ORG, then.cursor) == then.revisions
+
+
+async def check_files_as_of_a_cursor_lose_a_persons_forgotten_file_and_person(
+    store: Store,
+) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"secret.md": b"s", "keep.md": b"k"}))
+    await _save(store, CAROL, ChangeSet(created={"secret.md": b"carol's"}))
+    then = await store.load(DANA, "s1")
+    carol = await store.load(CAROL, "s1")
+    assert set(await _as_of_paths(store, DANA, then.cursor)) == {"keep.md", "secret.md"}
+    await store.forget_file(DANA, "secret.md", by=ADA)
+    # Forgotten is gone from the past too, for every cursor before the forget.
+    assert await _as_of_paths(store, DANA, then.cursor) == {"keep.md": then.revisions["keep.md"]}
+    await store.forget_user("dana", "bank-1", by=ADA)
+    assert await _as_of_paths(store, DANA, then.cursor) == {}
+    assert await _as_of_paths(store, CAROL, carol.cursor) == carol.revisions
+    # The same person's space made again later shows only what came after.
+    await _save(store, DANA, ChangeSet(created={"new.md": b"n"}))
+    assert await _as_of_paths(store, DANA, then.cursor) == {}
+
+
+async def check_files_as_of_a_cursor_the_store_did_not_issue_is_not_found(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, ORG, ChangeSet(created={"a.md": b"one"}))
+    loaded = await store.load(ORG, "s1")
+    assert loaded.cursor is not None
+    past = str(int(loaded.cursor) + 1_000_000)
+    for foreign in (past, "-1", "abc", "", "1.5", " 1", digest(b"a folder store's cursor")):
+        await _raises_not_found(store.files_as_of(ORG, foreign))
+        await _raises_not_found(store.open_files_as_of(DANA, foreign, by=ADA))
+    assert await store.audit() == []  # a refused look is not recorded
+
+
+async def check_opening_a_persons_files_as_of_a_cursor_is_audited(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"diary-entry.md": b"v1", "b.md": b"b"}))
+    await _save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    dana = await store.load(DANA, "s1")
+    org = await store.load(ORG, "s1")
+    assert dana.cursor is not None and org.cursor is not None
+    opened = await store.open_files_as_of(DANA, dana.cursor, by=ADA)
+    assert opened == await store.files_as_of(DANA, dana.cursor)
+    assert await store.open_files_as_of(ORG, org.cursor, by=ADA) == await store.files_as_of(
+        ORG, org.cursor
+    )
+    [entry] = await store.audit()  # shared memory is not a look inside anyone
+    assert (entry.action, entry.space, entry.target, entry.actor) == ("open", "me", "dana", ADA)
+    assert entry.detail == "2 files"
+    assert "diary-entry" not in entry.model_dump_json()
+
+
+async def check_find_traces_filters_by_turn_space_and_time(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    start = now()
+    first = _trace("s1", "t1", {"rules": ORG, "me": DANA})
+    second = _trace("s2", "t1", {"rules": OTHER_ORG})
+    third = _trace("s2", "t2", {"me": CAROL})
+    # A space whose name holds another's: only the exact space matches.
+    fourth = _trace("s3", "t9", {"x": ORG.model_copy(update={"space": "lending-rules-old"})})
+    late = start + timedelta(days=2)
+    fourth = fourth.model_copy(update={"at": late})
+    for trace in (first, second, third, fourth):
+        await store.record_trace(trace)
+    assert await store.find_traces() == [first, second, third, fourth]
+    assert await store.find_traces(turn="t1") == [first, second]
+    assert await store.find_traces(space=ORG) == [first]
+    assert await store.find_traces(space=OTHER_ORG, turn="t1") == [second]
+    assert await store.find_traces(space=DANA) == [first]
+    assert await store.find_traces(space=CAROL, turn="t1") == []
+    assert await store.find_traces(since=start + timedelta(days=1)) == [fourth]
+    assert await store.find_traces(turn="nobody") == []
 
 
 # The audit log: every sensitive act of a managed store, with actor and time.
@@ -1751,6 +1865,19 @@ COMMON_CHECKS: dict[str, Check] = {
     ),
 }
 MANAGED_CHECKS: dict[str, Check] = {
+    "files_as_of_a_cursor_are_the_files_then_after_later_edits_and_deletes": (
+        check_files_as_of_a_cursor_are_the_files_then_after_later_edits_and_deletes
+    ),
+    "files_as_of_a_cursor_lose_a_persons_forgotten_file_and_person": (
+        check_files_as_of_a_cursor_lose_a_persons_forgotten_file_and_person
+    ),
+    "files_as_of_a_cursor_the_store_did_not_issue_is_not_found": (
+        check_files_as_of_a_cursor_the_store_did_not_issue_is_not_found
+    ),
+    "opening_a_persons_files_as_of_a_cursor_is_audited": (
+        check_opening_a_persons_files_as_of_a_cursor_is_audited
+    ),
+    "find_traces_filters_by_turn_space_and_time": check_find_traces_filters_by_turn_space_and_time,
     "changes_to_other_files_do_not_block": check_changes_to_other_files_do_not_block,
     "sign_ins_are_audited_and_a_failed_one_belongs_to_no_org": (
         check_sign_ins_are_audited_and_a_failed_one_belongs_to_no_org

@@ -19,6 +19,11 @@ JSON or not of the route's model → 400 ``BadRequest``; a body over
 
 File contents travel as UTF-8 text (``content``); a stored file that is not
 UTF-8 shows ``text: null`` with its size. See ``docs/web.md``.
+
+What turns carried and did (the session story, one turn's carried files,
+a file's Life, a space's usage, the inbox) are the models of
+:mod:`memfs.core.story`, served as ``Acting`` shapes them; a turn id named
+without ``?session=`` that several sessions used is a 400.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from memfs.api.models import Problem
@@ -36,10 +41,19 @@ from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
+from memfs.core.story import (
+    USAGE_DAYS,
+    Carried,
+    FileLife,
+    NoRoom,
+    SessionStory,
+    SpaceUsage,
+)
 from memfs.engine.acting import Acting, act_as
 from memfs.stores.base import ManagedStore
 
 PREFIX = "/api/v1"
+MAX_USAGE_DAYS = 366  # the widest window /spaces/{space}/usage counts opens over
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
@@ -230,6 +244,13 @@ class ForgotPerson(Out):
 
 class Audit(Out):
     entries: list[AuditEntry]
+
+
+class InboxView(Out):
+    """Waiting changes, and "Memory to look at": spaces with no room in the note."""
+
+    changes: list[ChangeSummary]
+    no_room: list[NoRoom]
 
 
 # -- sign-in -------------------------------------------------------------------
@@ -544,6 +565,60 @@ def api_router() -> APIRouter:
     @router.get("/audit", response_model=Audit, summary="The org's audit log (admins)")
     async def audit(me: Actor) -> Audit:
         return Audit(entries=await me.audit())
+
+    @router.get(
+        "/sessions/{session}",
+        response_model=SessionStory,
+        summary="The session story: each turn's prompt and what each mount carried, opened, saved",
+    )
+    async def session_story(session: str, me: Actor) -> SessionStory:
+        return await me.session_story(session)
+
+    @router.get(
+        "/turns/{turn}/carried",
+        response_model=Carried,
+        summary="Exactly what a turn carried, as of its cursors, with what it opened and saved",
+    )
+    async def carried(turn: str, me: Actor, session: str | None = None) -> Carried:
+        return await me.carried(turn, session=session)
+
+    @router.post(
+        "/turns/{turn}/carried/open",
+        response_model=Carried,
+        summary="What a turn carried, people's memory opened too (admins, audited)",
+    )
+    async def carried_open(turn: str, me: Actor, session: str | None = None) -> Carried:
+        return await me.carried(turn, session=session, open=True)
+
+    @router.get(
+        "/files/life",
+        response_model=FileLife,
+        summary="A file's Life: turns that carried and opened it per day, last open, timeline",
+    )
+    async def life(space: str, path: str, me: Actor) -> FileLife:
+        return await me.life(space, path)
+
+    @router.get(
+        "/spaces/{space}/usage",
+        response_model=SpaceUsage,
+        summary="How often each file of a space was opened lately, and which never were",
+    )
+    async def usage(
+        space: str, me: Actor, days: Annotated[int, Query(ge=1, le=MAX_USAGE_DAYS)] = USAGE_DAYS
+    ) -> SpaceUsage:
+        return await me.usage(space, days=days)
+
+    @router.get(
+        "/inbox",
+        response_model=InboxView,
+        summary="Waiting changes, and spaces with no room in the note",
+    )
+    async def inbox(me: Actor) -> InboxView:
+        found = await me.inbox()
+        return InboxView(
+            changes=[ChangeSummary(**_summary(c)) for c in found.changes],
+            no_room=list(found.no_room),
+        )
 
     return router
 

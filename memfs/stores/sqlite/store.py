@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import urllib.parse
 from collections.abc import Callable, Collection, Container, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -31,6 +32,7 @@ from memfs.core.errors import (
 )
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
+    AsOfFile,
     AuditEntry,
     By,
     ChangeSet,
@@ -49,6 +51,7 @@ from memfs.core.policy import parse_cursor
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
 from memfs.stores.manifests import DEFAULT_MAX_FILES, ManifestCache
+from memfs.stores.sqlite.asof import _files_as_of, _find_traces, _open_files_as_of
 from memfs.stores.sqlite.audit import _audit, _verify_audit
 from memfs.stores.sqlite.files import (
     _contents,
@@ -413,6 +416,30 @@ class SqliteStore:
     async def traces(self, *, session: str | None = None) -> list[Trace]:
         return await trio.to_thread.run_sync(
             lambda: self._run(lambda conn: _traces(conn, session), write=False)
+        )
+
+    async def find_traces(
+        self,
+        *,
+        turn: str | None = None,
+        space: SpaceRef | None = None,
+        since: datetime | None = None,
+    ) -> list[Trace]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _find_traces(conn, turn, space, since), write=False)
+        )
+
+    async def files_as_of(self, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _files_as_of(conn, ref, cursor), write=False)
+        )
+
+    async def open_files_as_of(
+        self, ref: SpaceRef, cursor: str, *, by: By | None
+    ) -> dict[str, AsOfFile]:
+        # A write transaction: the files are read and the look recorded together.
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _open_files_as_of(conn, ref, cursor, by), write=True)
         )
 
     async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
