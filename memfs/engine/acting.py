@@ -38,6 +38,7 @@ from memfs.core.models import (
     ChangeSet,
     Forgot,
     Limits,
+    LiveOrigin,
     Provenance,
     Revision,
     SpaceRef,
@@ -201,6 +202,11 @@ class Acting:
     async def files(self, space: str) -> dict[str, bytes]:
         require(self.role, "read")
         return await self.store.files(self.org_space(space))
+
+    async def live_origins(self, space: str) -> dict[str, LiveOrigin]:
+        """Each live file of an org space: its size and its latest revision's origin (the map)."""
+        require(self.role, "read")
+        return await self.store.live_origins(self.org_space(space))
 
     async def people(self) -> list[dict[str, object]]:
         """Who has memory and how full it is, as this role may see it."""
