@@ -63,6 +63,21 @@ async def test_the_map_without_a_session_sends_the_browser_to_login(site: Site) 
     assert response.status_code == 303 and response.headers["location"] == "/login?next=%2Fmap"
 
 
+@pytest.mark.parametrize(
+    ("who", "restores"), [("viewer", False), ("member", True), ("admin", True)]
+)
+async def test_every_role_reads_the_map_and_only_members_and_admins_get_restore(
+    site: Site, who: str, restores: bool
+) -> None:
+    await site.memory.store.put(RULES, ChangeSet(updated={"a.md": b"2"}), provenance=FIX)
+    await site.sign_in(who)
+    assert tiles(await site.client.get("/map")) == [("fix", "a.md")]
+    page = await site.client.get("/map", params={"space": "rules", "path": "a.md"})
+    assert page.status_code == 200 and '<pre class="text">2</pre>' in page.text
+    assert ('name="revision"' in page.text) is restores
+    assert ("Restore" in page.text) is restores
+
+
 async def test_each_org_space_is_a_bay_of_tiles_marked_by_their_latest_revisions_origin(
     site: Site,
 ) -> None:
@@ -150,12 +165,18 @@ async def test_a_selected_tile_shows_the_text_and_trail_and_restore_brings_back_
     assert await actions(site, "restore") == [("restore", "u_member", "a.md")]
 
 
-async def test_a_viewer_selects_a_tile_but_gets_no_restore_button(site: Site) -> None:
+async def test_the_maps_restore_form_without_its_csrf_token_is_403_and_restores_nothing(
+    site: Site,
+) -> None:
     await site.memory.store.put(RULES, ChangeSet(updated={"a.md": b"2"}), provenance=FIX)
-    await site.sign_in("viewer")
+    await site.sign_in("member")
     page = await site.client.get("/map", params={"space": "rules", "path": "a.md"})
-    assert page.status_code == 200 and '<pre class="text">2</pre>' in page.text
-    assert "Restore" not in page.text and 'name="revision"' not in page.text
+    (earlier,) = re.findall(r'name="revision" value="([^"]+)"', page.text)
+    for data in [{"revision": earlier}, {"revision": earlier, "csrf": "wrong"}]:
+        response = await site.client.post("/org/rules/files/a.md/restore", data=data)
+        assert response.status_code == 403 and "CSRF" in text_of(response)
+    assert (await site.memory.store.files(RULES))["a.md"] == b"2"
+    assert await actions(site, "restore") == []
 
 
 async def test_a_forgotten_file_selected_on_the_map_shows_its_trail_to_restore_it(
