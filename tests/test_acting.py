@@ -233,3 +233,20 @@ async def test_a_bad_name_is_invalid_before_the_role_or_the_store_is_asked_and_c
     after = (await managed.files(RULES), await managed.files(DANA_ME), await managed.audit())
     assert after == before
     assert (await managed.get_change(change)).state == "waiting"
+
+
+async def test_live_origins_read_the_actors_org_space_only_for_a_known_role(
+    managed: ReviewingStore,
+) -> None:
+    await managed.put(RULES, ChangeSet(created={"r.md": b"rule"}), provenance=Provenance())
+    theirs = RULES.model_copy(update={"org": "globex"})
+    await managed.put(theirs, ChangeSet(created={"g.md": b"g"}), provenance=Provenance())
+    viewer = memfs.act_as(managed, "vic", "viewer", org="bank_17")
+    assert await viewer.live_origins("rules") == {"r.md": (4, "conversation")}
+    assert await memfs.act_as(managed, "gina", "viewer", org="globex").live_origins("rules") == {
+        "g.md": (1, "conversation")
+    }
+    guest = memfs.act_as(managed, "x", "guest", org="bank_17")  # type: ignore[arg-type]
+    with pytest.raises(memfs.PermissionDenied):
+        await guest.live_origins("rules")
+    assert await managed.audit() == []

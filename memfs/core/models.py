@@ -134,6 +134,17 @@ class FileMeta(NamedTuple):
 DEFAULT_META = FileMeta()
 
 
+class LiveOrigin(NamedTuple):
+    """A live file as the Memory map shows it (``ManagedStore.live_origins``): no bytes.
+
+    Its size, and the origin of its latest revision (the one that is live). A
+    named tuple like ``FileMeta``: the map of a 10,000-file space makes one per file.
+    """
+
+    size: int
+    origin: Origin
+
+
 def settle_meta(given: FileMeta | None, before: FileMeta | None, at: datetime) -> FileMeta:
     """The metadata a store keeps with a new revision: the rule every store shares.
 
@@ -617,6 +628,7 @@ __all__ = [
     "Forgot",
     "Layer",
     "Limits",
+    "LiveOrigin",
     "Loaded",
     "Origin",
     "Provenance",

@@ -59,6 +59,7 @@ from memfs.core.models import (
     ChangeSet,
     Forgot,
     Limits,
+    LiveOrigin,
     Provenance,
     Revision,
     SpaceRef,
@@ -258,6 +259,12 @@ class Acting:
         if path not in files:
             raise NotFound("no such file", path=f"{space}/{path}")
         return files[path]
+
+    async def live_origins(self, space: str) -> dict[str, LiveOrigin]:
+        """Each live file of an org space: its size and its latest revision's origin (the map)."""
+        check_space_name(space)
+        require(self.role, "read")
+        return await self.store.live_origins(self.org_space(space))
 
     async def people(self) -> list[dict[str, object]]:
         """Who has memory and how full it is, as this role may see it."""

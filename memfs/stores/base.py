@@ -25,6 +25,7 @@ from memfs.core.models import (
     Forgetting,
     Forgot,
     Limits,
+    LiveOrigin,
     Loaded,
     Provenance,
     Revision,
@@ -210,6 +211,16 @@ class ManagedStore(PersonForgetting, Members, Protocol):
 
     async def files(self, ref: SpaceRef) -> dict[str, bytes]:
         """The live files of a space, as turns load them."""
+        ...
+
+    async def live_origins(self, ref: SpaceRef) -> dict[str, LiveOrigin]:
+        """Each live file of a space, by path: its size and its latest revision's origin.
+
+        One answer for a whole space without reading a byte of content (the
+        Memory map marks every file by where it came from). Not a look the
+        store audits, like ``files``: the one way to read a person's files
+        for someone else is ``open_person``.
+        """
         ...
 
     async def put(

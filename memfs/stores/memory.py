@@ -31,6 +31,7 @@ from memfs.core.models import (
     Forgetting,
     Forgot,
     Limits,
+    LiveOrigin,
     Loaded,
     Provenance,
     Revision,
@@ -475,6 +476,14 @@ class MemoryStore:
     def files_nowait(self, ref: SpaceRef) -> dict[str, bytes]:
         space = self._spaces.get(ref, _Space())
         return {path: content for path, (_, content) in space.live.items()}
+
+    async def live_origins(self, ref: SpaceRef) -> dict[str, LiveOrigin]:
+        space = self._spaces.get(ref, _Space())
+        # A live file's latest revision is the live one: a deletion would have made it not live.
+        return {
+            path: LiveOrigin(len(content), space.history[path][-1].provenance.origin)
+            for path, (_, content) in sorted(space.live.items())
+        }
 
     def put_nowait(
         self,

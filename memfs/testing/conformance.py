@@ -36,6 +36,7 @@ from memfs.core.models import (
     Forgetting,
     Forgot,
     Limits,
+    LiveOrigin,
     Provenance,
     SpaceRef,
     Stored,
@@ -877,6 +878,36 @@ async def check_people_lists_user_spaces_with_their_live_size(store: Store) -> N
     assert await store.people("bank-1") == {DANA: 4, CAROL: 2}
     assert await store.people("bank-3") == {}
     assert await store.audit() == []  # sizes are not a look inside
+
+
+async def check_live_origins_give_each_live_files_size_and_latest_origin(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    first = await _save(store, ORG, ChangeSet(created={"a.md": b"one", "gone.md": b"g"}))
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"two!"}, deleted=("gone.md",)), "s2")
+    code = Provenance(origin="code")
+    await store.put(ORG, ChangeSet(created={"seed.md": BINARY}), provenance=code)
+    fix = Provenance(origin="fix", by=ADA)
+    await store.put(ORG, ChangeSet(created={UNICODE_PATH: b"f"}), provenance=fix)
+    await store.put(ORG, ChangeSet(created={"big.md": b"x" * 70_000}), provenance=code)
+    await _save(store, ORG, ChangeSet(updated={"big.md": b"y" * 9}), "s3")
+    await _save(store, OTHER_ORG, ChangeSet(created={"theirs.md": b"t"}))
+    await _save(store, DANA, ChangeSet(created={"p.md": b"pref"}))
+    origins = await store.live_origins(ORG)
+    assert origins == {
+        "a.md": (4, "conversation"),
+        "big.md": (9, "conversation"),
+        UNICODE_PATH: (1, "fix"),
+        "seed.md": (len(BINARY), "code"),
+    }
+    assert list(origins) == sorted(origins)
+    assert all(isinstance(o, LiveOrigin) for o in origins.values())
+    await store.restore(ORG, "a.md", first.revisions["a.md"], by=ADA)
+    restored = await store.live_origins(ORG)
+    assert restored["a.md"] == LiveOrigin(size=3, origin="edited")
+    assert await store.live_origins(DANA) == {"p.md": (4, "conversation")}
+    assert await store.live_origins(OTHER_ORG) == {"theirs.md": (1, "conversation")}
+    assert await store.live_origins(NOTES) == {}
+    assert [e.action for e in await store.audit()] == ["restore"]  # the origins are no look
 
 
 # Reviewing stores only: org changes wait for a person (memfs.core.review).
@@ -1935,6 +1966,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "people_lists_user_spaces_with_their_live_size": (
         check_people_lists_user_spaces_with_their_live_size
+    ),
+    "live_origins_give_each_live_files_size_and_latest_origin": (
+        check_live_origins_give_each_live_files_size_and_latest_origin
     ),
     "traces_are_kept_per_turn_oldest_first": check_traces_are_kept_per_turn_oldest_first,
     "forget_user_removes_the_person_from_stored_traces": (

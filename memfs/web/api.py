@@ -28,6 +28,7 @@ without ``?session=`` that several sessions used is a 400.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -336,8 +337,8 @@ def _summary(change: WaitingChange) -> dict[str, Any]:
     }
 
 
-def _note_use(space: str, files: dict[str, bytes], budget: int) -> NoteUse:
-    sizes = {path: len(content) for path, content in files.items()}
+def note_use(space: str, sizes: Mapping[str, int], budget: int) -> NoteUse:
+    """How much of ``budget`` the note's file list of ``space`` takes (path -> size in bytes)."""
     # The note lists a space's files under the folder it is mounted at, which
     # the daemon's specs choose; the space's name stands for it here.
     lines, left_out = file_list(space, sizes, budget)
@@ -345,7 +346,8 @@ def _note_use(space: str, files: dict[str, bytes], budget: int) -> NoteUse:
     return NoteUse(bytes=used, budget=budget, fits=left_out == 0, left_out=left_out)
 
 
-def _bay(entry: dict[str, object]) -> PersonBay:
+def person_bay(entry: dict[str, object]) -> PersonBay:
+    """One entry of ``Acting.people`` (whose only for admins) as the API and pages show it."""
     person = entry["person"]
     return PersonBay(
         space=str(entry["space"]),
@@ -412,10 +414,14 @@ def api_router() -> APIRouter:
                     review=mode,
                     files=len(files),
                     bytes=sum(len(c) for c in files.values()),
-                    note=_note_use(name, files, me.limits.note_file_list_bytes),
+                    note=note_use(
+                        name,
+                        {path: len(content) for path, content in files.items()},
+                        me.limits.note_file_list_bytes,
+                    ),
                 )
             )
-        people = [_bay(p) for p in await me.people()]
+        people = [person_bay(p) for p in await me.people()]
         return Spaces(org=me.org, spaces=out, people=people)
 
     @router.get("/spaces/{space}/files", response_model=FileList, summary="A space's live files")
@@ -523,7 +529,7 @@ def api_router() -> APIRouter:
     @router.get("/people", response_model=list[PersonBay], summary="Everyone with memory (admins)")
     async def people(me: Actor) -> list[PersonBay]:
         # The listing names people, so it is the admins' (the bays alone are in /spaces).
-        return [_bay(p) for p in await me.people_by_name()]
+        return [person_bay(p) for p in await me.people_by_name()]
 
     @router.post(
         "/people/{user}/open",
@@ -623,4 +629,13 @@ def api_router() -> APIRouter:
     return router
 
 
-__all__ = ["PREFIX", "acting", "api_router", "change_detail", "file_view", "member"]
+__all__ = [
+    "PREFIX",
+    "acting",
+    "api_router",
+    "change_detail",
+    "file_view",
+    "member",
+    "note_use",
+    "person_bay",
+]

@@ -22,6 +22,7 @@ from memfs.core.models import (
     By,
     ChangeSet,
     FileMeta,
+    LiveOrigin,
     Provenance,
     SpaceRef,
     Stored,
@@ -192,6 +193,21 @@ def _live_sizes(conn: sqlite3.Connection, space_id: int | None) -> dict[str, int
             (space_id,),
         )
     }
+
+
+def _live_origins(conn: sqlite3.Connection, space_id: int | None) -> dict[str, LiveOrigin]:
+    """Each live file's size and its live revision's origin, in one query, in path order."""
+    if space_id is None:
+        return {}
+    cur = conn.cursor()
+    cur.row_factory = None  # plain tuples: one per file of a space that may hold 10,000
+    rows = cur.execute(
+        "SELECT live.path, revisions.size, revisions.origin FROM live"
+        " JOIN revisions ON revisions.id = live.revision_id"
+        " WHERE live.space_id = ? ORDER BY live.path",
+        (space_id,),
+    )
+    return {path: LiveOrigin(int(size), origin) for path, size, origin in rows}
 
 
 def _record(

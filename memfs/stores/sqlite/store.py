@@ -39,6 +39,7 @@ from memfs.core.models import (
     Forgetting,
     Forgot,
     Limits,
+    LiveOrigin,
     Loaded,
     Provenance,
     Revision,
@@ -90,7 +91,7 @@ from memfs.stores.sqlite.review import (
     _review_setting,
     _set_review,
 )
-from memfs.stores.sqlite.rows import _forgotten_at, _space_id
+from memfs.stores.sqlite.rows import _forgotten_at, _live_origins, _space_id
 from memfs.stores.sqlite.schema import _migrate
 from memfs.stores.sqlite.traces import _record_trace, _traces
 
@@ -336,6 +337,11 @@ class SqliteStore:
 
     async def spaces(self) -> list[SpaceRef]:
         return await trio.to_thread.run_sync(self._run_spaces)
+
+    async def live_origins(self, ref: SpaceRef) -> dict[str, LiveOrigin]:
+        return await trio.to_thread.run_sync(
+            lambda: self._run(lambda conn: _live_origins(conn, _space_id(conn, ref)), write=False)
+        )
 
     async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
         check_path(path)
