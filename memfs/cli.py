@@ -168,6 +168,25 @@ def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
     help="Python memory specs: a list of specs, a memfs.Memory, or a function returning one.",
 )
 @click.option(
+    "--web-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help=f"Where the Memory tab listens (web_listen, $MEMFS_WEB_LISTEN; default "
+    f'{DEFAULT_WEB_LISTEN}); "" serves none. Anything but loopback needs TLS.',
+)
+@click.option(
+    "--web-tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate for the Memory tab (web_tls_cert, $MEMFS_WEB_TLS_CERT).",
+)
+@click.option(
+    "--web-tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Its PEM private key (web_tls_key, $MEMFS_WEB_TLS_KEY).",
+)
+@click.option(
     "--foreground",
     is_flag=True,
     help="Accepted for clarity: the daemon always runs in the foreground (no fork), "
@@ -179,13 +198,16 @@ def daemon(
     state_dir: Path | None,
     store_url: str | None,
     app: str | None,
+    web_listen: str | None,
+    web_tls_cert: Path | None,
+    web_tls_key: Path | None,
     foreground: bool,
 ) -> None:
-    """Run the memfs daemon: the FUSE mount and the control API, in the foreground.
+    """Run the memfs daemon: the FUSE mount, the control API and the Memory tab, in the foreground.
 
-    Settings come from --config, then MEMFS_MOUNT_ROOT, MEMFS_STATE_DIR and
-    MEMFS_STORE, then these flags. Stops on SIGTERM or SIGINT, keeping open
-    turns for the next start.
+    Settings come from --config, then the MEMFS_* variables (MEMFS_MOUNT_ROOT,
+    MEMFS_STATE_DIR, MEMFS_STORE, MEMFS_WEB_LISTEN, ...), then these flags.
+    Stops on SIGTERM or SIGINT, keeping open turns for the next start.
     """
     from memfsd.config import load_config
 
@@ -194,6 +216,9 @@ def daemon(
         "state_dir": None if state_dir is None else state_dir.absolute(),
         "store": store_url,
         "app": app,
+        "web_listen": web_listen,
+        "web_tls_cert": None if web_tls_cert is None else web_tls_cert.absolute(),
+        "web_tls_key": None if web_tls_key is None else web_tls_key.absolute(),
     }
     with reported():
         config = load_config(config_file, overrides=overrides)
