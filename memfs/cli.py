@@ -105,11 +105,31 @@ def main() -> None:
     is_flag=True,
     help="Run without FUSE: copy the spaces into folders instead of mounting them.",
 )
-def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
+@click.option(
+    "--web-listen",
+    default=DEFAULT_WEB_LISTEN,
+    show_default=True,
+    metavar="HOST:PORT",
+    help='Where the daemon serves the Memory tab (loopback); "" serves none.',
+)
+@click.option(
+    "--exit",
+    "exit_after",
+    is_flag=True,
+    help="Stop the daemon and exit once the story is told, instead of keeping it "
+    "(and the Memory tab) running until Ctrl-C or SIGTERM.",
+)
+def demo(
+    state_dir: Path, store_url: str | None, copy_mode: bool, web_listen: str, exit_after: bool
+) -> None:
     """Start the daemon on the embedded store and run two scripted bash agent turns in it.
 
     Prints each turn's note, what the agent's shell printed, the commit result
-    and the access log, then the history of the file the agent wrote.
+    and the access log, then the history of the file the agent wrote; then
+    makes Ada, the reviewer, a member who may sign in, prints the Memory tab's
+    address with her token, and keeps the daemon running until Ctrl-C or
+    SIGTERM (--exit: stops it at once). --copy-mode runs the turns without
+    FUSE and without a daemon, so with no Memory tab.
     """
     import trio
 
@@ -131,7 +151,7 @@ def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
         if copy_mode:
             trio.run(run_copy_demo, url, state_dir / "turns", say)
         else:
-            run_daemon_demo(state_dir, url, say)
+            run_daemon_demo(state_dir, url, say, web_listen=web_listen, keep_running=not exit_after)
     except MemfsError as exc:
         fail(exc)
 
