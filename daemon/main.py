@@ -217,11 +217,6 @@ async def serve(
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
     store = open_store(settings.store)
-    try:
-        web = bind_memory_tab(settings, store)
-    except BaseException:
-        await store.aclose()
-        raise
     overlay = Overlay(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),
@@ -249,6 +244,13 @@ async def serve(
     )
     service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
     operations = MemfsOperations(overlay, requests=service.requests, mount_root=settings.mount_root)
+    try:
+        # Bound (and listening) before the mount: a port in use or TLS files
+        # that do not load stop the start by name, with nothing mounted.
+        web = bind_memory_tab(settings, store)
+    except BaseException:
+        await store.aclose()
+        raise
     try:
         pyfuse3.init(operations, str(settings.mount_root), mount_options())
     except RuntimeError as exc:
