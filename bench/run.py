@@ -304,6 +304,7 @@ CONFIG = """\
 mount_root = "{base}/mnt"
 state_dir = "{base}/state"
 store = "sqlite://{db}"
+web_listen = ""  # the Memory tab is not measured here
 
 [limits]
 max_file_bytes = {max_file_bytes}

@@ -33,7 +33,9 @@ from pydantic_core import PydanticCustomError
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core import defaults
+from memfs.core.defaults import DEFAULT_WEB_LISTEN, DEFAULT_WEB_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError
+from memfs.core.listen import require_tls
 from memfs.core.models import CommitMode, Limits
 from memfs.core.names import check_mount_path, check_space_name
 from memfs.core.policy import inherit_org, mount_inside
@@ -59,7 +61,13 @@ ENV_VARS = {
     "state_dir": "MEMFS_STATE_DIR",
     "store": "MEMFS_STORE",
     "forget_poll_seconds": "MEMFS_FORGET_POLL_SECONDS",
+    "web_listen": "MEMFS_WEB_LISTEN",
+    "web_tls_cert": "MEMFS_WEB_TLS_CERT",
+    "web_tls_key": "MEMFS_WEB_TLS_KEY",
 }
+# The variables whose empty value is a value: MEMFS_WEB_LISTEN= turns the
+# Memory tab off. An empty one of the others counts as not set.
+EMPTY_IS_A_VALUE = frozenset({"web_listen"})
 
 # How often the daemon asks the store whether a person with an open turn was
 # forgotten by another process (an app's my_memory handler, another daemon).
@@ -270,6 +278,47 @@ class DaemonConfig(BaseModel):
     # Seconds between two looks at the store for forgets another process made
     # (the CLI's forgets tell the daemon at once); 0: never look.
     forget_poll_seconds: float = Field(default=DEFAULT_FORGET_POLL_SECONDS, ge=0)
+    # The Memory tab: a PEM certificate and its key (both or neither), which
+    # web_listen needs on anything but loopback. Before web_listen, which is
+    # checked against them.
+    web_tls_cert: Path | None = None
+    web_tls_key: Path | None = None
+    # Where the daemon serves the Memory tab and its /api/v1 API: HOST:PORT
+    # ([V6]:PORT); "": not at all.
+    web_listen: str = Field(default=DEFAULT_WEB_LISTEN, validate_default=True)
+    # The largest request body the Memory tab's API reads; past it 413.
+    web_max_body_bytes: int = Field(default=DEFAULT_WEB_MAX_BODY_BYTES, gt=0)
+
+    @field_validator("web_tls_cert", "web_tls_key")
+    @classmethod
+    def _check_tls_file(cls, value: Path | None) -> Path | None:
+        return None if value is None else _absolute(value)
+
+    @field_validator("web_listen")
+    @classmethod
+    def _check_web_listen(cls, value: str, info: ValidationInfo) -> str:
+        cert, key = info.data.get("web_tls_cert"), info.data.get("web_tls_key")
+        if value == "":
+            return value
+        if {"web_tls_cert", "web_tls_key"} - info.data.keys():
+            return value  # a TLS file is wrong; its own error says so
+        try:
+            require_tls(
+                value, None if cert is None else str(cert), None if key is None else str(key)
+            )
+        except MemfsError as exc:
+            raise _invalid(str(exc)) from None
+        return value
+
+    @property
+    def web_required(self) -> bool:
+        """Whether ``web_listen`` was given (file, environment, flag), not left at its default.
+
+        A daemon whose store cannot serve the Memory tab (the folder store)
+        fails to start when it was asked for one, and leaves it off, saying
+        so in the log, when it was not.
+        """
+        return "web_listen" in self.model_fields_set and self.web_listen != ""
 
     @field_validator("mount_root")
     @classmethod
@@ -426,12 +475,13 @@ def load_config(
     """The configuration from ``path`` (if any), then ``MEMFS_*`` in ``env``, then ``overrides``.
 
     ``overrides`` holds the command line's values by key (``mount_root``,
-    ``state_dir``, ``store``, ``app``); ``None`` values are not given.
+    ``state_dir``, ``store``, ``app``, ``web_listen``, ...); ``None`` values
+    are not given.
     """
     data: dict[str, Any] = {} if path is None else read_toml(path)
     sources: dict[str, str] = {}
     for key, var in ENV_VARS.items():
-        if env.get(var):
+        if env.get(var) or (key in EMPTY_IS_A_VALUE and var in env):
             data[key] = env[var]
             sources[key] = var
     for key, value in (overrides or {}).items():
@@ -528,6 +578,7 @@ __all__ = [
     "DEFAULT_FORGET_POLL_SECONDS",
     "DEFAULT_MOUNT_ROOT",
     "DEFAULT_STATE_DIR",
+    "EMPTY_IS_A_VALUE",
     "ENV_VARS",
     "ByFields",
     "DaemonConfig",

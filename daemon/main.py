@@ -3,10 +3,14 @@
 Start-up order, as a filesystem daemon should: raise the descriptor limit
 to the hard limit (one too low for the daemon is refused), make ``state_dir`` private
 (0700; one another user owns is refused), clear a stale mount left by a
-crash, open the store, mount, bring back open turns, serve the control API,
-then tell systemd ``READY=1``. SIGTERM and SIGINT end ``pyfuse3.main()``
-through ``pyfuse3.terminate()``; the mount is closed in a ``finally`` and
-open turns stay on disk for the next start.
+crash, open the store, bind the Memory tab's address (``web_listen``: a port
+in use or a certificate that does not load stops the start here, before
+anything is mounted), mount, bring back open turns, serve the control API
+and the Memory tab, then tell systemd ``READY=1``. SIGTERM and SIGINT end
+``pyfuse3.main()`` through ``pyfuse3.terminate()``; the Memory tab is then
+asked to stop (requests in flight get hypercorn's graceful timeout), the
+mount is closed in a ``finally`` and open turns stay on disk for the next
+start.
 """
 
 from __future__ import annotations
@@ -26,12 +30,16 @@ import trio
 from watchfiles import awatch
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
+from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
 from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
+from memfs.stores.base import ManagedStore, Store
 from memfs.stores.open import open_store
+from memfs.web.app import web_app
+from memfs.web.serve import BoundWeb, bind_web, serve_web
 from memfsd.blobs import BlobCache
 from memfsd.config import DEFAULT_FORGET_POLL_SECONDS
 from memfsd.control import serve_control, socket_in_use
@@ -59,6 +67,45 @@ class Settings:
     # Seconds between two looks at the store for forgets made by another
     # process (config key forget_poll_seconds); 0: never.
     forget_poll_seconds: float = DEFAULT_FORGET_POLL_SECONDS
+    # Where the Memory tab listens (config key web_listen); "": nowhere. Off
+    # unless given: the config's default (127.0.0.1:8330) is DaemonConfig's,
+    # so a daemon run in-process for tests listens on no fixed port.
+    web_listen: str = ""
+    web_tls_cert: Path | None = None
+    web_tls_key: Path | None = None
+    web_max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES
+    # True: web_listen was asked for, and a store that cannot serve the
+    # Memory tab stops the start; False: it is left off, said in the log.
+    web_required: bool = False
+
+
+def bind_memory_tab(settings: Settings, store: Store) -> BoundWeb | None:
+    """The Memory tab's bound socket, or None when it is off.
+
+    Off when ``web_listen`` is ``""``, or when the store is not managed (the
+    folder store keeps no members to sign in, no history and no review)
+    and ``web_listen`` was left at its default: the log says so. Asked for
+    explicitly over such a store, it is a ``ConfigError`` naming the key.
+    """
+    if not settings.web_listen:
+        return None
+    if not isinstance(store, ManagedStore):
+        why = (
+            f"the store {settings.store} keeps no members, history or review (the Memory tab "
+            "needs a managed store: sqlite or memory)"
+        )
+        if settings.web_required:
+            raise ConfigError(f'web_listen {settings.web_listen!r}: {why}; set web_listen = ""')
+        log.warning("the Memory tab is off: %s", why)
+        return None
+    web = bind_web(
+        settings.web_listen,
+        None if settings.web_tls_cert is None else str(settings.web_tls_cert),
+        None if settings.web_tls_key is None else str(settings.web_tls_key),
+    )
+    # hypercorn's lines go to the daemon's log, not to a handler of its own.
+    web.config.errorlog = logging.getLogger("hypercorn.error")
+    return web
 
 
 def is_mountpoint(path: Path) -> bool:
@@ -198,8 +245,17 @@ async def serve(
     service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
     operations = MemfsOperations(overlay, requests=service.requests, mount_root=settings.mount_root)
     try:
+        # Bound (and listening) before the mount: a port in use or TLS files
+        # that do not load stop the start by name, with nothing mounted.
+        web = bind_memory_tab(settings, store)
+    except BaseException:
+        await store.aclose()
+        raise
+    try:
         pyfuse3.init(operations, str(settings.mount_root), mount_options())
     except RuntimeError as exc:
+        if web is not None:
+            web.close()
         await store.aclose()
         raise ConfigError(f"cannot mount at {settings.mount_root}: {exc}") from exc
     try:
@@ -221,6 +277,12 @@ async def serve(
         async with trio.open_nursery() as nursery:
             app = control_app(service, max_body_bytes=settings.control_max_body_bytes)
             await nursery.start(serve_control, app, settings.socket)
+            web_stop, web_done = trio.Event(), trio.Event()
+            if web is not None:
+                tab = web_app(
+                    store, limits=settings.limits, max_body_bytes=settings.web_max_body_bytes
+                )
+                await nursery.start(_serve_memory_tab, tab, web, web_stop, web_done)
             nursery.start_soon(_stop_on_signals)
             seeds_stop = trio.Event()
             if memory.seed_folders:
@@ -232,16 +294,41 @@ async def serve(
                 nursery.start_soon(_poll_forgets, service, settings.forget_poll_seconds)
             notify("READY=1")
             log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
+            if web is not None:
+                log.info("the Memory tab on %s (sign in at %s/login)", web.url, web.url)
             task_status.started(service)
             await pyfuse3.main()
             seeds_stop.set()  # awatch ends on its stop event; cancelling alone is slow
+            if web is not None:
+                web_stop.set()
+                # Requests in flight finish (hypercorn's graceful_timeout), then it stops.
+                with trio.move_on_after(web.config.graceful_timeout + 2):
+                    await web_done.wait()
             nursery.cancel_scope.cancel()
     finally:
+        if web is not None:
+            web.close()  # closed already unless the start failed before serving it
         notify("STOPPING=1")
         overlay.write_held()  # open turns are kept for the next start, reads and all
         pyfuse3.close(unmount=True)
         await store.aclose()
         log.info("memfs unmounted %s", settings.mount_root)
+
+
+async def _serve_memory_tab(
+    app: object,
+    web: BoundWeb,
+    stop: trio.Event,
+    done: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the Memory tab on ``web`` until ``stop`` is set; ``done`` once it has stopped."""
+    try:
+        await serve_web(app, web, shutdown_trigger=stop.wait, task_status=task_status)
+    finally:
+        done.set()
+    log.info("the Memory tab on %s stopped", web.url)
 
 
 async def _stop_on_signals() -> None:
@@ -304,6 +391,11 @@ def run_daemon(config: Any) -> None:
         sync_on_close=config.sync_on_close,
         control_max_body_bytes=config.control_max_body_bytes,
         forget_poll_seconds=config.forget_poll_seconds,
+        web_listen=config.web_listen,
+        web_tls_cert=config.web_tls_cert,
+        web_tls_key=config.web_tls_key,
+        web_max_body_bytes=config.web_max_body_bytes,
+        web_required=config.web_required,
     )
     trio.run(serve, settings)
 
@@ -312,6 +404,7 @@ __all__ = [
     "DAEMON_DESCRIPTORS",
     "MIN_POOL_DESCRIPTORS",
     "Settings",
+    "bind_memory_tab",
     "clear_stale_mount",
     "data_descriptors",
     "raise_descriptor_limit",

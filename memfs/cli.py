@@ -108,11 +108,31 @@ def main() -> None:
     is_flag=True,
     help="Run without FUSE: copy the spaces into folders instead of mounting them.",
 )
-def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
+@click.option(
+    "--web-listen",
+    default=DEFAULT_WEB_LISTEN,
+    show_default=True,
+    metavar="HOST:PORT",
+    help='Where the daemon serves the Memory tab (loopback); "" serves none.',
+)
+@click.option(
+    "--exit",
+    "exit_after",
+    is_flag=True,
+    help="Stop the daemon and exit once the story is told, instead of keeping it "
+    "(and the Memory tab) running until Ctrl-C or SIGTERM.",
+)
+def demo(
+    state_dir: Path, store_url: str | None, copy_mode: bool, web_listen: str, exit_after: bool
+) -> None:
     """Start the daemon on the embedded store and run two scripted bash agent turns in it.
 
     Prints each turn's note, what the agent's shell printed, the commit result
-    and the access log, then the history of the file the agent wrote.
+    and the access log, then the history of the file the agent wrote; then
+    makes Ada, the reviewer, a member who may sign in, prints the Memory tab's
+    address with her token, and keeps the daemon running until Ctrl-C or
+    SIGTERM (--exit: stops it at once). --copy-mode runs the turns without
+    FUSE and without a daemon, so with no Memory tab.
     """
     import trio
 
@@ -134,7 +154,7 @@ def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
         if copy_mode:
             trio.run(run_copy_demo, url, state_dir / "turns", say)
         else:
-            run_daemon_demo(state_dir, url, say)
+            run_daemon_demo(state_dir, url, say, web_listen=web_listen, keep_running=not exit_after)
     except MemfsError as exc:
         fail(exc)
 
@@ -171,6 +191,25 @@ def demo(state_dir: Path, store_url: str | None, copy_mode: bool) -> None:
     help="Python memory specs: a list of specs, a memfs.Memory, or a function returning one.",
 )
 @click.option(
+    "--web-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help=f"Where the Memory tab listens (web_listen, $MEMFS_WEB_LISTEN; default "
+    f'{DEFAULT_WEB_LISTEN}); "" serves none. Anything but loopback needs TLS.',
+)
+@click.option(
+    "--web-tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate for the Memory tab (web_tls_cert, $MEMFS_WEB_TLS_CERT).",
+)
+@click.option(
+    "--web-tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Its PEM private key (web_tls_key, $MEMFS_WEB_TLS_KEY).",
+)
+@click.option(
     "--foreground",
     is_flag=True,
     help="Accepted for clarity: the daemon always runs in the foreground (no fork), "
@@ -182,13 +221,16 @@ def daemon(
     state_dir: Path | None,
     store_url: str | None,
     app: str | None,
+    web_listen: str | None,
+    web_tls_cert: Path | None,
+    web_tls_key: Path | None,
     foreground: bool,
 ) -> None:
-    """Run the memfs daemon: the FUSE mount and the control API, in the foreground.
+    """Run the memfs daemon: the FUSE mount, the control API and the Memory tab, in the foreground.
 
-    Settings come from --config, then MEMFS_MOUNT_ROOT, MEMFS_STATE_DIR and
-    MEMFS_STORE, then these flags. Stops on SIGTERM or SIGINT, keeping open
-    turns for the next start.
+    Settings come from --config, then the MEMFS_* variables (MEMFS_MOUNT_ROOT,
+    MEMFS_STATE_DIR, MEMFS_STORE, MEMFS_WEB_LISTEN, ...), then these flags.
+    Stops on SIGTERM or SIGINT, keeping open turns for the next start.
     """
     from memfsd.config import load_config
 
@@ -197,6 +239,9 @@ def daemon(
         "state_dir": None if state_dir is None else state_dir.absolute(),
         "store": store_url,
         "app": app,
+        "web_listen": web_listen,
+        "web_tls_cert": None if web_tls_cert is None else web_tls_cert.absolute(),
+        "web_tls_key": None if web_tls_key is None else web_tls_key.absolute(),
     }
     with reported():
         config = load_config(config_file, overrides=overrides)

@@ -4,8 +4,12 @@ By default it starts the daemon (``memfs daemon``) on the embedded SQLite
 store, and each person's agent works in a mounted session through the FUSE
 mount; the demo prints the note each agent gets, what its shell printed, the
 commit result and the access log of each turn, and the history of the rules
-file with its provenance. ``copy_mode=True`` runs the same story without FUSE,
-in copy mode.
+file with its provenance. Then it makes Ada, the reviewer, a member of the
+bank who may sign in (as ``memfs people add`` and ``memfs token create``
+do), prints the Memory tab's address (``http://127.0.0.1:8330/login``)
+with her token, and keeps the daemon, and so the mount and the Memory tab,
+running until Ctrl-C or SIGTERM (``keep_running=False`` stops it at once).
+``copy_mode=True`` runs the same story without FUSE, in copy mode.
 
 Copy mode makes a read-only space's copy read-only by its mode bits alone,
 which root ignores: run as root, Carol's shell can change her copy of the
@@ -28,13 +32,15 @@ from typing import Any
 import trio
 
 from memfs.client import Client
+from memfs.core.defaults import DEFAULT_WEB_LISTEN
 from memfs.core.errors import DaemonUnavailable
+from memfs.core.members import Member
 from memfs.core.models import By, SpaceRef
 from memfs.core.specs import org_memory, user_memory
 from memfs.engine.turns import Memory
 from memfs.private import open_private
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
-from memfs.stores.open import open_store
+from memfs.stores.base import ManagedStore, Members, ReviewingStore, Store
+from memfs.stores.open import open_store, parse_store_url
 
 Say = Callable[[str, Any], None]
 
@@ -69,6 +75,7 @@ mount_root = "{mount_root}"
 state_dir = "{state_dir}"
 store = "{store}"
 org = "bankId"  # a turn belongs to one org: every space below is that bank's
+web_listen = "{web_listen}"  # the Memory tab
 
 [[memory]]
 layer = "org"
@@ -87,6 +94,8 @@ description = "This person's own preferences, such as how they like answers."
 
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 ADA = By(id="u_ada", label="Ada", role="member")
+# Ada as the store keeps her to sign in: the same id as the reviewer above.
+ADA_MEMBER = Member(id="u_ada", org="bank_17", role="member", label="Ada")
 
 
 def _agent(root: Path, script: str) -> str:
@@ -103,11 +112,14 @@ def _start_daemon(config: Path, log: Path, socket: Path) -> subprocess.Popen[byt
             [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            # Its own session: a Ctrl-C reaches the demo alone, which stops
+            # the daemon with one SIGTERM (a second, mid-stop, would kill it).
+            start_new_session=True,
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise DaemonUnavailable(f"the daemon exited; see {log}", path=str(socket))
+            raise DaemonUnavailable(f"the daemon exited{_why(log)}; see {log}", path=str(socket))
         try:
             with Client(socket) as client:
                 client.status()
@@ -118,13 +130,64 @@ def _start_daemon(config: Path, log: Path, socket: Path) -> subprocess.Popen[byt
     raise DaemonUnavailable(f"the daemon did not start in 30 s; see {log}", path=str(socket))
 
 
-def run_daemon_demo(state_dir: Path, store_url: str, say: Say) -> None:
-    """The story on the real daemon: FUSE mounts, the control API, a bash agent."""
+def _why(log: Path) -> str:
+    """The daemon's own last error line in ``log`` (``: memfs: error: ...``), or ""."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith("memfs: error: ")]
+    return f" ({errors[-1]})" if errors else ""
+
+
+def run_daemon_demo(
+    state_dir: Path,
+    store_url: str,
+    say: Say,
+    *,
+    web_listen: str = DEFAULT_WEB_LISTEN,
+    keep_running: bool = True,
+) -> None:
+    """The story on the real daemon: FUSE mounts, the control API, a bash agent, the Memory tab.
+
+    ``web_listen`` is where the daemon serves the Memory tab (``""``: not at
+    all; the folder store has none). With ``keep_running`` the daemon runs
+    on after the story until SIGINT or SIGTERM reaches the demo, which then
+    stops it; a daemon that stops by itself is a ``DaemonUnavailable``.
+    """
+    if parse_store_url(store_url)[0] == "folder":
+        web_listen = ""  # it keeps no members to sign in: the daemon would refuse the tab
     config = state_dir / "demo.toml"
     with os.fdopen(open_private(config, os.O_WRONLY | os.O_TRUNC), "w") as out:
-        out.write(CONFIG.format(mount_root=state_dir / "mnt", state_dir=state_dir, store=store_url))
+        out.write(
+            CONFIG.format(
+                mount_root=state_dir / "mnt",
+                state_dir=state_dir,
+                store=store_url,
+                web_listen=web_listen,
+            )
+        )
     socket = state_dir / "memfs.sock"
-    proc = _start_daemon(config, state_dir / "daemon.log", socket)
+    log = state_dir / "daemon.log"
+    # SIGTERM (a job runner stopping the demo) ends it as Ctrl-C does: through
+    # the finally below, which stops the daemon, never leaving it behind.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        _run_and_keep(config, log, socket, store_url, say, web_listen, keep_running)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_and_keep(
+    config: Path,
+    log: Path,
+    socket: Path,
+    store_url: str,
+    say: Say,
+    web_listen: str,
+    keep_running: bool,
+) -> None:
+    proc = _start_daemon(config, log, socket)
     try:
         with Client(socket) as client:
             for session, person, prompt, script in STORY:
@@ -143,10 +206,54 @@ def run_daemon_demo(state_dir: Path, store_url: str, say: Say) -> None:
                 client.close_session(session)
                 if person is DANA:
                     trio.run(_review, store_url, say)
+        trio.run(_show_history, store_url, say)
+        if web_listen:
+            trio.run(_sign_in_ada, store_url, web_listen, say)
+        if keep_running:
+            _wait_for_stop(proc, log, web_listen, say)
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    trio.run(_show_history, store_url, say)
+
+
+async def _sign_in_ada(store_url: str, web_listen: str, say: Say) -> None:
+    """Let Ada sign in to the Memory tab, as ``memfs people add`` and ``memfs token create`` do."""
+    from memfs.cli_people import operator
+
+    store = open_store(store_url)
+    try:
+        if not isinstance(store, Members):
+            return
+        await store.add_member(ADA_MEMBER, by=operator())
+        issued = await store.create_token(ADA_MEMBER.id, ADA_MEMBER.org, by=operator())
+    finally:
+        await store.aclose()
+    base = f"http://{web_listen}"
+    say(
+        f"the Memory tab: Ada ({ADA_MEMBER.role} of {ADA_MEMBER.org}) signs in",
+        f"Open {base}/login and paste her token (shown once; the store keeps only its hash):\n"
+        f"{issued.token}\n"
+        f'Or ask its API: curl -H "Authorization: Bearer {issued.token}" {base}/api/v1/me\n'
+        f"(as memfs people add {ADA_MEMBER.id} --org {ADA_MEMBER.org} --role "
+        f"{ADA_MEMBER.role} --name Ada, then memfs token create {ADA_MEMBER.id} "
+        f"--org {ADA_MEMBER.org})",
+    )
+
+
+def _wait_for_stop(proc: subprocess.Popen[bytes], log: Path, web_listen: str, say: Say) -> None:
+    """Keep the daemon running until Ctrl-C or SIGTERM (a ``KeyboardInterrupt`` here)."""
+    what = "The mount, the control API and the Memory tab" if web_listen else "The mount"
+    say(
+        "the daemon keeps running",
+        f"{what} stay up until Ctrl-C (or SIGTERM); the daemon's log is {log}.",
+    )
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        say("stopping the daemon", "It unmounts; the store keeps everything.")
+        return  # the caller's finally stops it
+    raise DaemonUnavailable(f"the daemon stopped by itself{_why(log)}; see {log}")
 
 
 async def _review(store_url: str, say: Say) -> None:

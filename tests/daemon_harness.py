@@ -67,9 +67,13 @@ async def running_daemon(
     *,
     store: str | None = None,
     limits: Limits | None = None,
+    web_listen: str = "",
 ) -> AsyncIterator[Daemon]:
+    """A daemon for ``specs`` in ``tmp_path``; no Memory tab unless ``web_listen`` says where."""
     require_fuse()
-    async with mounted_daemon(specs, tmp_path, store=store, limits=limits) as daemon:
+    async with mounted_daemon(
+        specs, tmp_path, store=store, limits=limits, web_listen=web_listen
+    ) as daemon:
         yield daemon
 
 

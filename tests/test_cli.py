@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
+import pytest
+
 from tests.daemon_harness import require_fuse
+from tests.web_tls import free_port
 
 MEMFS = [sys.executable, "-m", "memfs.cli"]
 
@@ -20,7 +27,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_demo_runs_two_turns_on_the_daemon_with_the_embedded_store(tmp_path: Path) -> None:
     require_fuse()
-    done = run("demo", "--state-dir", str(tmp_path))
+    port = free_port()  # not 8330: tests run side by side, and a real demo may hold it
+    done = run("demo", "--state-dir", str(tmp_path), "--web-listen", f"127.0.0.1:{port}", "--exit")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"store sqlite://{tmp_path}/memfs.db, FUSE daemon" in out
@@ -34,6 +42,11 @@ def test_demo_runs_two_turns_on_the_daemon_with_the_embedded_store(tmp_path: Pat
     carol_log = out.split("==> access log of Carol's turn")[1].split("==>")[0]
     assert '"read": "' in carol_log
     assert '"origin": "conversation"' in out
+    # Then Ada, the reviewer, may sign in: the tab's address and her token.
+    tab = out.split("==> the Memory tab: Ada (member of bank_17) signs in\n")[1]
+    assert tab.startswith(f"Open http://127.0.0.1:{port}/login and paste her token")
+    assert re.search(r"^memfs_[\w-]{43}$", tab, re.MULTILINE)
+    assert "==> the daemon keeps running" not in out  # --exit
     assert not (tmp_path / "memfs.sock").exists()  # the daemon stopped cleanly
     # What the demo itself writes into state_dir is private too: the daemon's
     # log names sessions and spaces, the config the store.
@@ -81,3 +94,57 @@ def test_bad_store_url_is_a_one_line_error_with_the_config_exit_code(tmp_path: P
     assert done.returncode == 78
     assert done.stderr.startswith("memfs: error: unknown store URL scheme")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_the_demo_keeps_the_daemon_and_the_memory_tab_running_for_ada_until_stopped(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    require_fuse()
+    port = free_port()
+    demo = subprocess.Popen(
+        [*MEMFS, "demo", "--state-dir", str(tmp_path), "--web-listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        out = ""
+        deadline = time.monotonic() + 120
+        while "==> the daemon keeps running" not in out:
+            line = demo.stdout.readline()
+            assert line, f"the demo ended: {out}{demo.stderr.read() if demo.stderr else ''}"
+            assert time.monotonic() < deadline
+            out += line
+        [token] = re.findall(r"^(memfs_[\w-]{43})$", out, re.MULTILINE)
+        assert f"Open http://127.0.0.1:{port}/login" in out
+        # The story is over and the daemon still serves: the mount and the tab.
+        time.sleep(0.5)
+        assert demo.poll() is None
+        assert (tmp_path / "memfs.sock").exists()
+        me = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/me",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert me.json() == {"id": "u_ada", "org": "bank_17", "role": "member", "label": "Ada"}
+        waiting = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/spaces/lending-rules/files/income/self-employed.md",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert waiting.json()["trail"][-1]["approved_by"]["id"] == "u_ada"
+        demo.send_signal(sig)
+        assert demo.wait(timeout=60) == 0
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        for pipe in (demo.stdout, demo.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert not (tmp_path / "memfs.sock").exists()  # the daemon stopped with the demo
+    assert str(tmp_path / "mnt") not in Path("/proc/self/mountinfo").read_text()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/api/v1/me", timeout=5)

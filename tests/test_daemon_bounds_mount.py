@@ -246,6 +246,7 @@ class Daemon:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             preexec_fn=preexec,
+            env={**os.environ, "MEMFS_WEB_LISTEN": ""},  # no Memory tab: no fixed port
         )
         deadline = time.monotonic() + 30
         while memfs_cli("status", root=root, check=False).returncode != 0:

@@ -504,3 +504,111 @@ def test_the_daemon_the_client_and_the_cli_default_to_one_state_dir_and_socket(
     for name in ("MEMFS_STORE", "MEMFS_STATE_DIR"):
         monkeypatch.delenv(name, raising=False)
     assert default_store() == config.store
+
+
+# -- the Memory tab: web_listen, web_tls_cert, web_tls_key, web_max_body_bytes -----
+
+
+def test_the_memory_tab_listens_on_loopback_8330_by_default_without_being_asked_for() -> None:
+    config = load_config(None, env={})
+    assert config.web_listen == "127.0.0.1:8330"
+    assert config.web_tls_cert is None and config.web_tls_key is None
+    assert config.web_max_body_bytes == 8 * 1024 * 1024
+    assert config.web_required is False  # the default: a folder store leaves it off
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "overrides"),
+    [
+        ('web_listen = ""\n', {}, {}),
+        ("", {"MEMFS_WEB_LISTEN": ""}, {}),
+        ('web_listen = "127.0.0.1:9000"\n', {}, {"web_listen": ""}),
+    ],
+    ids=["file", "empty variable", "flag"],
+)
+def test_an_empty_web_listen_from_any_source_turns_the_memory_tab_off(
+    tmp_path: Path, text: str, env: dict[str, str], overrides: dict[str, str]
+) -> None:
+    config = load_config(write(tmp_path, text), env=env, overrides=overrides)
+    assert config.web_listen == ""
+    assert config.web_required is False
+
+
+def test_an_empty_variable_other_than_memfs_web_listen_still_counts_as_not_set() -> None:
+    config = load_config(None, env={"MEMFS_STORE": "", "MEMFS_WEB_TLS_CERT": ""})
+    assert config.store.startswith("sqlite://") and config.web_tls_cert is None
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "overrides"),
+    [
+        ('web_listen = "127.0.0.1:9000"\n', {}, {}),
+        ("", {"MEMFS_WEB_LISTEN": "127.0.0.1:9000"}, {}),
+        ("", {"MEMFS_WEB_LISTEN": "127.0.0.1:1"}, {"web_listen": "127.0.0.1:9000"}),
+    ],
+    ids=["file", "variable", "flag over variable"],
+)
+def test_a_given_web_listen_is_required_whichever_source_gives_it(
+    tmp_path: Path, text: str, env: dict[str, str], overrides: dict[str, str]
+) -> None:
+    config = load_config(write(tmp_path, text), env=env, overrides=overrides)
+    assert config.web_listen == "127.0.0.1:9000"
+    assert config.web_required is True
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:8330", "[::]:8330", "10.1.2.3:443", "example.org:80"])
+def test_a_non_loopback_web_listen_without_tls_is_a_config_error_naming_web_tls_cert(
+    tmp_path: Path, listen: str
+) -> None:
+    message = config_error(tmp_path, f'web_listen = "{listen}"\n')
+    assert message.startswith(f"{tmp_path / 'memfs.toml'}: web_listen: ")
+    assert "web_tls_cert" in message and "web_tls_key" in message
+    with pytest.raises(ConfigError, match=r"from MEMFS_WEB_LISTEN.*web_tls_cert"):
+        load_config(None, env={"MEMFS_WEB_LISTEN": listen})
+
+
+def test_a_non_loopback_web_listen_with_both_tls_files_is_accepted(tmp_path: Path) -> None:
+    config = load_config(
+        None,
+        env={
+            "MEMFS_WEB_LISTEN": "0.0.0.0:8443",
+            "MEMFS_WEB_TLS_CERT": "/etc/memfs/cert.pem",
+            "MEMFS_WEB_TLS_KEY": "/etc/memfs/key.pem",
+        },
+    )
+    assert config.web_listen == "0.0.0.0:8443"
+    assert (config.web_tls_cert, config.web_tls_key) == (
+        Path("/etc/memfs/cert.pem"),
+        Path("/etc/memfs/key.pem"),
+    )
+
+
+def test_one_tls_file_alone_is_a_config_error_saying_they_go_together(tmp_path: Path) -> None:
+    message = config_error(tmp_path, 'web_tls_cert = "/etc/memfs/cert.pem"\n')
+    assert "web_listen: web_tls_cert and web_tls_key go together" in message
+
+
+def test_a_relative_tls_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    message = config_error(
+        tmp_path, 'web_tls_cert = "cert.pem"\nweb_tls_key = "/etc/memfs/key.pem"\n'
+    )
+    assert "web_tls_cert: must be an absolute path, not 'cert.pem'" in message
+    assert "web_listen" not in message  # one mistake, said once
+
+
+@pytest.mark.parametrize("listen", ["8330", "localhost", "127.0.0.1:0", "127.0.0.1:70000"])
+def test_a_malformed_web_listen_is_a_config_error_naming_the_key(
+    tmp_path: Path, listen: str
+) -> None:
+    message = config_error(tmp_path, f'web_listen = "{listen}"\n')
+    assert "web_listen: web_listen must be HOST:PORT" in message
+
+
+def test_web_max_body_bytes_must_be_positive_and_is_in_the_example(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "web_max_body_bytes = 4096\n"), env={})
+    assert config.web_max_body_bytes == 4096
+    message = config_error(tmp_path, "web_max_body_bytes = 0\n")
+    assert "web_max_body_bytes: must be greater than 0" in message
+    example = (REPO / "systemd" / "memfs.toml.example").read_text()
+    assert "# web_max_body_bytes = 8388608" in example
+    assert '# web_listen = "127.0.0.1:8330"' in example

@@ -79,7 +79,9 @@ class DaemonProcess:
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            # No Memory tab unless a test asks for one: daemons of tests run
+            # side by side must not fight over the default 127.0.0.1:8330.
+            env={**os.environ, "MEMFS_WEB_LISTEN": "", **(env or {})},
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -78,7 +78,7 @@ def start_daemon(root: Path, hard: int) -> subprocess.Popen[bytes]:
     """The daemon as a child process whose descriptor limit is ``(hard // 4, hard)``."""
     config = root / "memfs.toml"
     config.write_text(
-        f'mount_root = "{root}/mnt"\nstate_dir = "{root}/state"\n'
+        f'mount_root = "{root}/mnt"\nstate_dir = "{root}/state"\nweb_listen = ""\n'
         '[[memory]]\nlayer = "user"\nspace = "me"\nuser = "userId"\nlabel = "name"\n'
     )
     log = open(root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it

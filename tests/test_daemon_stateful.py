@@ -61,6 +61,7 @@ BODY = {"userId": "u1", "name": "U"}
 CONFIG = """
 mount_root = "{root}/mnt"
 state_dir = "{root}/state"
+web_listen = ""
 
 [[memory]]
 layer = "user"

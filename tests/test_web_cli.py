@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from memfs.core.errors import ConfigError
 from memfs.core.listen import parse_listen, require_tls
+from tests.web_tls import free_port, self_signed, trusting
 
 MEMFS = [sys.executable, "-m", "memfs.cli"]
 
@@ -48,13 +50,6 @@ def test_a_non_loopback_listen_with_both_tls_files_is_allowed_and_one_alone_is_n
 def test_a_malformed_listen_is_a_config_error(listen: str) -> None:
     with pytest.raises(ConfigError, match="HOST:PORT"):
         parse_listen(listen)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_memfs_web_serves_the_api_on_loopback_with_hypercorn(tmp_path: Path) -> None:
@@ -100,3 +95,100 @@ def test_memfs_web_serves_the_api_on_loopback_with_hypercorn(tmp_path: Path) -> 
         server.wait(timeout=30)
         if server.stderr is not None:
             server.stderr.close()
+
+
+def serve_until_answered(args: list[str], url: str, **get: Any) -> subprocess.Popen[bytes]:
+    """Start ``memfs web ARGS`` and wait until ``url`` answers (any status)."""
+    server = subprocess.Popen([*MEMFS, "web", *args], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(url, timeout=5, **get)
+            return server
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                _, err = server.communicate()
+                raise AssertionError(err.decode()) from None
+            time.sleep(0.1)
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    server.wait(timeout=30)
+    if server.stderr is not None:
+        server.stderr.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_memfs_web_with_tls_cert_and_key_serves_https_only(tmp_path: Path, host: str) -> None:
+    store = f"sqlite://{tmp_path / 'm.db'}"
+    for command in (["people", "add", "ada", "--role", "admin"], ["token", "create", "ada"]):
+        made = subprocess.run(
+            [*MEMFS, *command, "--store", store], check=True, capture_output=True, text=True
+        )
+    token = json.loads(made.stdout)["token"]
+    cert, key = self_signed(tmp_path)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}/api/v1/me"
+    args = ["--store", store, "--listen", f"{host}:{port}"]
+    server = serve_until_answered(
+        [*args, "--tls-cert", str(cert), "--tls-key", str(key)], url, verify=trusting(cert)
+    )
+    try:
+        assert httpx.get(url, verify=trusting(cert), timeout=5).status_code == 401
+        me = httpx.get(
+            url, headers={"Authorization": f"Bearer {token}"}, verify=trusting(cert), timeout=5
+        )
+        assert me.json()["role"] == "admin"
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/me", timeout=5)
+    finally:
+        stop(server)
+
+
+def test_memfs_web_with_a_tls_key_that_does_not_load_exits_78_naming_web_tls_cert(
+    tmp_path: Path,
+) -> None:
+    cert, key = self_signed(tmp_path)
+    key.write_text("not a key\n")
+    done = subprocess.run(
+        [
+            *MEMFS,
+            "web",
+            *("--store", f"sqlite://{tmp_path / 'm.db'}", "--listen", f"127.0.0.1:{free_port()}"),
+            *("--tls-cert", str(cert), "--tls-key", str(key)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == ConfigError.exit_code
+    assert done.stderr.startswith(f"memfs: error: web_tls_cert '{cert}' and web_tls_key '{key}'")
+    assert "Traceback" not in done.stderr
+
+
+def test_memfs_web_on_a_port_in_use_exits_78_with_one_line_naming_web_listen(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                *MEMFS,
+                "web",
+                "--store",
+                f"sqlite://{tmp_path / 'm.db'}",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == ConfigError.exit_code
+    assert done.stderr.startswith(f"memfs: error: web_listen '127.0.0.1:{port}': cannot listen")
+    assert "already in use" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before the store was opened

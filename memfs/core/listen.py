@@ -41,7 +41,8 @@ def require_tls(listen: str, tls_cert: str | None, tls_key: str | None) -> tuple
     if not is_loopback(host) and tls_cert is None:
         raise ConfigError(
             f"web_listen {listen!r} is not loopback: serving the Memory tab there needs "
-            "web_tls_cert and web_tls_key (--tls-cert/--tls-key), or listen on 127.0.0.1"
+            "web_tls_cert and web_tls_key (memfs daemon --web-tls-cert/--web-tls-key, "
+            "memfs web --tls-cert/--tls-key), or listen on 127.0.0.1"
         )
     return host, port
 

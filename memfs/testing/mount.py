@@ -24,6 +24,11 @@ by pytest wherever memfs is installed) offers it as the ``memfs_daemon``
 fixture, which skips the test there instead, except under ``CI`` (set and
 not ``false``/``0``), where a missing FUSE fails the run: a CI that cannot
 mount would prove nothing these tests are for.
+
+The Memory tab is off unless asked for (``web_listen="127.0.0.1:PORT"``):
+``memfs daemon`` serves it on 127.0.0.1:8330 by default, but tests that run
+side by side would fight over one fixed port, and an app's tests of its
+turns need none.
 """
 
 from __future__ import annotations
@@ -121,13 +126,15 @@ async def mounted_daemon(
     *,
     store: str | None = None,
     limits: Limits | None = None,
+    web_listen: str = "",
 ) -> AsyncIterator[MountedDaemon]:
     """Run a daemon for ``specs`` until the block ends; the daemon's mount and state are temporary.
 
     ``directory`` holds the mount root (``mnt/``) and the state dir
     (``state/``); by default a new temporary folder, removed afterwards.
     ``store`` is a store URL (default: a SQLite file in the state dir);
-    ``limits`` the daemon's limits (default ``Limits()``).
+    ``limits`` the daemon's limits (default ``Limits()``); ``web_listen``
+    where it serves the Memory tab (loopback; default ``""``, nowhere).
     """
     why = fuse_missing()
     if why is not None:
@@ -148,6 +155,8 @@ async def mounted_daemon(
             specs=[as_spec(spec) for spec in specs],
             limits=limits or Limits(),
             socket=state_dir / "memfs.sock",
+            web_listen=web_listen,
+            web_required=web_listen != "",
         )
         failure: Exception | None = None
         try:

@@ -1,12 +1,29 @@
-"""``memfs web``: the Memory tab over a store, served by hypercorn under trio, without FUSE."""
+"""Serving the Memory tab with hypercorn under trio: ``memfs web`` and the daemon's ``web_listen``.
+
+One owner for both doors. :func:`bind_web` checks the address and the TLS
+files and binds the listening socket *before* anything else starts, so a
+port already in use, a non-loopback address without TLS or a certificate
+that does not load is a ``ConfigError`` naming the key (``web_listen``,
+``web_tls_cert``), not a traceback from a running server and not a mount
+left behind. :func:`serve_web` then serves an app on the bound socket until
+cancelled or until its ``shutdown_trigger`` returns. ``memfs web`` runs
+that without FUSE (:func:`run_web`); the daemon runs it in its nursery.
+"""
 
 from __future__ import annotations
 
+import errno
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
+from hypercorn.config import Config, Sockets
+from hypercorn.trio.run import worker_serve
+from hypercorn.utils import wrap_app
 
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
+from memfs.core.errors import ConfigError
 from memfs.core.listen import require_tls
 from memfs.stores.open import open_store
 from memfs.web.app import web_app
@@ -24,6 +41,92 @@ def hypercorn_config(listen: str, tls_cert: str | None, tls_key: str | None) -> 
     return config
 
 
+@dataclass
+class BoundWeb:
+    """A listening socket for the Memory tab, not yet served; :meth:`close` if it never is."""
+
+    listen: str
+    config: Config
+    sockets: Sockets
+
+    @property
+    def url(self) -> str:
+        """Where a browser reaches it: ``http://`` or ``https://`` and the bound address."""
+        scheme = "https" if self.config.ssl_enabled else "http"
+        return f"{scheme}://{self.listen}"
+
+    def close(self) -> None:
+        for sock in (*self.sockets.secure_sockets, *self.sockets.insecure_sockets):
+            sock.close()
+
+
+def bind_web(listen: str, tls_cert: str | None = None, tls_key: str | None = None) -> BoundWeb:
+    """Check ``listen`` and the TLS files, and bind and listen on the address now.
+
+    Every failure is a ``ConfigError`` naming the key: ``web_listen`` for a
+    malformed address, one in use or one this host cannot bind, and
+    ``web_tls_cert``/``web_tls_key`` for a missing TLS file (on anything but
+    loopback) or one that does not load.
+    """
+    config = hypercorn_config(listen, tls_cert, tls_key)
+    if config.ssl_enabled:
+        try:
+            config.create_ssl_context()  # what serving will load: fail now, by name
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"web_tls_cert {tls_cert!r} and web_tls_key {tls_key!r}: cannot load them as a "
+                f"PEM certificate and its private key: {getattr(exc, 'strerror', None) or exc}"
+            ) from exc
+    try:
+        sockets = config.create_sockets()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "that port is already in use (another memfs daemon or `memfs web`?)"
+        elif exc.errno == errno.EACCES:
+            why = "this user may not bind that port"
+        else:
+            why = exc.strerror or str(exc)
+        raise ConfigError(
+            f"web_listen {listen!r}: cannot listen there: {why}; choose another "
+            'address, or web_listen = "" to serve no Memory tab'
+        ) from exc
+    except (UnicodeError, ValueError) as exc:  # a host name that cannot be looked up as given
+        raise ConfigError(f"web_listen {listen!r}: cannot listen there: {exc}") from exc
+    bound = BoundWeb(listen, config, sockets)
+    try:
+        for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
+            sock.listen(config.backlog)
+    except OSError as exc:
+        bound.close()
+        raise ConfigError(f"web_listen {listen!r}: cannot listen there: {exc}") from exc
+    return bound
+
+
+async def serve_web(
+    app: object,
+    bound: BoundWeb,
+    *,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the ASGI ``app`` on ``bound`` until ``shutdown_trigger`` returns; the socket is closed.
+
+    ``hypercorn.trio.serve`` binds its own sockets; this is what it runs,
+    given the socket already bound by :func:`bind_web`. Once the trigger
+    returns, requests in flight get ``graceful_timeout`` (3 s) to finish.
+    """
+    try:
+        await worker_serve(
+            wrap_app(app, bound.config.wsgi_max_body_size, "asgi"),  # type: ignore[arg-type]
+            bound.config,
+            sockets=bound.sockets,
+            shutdown_trigger=shutdown_trigger,
+            task_status=task_status,
+        )
+    finally:
+        bound.close()
+
+
 def run_web(
     store_url: str,
     listen: str,
@@ -32,17 +135,20 @@ def run_web(
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES,
 ) -> None:
-    """Serve until interrupted; the address is checked before the store is opened."""
-    config = hypercorn_config(listen, tls_cert, tls_key)
+    """Serve until interrupted; the address is checked and bound before the store is opened."""
+    bound = bind_web(listen, tls_cert, tls_key)
 
     async def main() -> None:
         store = open_store(store_url)
         try:
-            await serve(web_app(store, max_body_bytes=max_body_bytes), config)  # type: ignore[arg-type]
+            await serve_web(web_app(store, max_body_bytes=max_body_bytes), bound)
         finally:
             await store.aclose()
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    finally:
+        bound.close()
 
 
-__all__ = ["hypercorn_config", "run_web"]
+__all__ = ["BoundWeb", "bind_web", "hypercorn_config", "run_web", "serve_web"]
