@@ -11,16 +11,11 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
-from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
-from memfs.stores.sqlite import SqliteStore
 from memfs.web.app import web_app
+from tests.web_world import DANA_ME, ORG, RULES, new_store, org_memory
 
-ORG = "bank_17"
-RULES = SpaceRef(layer="org", space="rules", org=ORG)
-OTHER_RULES = SpaceRef(layer="org", space="rules", org="bank_99")
-DANA_ME = SpaceRef(layer="user", space="me", org=ORG, user="u_dana")
 LIMIT = 64 * 1024
 
 
@@ -43,40 +38,10 @@ class World:
         return await self.client.request(method, url, headers=self.auth(who), **kw)
 
 
-async def waiting(store: ReviewingStore, ref: SpaceRef, files: dict[str, bytes]) -> str:
-    loaded = await store.load(ref, "s1")
-    stored = await store.store(
-        ref,
-        ChangeSet(created=files),
-        cursor=loaded.cursor,
-        provenance=Provenance(session="s1", turn="t1", prompt="remember the cut-off"),
-        review="person",
-    )
-    assert stored.change is not None
-    return stored.change
-
-
 @pytest.fixture(params=["memory", "sqlite"])
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
-    store: ReviewingStore = (
-        MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "memfs.db")
-    )
-    await store.put(RULES, ChangeSet(created={"a.md": b"one\n"}), provenance=Provenance())
-    await store.put(DANA_ME, ChangeSet(created={"p.md": b"pref"}), provenance=Provenance())
-    await store.put(OTHER_RULES, ChangeSet(created={"x.md": b"secret"}), provenance=Provenance())
-    change = await waiting(store, RULES, {"new.md": b"cut-off 17:00\n", "b.md": b"bee\n"})
-    other_change = await waiting(store, OTHER_RULES, {"y.md": b"theirs"})
-    tokens = {}
-    for who, role, org in [
-        ("viewer", "viewer", ORG),
-        ("member", "member", ORG),
-        ("admin", "admin", ORG),
-        ("revoked", "admin", ORG),
-        ("other", "admin", "bank_99"),
-    ]:
-        await store.add_member(Member(id=f"u_{who}", org=org, role=role), by=None)
-        tokens[who] = (await store.create_token(f"u_{who}", org, by=None)).token
-    await store.revoke_tokens("u_revoked", ORG, by=None)
+    made = await org_memory(new_store(request.param, tmp_path))
+    store, tokens, change, other_change = made.store, made.tokens, made.change, made.other_change
     app = web_app(store, max_body_bytes=LIMIT)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://memfs"

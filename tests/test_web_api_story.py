@@ -11,14 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from memfs.core.members import Member
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.base import ReviewingStore
-from memfs.stores.memory import MemoryStore
-from memfs.stores.sqlite import SqliteStore
 from memfs.web.app import web_app
 from tests.story_world import ORG, Story, story_world
 from tests.test_web_api import assert_problem
+from tests.web_world import add_people, new_store
 
 
 @dataclass
@@ -39,21 +37,9 @@ class World:
 
 @pytest.fixture(params=["memory", "sqlite"])
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
-    store: ReviewingStore = (
-        MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "memfs.db")
-    )
+    store = new_store(request.param, tmp_path)
     story = await story_world(store)
-    tokens = {}
-    for who, role, org in [
-        ("viewer", "viewer", ORG),
-        ("member", "member", ORG),
-        ("admin", "admin", ORG),
-        ("revoked", "admin", ORG),
-        ("other", "admin", "bank_99"),
-    ]:
-        await store.add_member(Member(id=f"u_{who}", org=org, role=role), by=None)
-        tokens[who] = (await store.create_token(f"u_{who}", org, by=None)).token
-    await store.revoke_tokens("u_revoked", ORG, by=None)
+    tokens = await add_people(store)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=web_app(store)), base_url="http://memfs"
     ) as client:

@@ -65,9 +65,14 @@ async def org_memory(store: ReviewingStore) -> Memory:
     await store.put(OTHER_RULES, ChangeSet(created={"x.md": b"secret"}), provenance=Provenance())
     change = await waiting(store, RULES, {"new.md": b"cut-off 17:00\n", "b.md": b"bee\n"})
     other_change = await waiting(store, OTHER_RULES, {"y.md": b"theirs"})
+    return Memory(store, await add_people(store), change, other_change)
+
+
+async def add_people(store: ReviewingStore) -> dict[str, str]:
+    """The members of :data:`PEOPLE`, each with a token (``u_revoked``'s revoked), by name."""
     tokens = {}
     for who, role, org in PEOPLE:
         await store.add_member(Member(id=f"u_{who}", org=org, role=role), by=None)
         tokens[who] = (await store.create_token(f"u_{who}", org, by=None)).token
     await store.revoke_tokens("u_revoked", ORG, by=None)
-    return Memory(store, tokens, change, other_change)
+    return tokens
