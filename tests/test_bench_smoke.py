@@ -147,3 +147,31 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     assert "pyfuse3 floor" not in rows[CREATE]["trees"]
     assert set(rows[CREATE]["ratios"]) == {"memfs / fuse-overlayfs", "memfs / native"}
     assert all(len(turn["copy mode / memfs"]["samples"]) == 2 for turn in data["turns"])
+
+
+def test_the_web_bench_times_every_page_it_names_and_writes_its_table(tmp_path: Path) -> None:
+    script = RUNNER.with_name("web.py")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--changes",
+            "3",
+            "--files",
+            "20",
+            "--runs",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    samples = json.loads((tmp_path / "web.json").read_text())
+    assert set(samples) == {"review page", "review API", "map page", "org space page", "spaces API"}
+    assert all(len(times) == 2 and all(t > 0 for t in times) for times in samples.values())
+    table = (tmp_path / "web.md").read_text()
+    assert "3 waiting changes; a 20-file space" in table and "| map page |" in table
