@@ -54,12 +54,14 @@ if TYPE_CHECKING:
     from memfs.core.errors import Unsupported as Unsupported
     from memfs.core.members import IssuedToken as IssuedToken
     from memfs.core.members import Member as Member
+    from memfs.core.models import AsOfFile as AsOfFile
     from memfs.core.models import AuditEntry as AuditEntry
     from memfs.core.models import By as By
     from memfs.core.models import ChangeSet as ChangeSet
     from memfs.core.models import FileMeta as FileMeta
     from memfs.core.models import Forgot as Forgot
     from memfs.core.models import Limits as Limits
+    from memfs.core.models import LiveOrigin as LiveOrigin
     from memfs.core.models import Loaded as Loaded
     from memfs.core.models import Provenance as Provenance
     from memfs.core.models import Revision as Revision
@@ -80,6 +82,11 @@ if TYPE_CHECKING:
     from memfs.core.specs import org_memory as org_memory
     from memfs.core.specs import persistent_dir as persistent_dir
     from memfs.core.specs import user_memory as user_memory
+    from memfs.core.story import Carried as Carried
+    from memfs.core.story import FileLife as FileLife
+    from memfs.core.story import Inbox as Inbox
+    from memfs.core.story import SessionStory as SessionStory
+    from memfs.core.story import SpaceUsage as SpaceUsage
     from memfs.engine.acting import Acting as Acting
     from memfs.engine.acting import act_as as act_as
     from memfs.engine.plan import ManualHold as ManualHold
@@ -140,6 +147,13 @@ _EXPORTS = {
     "Stored": "memfs.core.models",
     "Trace": "memfs.core.models",
     "TraceFile": "memfs.core.models",
+    "AsOfFile": "memfs.core.models",
+    "LiveOrigin": "memfs.core.models",
+    "Carried": "memfs.core.story",
+    "FileLife": "memfs.core.story",
+    "Inbox": "memfs.core.story",
+    "SessionStory": "memfs.core.story",
+    "SpaceUsage": "memfs.core.story",
     "TurnContext": "memfs.core.models",
     "ReviewMode": "memfs.core.review",
     "WaitingChange": "memfs.core.review",
@@ -168,11 +182,13 @@ _EXPORTS = {
 __all__ = [
     "Acting",
     "AlreadyCommitted",
+    "AsOfFile",
     "AuditCheck",
     "AuditEntry",
     "AuditTampered",
     "BadRequest",
     "By",
+    "Carried",
     "ChangeSet",
     "Client",
     "CommitResult",
@@ -181,15 +197,18 @@ __all__ = [
     "DaemonStatus",
     "DaemonUnavailable",
     "DiskFull",
+    "FileLife",
     "FileMeta",
     "ForgetApplied",
     "Forgot",
     "Forgotten",
     "IllegalTransition",
+    "Inbox",
     "InvalidName",
     "IssuedToken",
     "KeptTurn",
     "Limits",
+    "LiveOrigin",
     "Loaded",
     "ManagedStore",
     "ManualHold",
@@ -211,9 +230,11 @@ __all__ = [
     "Revision",
     "Role",
     "SessionClosed",
+    "SessionStory",
     "SpaceFull",
     "SpaceRef",
     "SpaceResult",
+    "SpaceUsage",
     "Spec",
     "Store",
     "StoreUnavailable",
