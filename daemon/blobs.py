@@ -115,7 +115,7 @@ class BlobCache:
     def present(self, shas: Sequence[str], *, hold: bool) -> list[bool]:
         """For each sha, whether its blob is here; with ``hold``, hold each one that is."""
         with self._lock:
-            flags = [sha in self._present for sha in shas]
+            flags = list(map(self._present.__contains__, shas))
             if hold:
                 for sha, here in zip(shas, flags, strict=True):
                     if here:

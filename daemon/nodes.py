@@ -76,6 +76,9 @@ class Node:
     synced: bool = False  # an fsync reached its data file
     # Removed while a handle holds it: it still counts toward its space.
     orphan: bool = False
+    # ``Overlay.moves`` when its path was last seen opened in the access log
+    # (-1: never): an open at the same count has nothing to journal.
+    read_checked: int = -1
 
     @property
     def is_dir(self) -> bool:

@@ -128,6 +128,8 @@ class Overlay:
         self.stale_names: list[tuple[int, str]] = []
         # Inodes whose cached contents the kernel must drop (forgotten files).
         self.stale_inodes: list[int] = []
+        # Renames and exchanges so far: a path can change only through one of them.
+        self.moves = 0
         self._next_inode = ROOT_INODE + 1
         self._next_fh = 1
         now = clock()
@@ -799,6 +801,7 @@ class Overlay:
                     mount.turn.log(journal.removed(mount.name, path))
             one_parent.children[one_name] = other
             other_parent.children[other_name] = one
+            self.moves += 1
             one.name, other.name = other_name, one_name
             one.parent, other.parent = other_parent, one_parent
             shift = int(other.is_dir) - int(one.is_dir)  # folders that moved into one's parent
@@ -839,6 +842,7 @@ class Overlay:
             if n.is_dir:
                 mount.turn.log(journal.removed_folder(mount.name, old_paths[id(n)]))
         del old_parent.children[old_name]
+        self.moves += 1
         node.name = new_name
         node.parent = new_parent
         new_parent.children[new_name] = node
@@ -1142,13 +1146,21 @@ class Overlay:
                 path=session.session,
             )
 
-    @staticmethod
-    def _log_read(mount: MountTree, node: Node) -> None:
-        """Journal the first open for reading of a path in a turn; later ones add nothing."""
+    def _log_read(self, mount: MountTree, node: Node) -> None:
+        """Journal the first open for reading of a path in a turn; later ones add nothing.
+
+        Once a node's path is known to be opened, the node keeps the move
+        count it was checked at: until a rename moves some path, the path and
+        its entry are the same, so a second open walks no path (a ``grep -r``
+        over cached files is two requests a file, and this was most of one).
+        """
+        if node.read_checked == self.moves:
+            return
         path = node.path()
         seen = mount.turn.access.get(mount.name, path)
         if seen is None or not seen.opened:
             mount.turn.log(journal.read(mount.name, path, node.revision))
+        node.read_checked = self.moves
 
     def _fd(self, handle: Handle) -> int:
         """The descriptor that reads what ``handle``'s file holds now, opened if need be."""

@@ -6,12 +6,16 @@ Opening a turn puts its snapshot into the blob cache and writes ``turn.json``
 one looks only at the paths the turn touched: O(touched), not O(space).
 
 ``turn.json`` is a JSON header line (the turn's state without its manifests,
-the owner, and ``"manifest": MANIFEST_FORMAT``), then the manifests as
-NUL-separated fields, a fixed number per file. Format 2 (this one) has eight:
-mount, path, sha256, size, revision (empty: none), mode (octal digits), mtime
-and ctime (nanoseconds; empty: unknown). Format 1 had the first five and is
-still read, its files taking mode 0644 and unknown times. The stored folders
-travel in the header, in each mount's state.
+the owner, ``"manifest": MANIFEST_FORMAT`` and ``"bases"``), then the
+manifests as NUL-separated fields, a fixed number per file. Formats 2 and 3
+have eight: mount, path, sha256, size, revision (empty: none), mode (octal
+digits), mtime and ctime (nanoseconds; empty: unknown). In format 3 (this
+one) a shared (org) mount's files are those of the base file its header names
+(``"bases": {MOUNT: NAME}``, :mod:`memfsd.manifests`) changed by its rows: a
+row replaces or adds a file, a row with an empty sha256 removes one; a
+mount without a base has all its files in rows, as in format 2. Format 1 had
+the first five fields and is still read, its files taking mode 0644 and
+unknown times. The stored folders travel in the header, in each mount's state.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import dataclasses
 import errno
 import json
 import logging
+import operator
 import os
 import shutil
 from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from functools import partial
+from itertools import compress, filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +54,7 @@ from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
+from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
 from memfsd.nodes import MountTree, Snapshot
 from memfsd.overlay import Overlay
 
@@ -61,8 +68,8 @@ DONE_FILE = "done.json"
 # ManualHold (JSON, contents in base64); once all of it is committed it gives
 # way to manual/<turn>.committed (empty), so a second commit says so.
 MANUAL_DIR = "manual"
-MANIFEST_FORMAT = 2  # turn.json: a JSON header line, then NUL-separated manifest fields
-_FIELDS = {1: 5, 2: 8}  # fields per file, by manifest format
+MANIFEST_FORMAT = 3  # turn.json: a JSON header line, then NUL-separated manifest fields
+_FIELDS = {1: 5, 2: 8, 3: 8}  # fields per file, by manifest format
 
 log = logging.getLogger("memfsd.workspace")
 
@@ -83,6 +90,7 @@ class OverlayWorkspace:
         self._invalidate = invalidate
         self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
+        self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
 
     def root(self, session: str) -> Path:
         return self.mount_root / session
@@ -116,11 +124,16 @@ class OverlayWorkspace:
             for name, mount in plan.mounts.items():
                 manifests[name] = await self._take_blobs(mount, loaded[name], fetch)
             uid, gid = owner
-            await trio.to_thread.run_sync(self._write_state, plan.state(), manifests, uid, gid)
-            self._attach(plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False)
+            snaps = await trio.to_thread.run_sync(
+                self._write_state, plan.state(), manifests, uid, gid
+            )
+            self._attach(
+                plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False, snaps=snaps
+            )
             await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
+            self.manifests.release(plan.session)
             for name, manifest in manifests.items():
                 if not is_shared(plan.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
@@ -140,8 +153,10 @@ class OverlayWorkspace:
         # A person's blobs are held by each turn over them, and go with the
         # last; shared memory's are marked shared and stay.
         private = not is_shared(mount.layer)
+        # C-level maps and filters, not comprehensions: this runs over every
+        # file of the space at every turn start.
         paths = loaded.paths()
-        brought = [path for path in paths if path in loaded.files]
+        brought = list(filter(loaded.files.__contains__, paths)) if loaded.files else []
         held: list[str] = []
         try:
             taken = await trio.to_thread.run_sync(
@@ -157,13 +172,14 @@ class OverlayWorkspace:
                 held += taken
             shas = dict(zip(brought, taken, strict=True))
             if loaded.lean:
-                cached = [loaded.shas[path] for path in paths if path not in shas]
+                rest = list(filterfalse(shas.__contains__, paths)) if shas else paths
+                cached = list(map(loaded.shas.__getitem__, rest))
                 flags = await trio.to_thread.run_sync(partial(blobs.present, cached, hold=private))
                 if private:
-                    held += [sha for sha, here in zip(cached, flags, strict=True) if here]
+                    held += compress(cached, flags)
                 else:
                     blobs.share(cached)
-                gone = [sha for sha, here in zip(cached, flags, strict=True) if not here]
+                gone = list(compress(cached, map(operator.not_, flags)))
                 if gone:
                     fetched = await self._fetch_again(mount, gone, fetch)
                     again = await trio.to_thread.run_sync(
@@ -171,11 +187,13 @@ class OverlayWorkspace:
                     )
                     if private:
                         held += again
-                shas.update((path, loaded.shas[path]) for path in paths if path not in shas)
+                if not shas:
+                    return dict(zip(rest, cached, strict=True))  # in the store's order already
+                shas.update(zip(rest, cached, strict=True))
         except BaseException:
             blobs.release(held, discard=True)
             raise
-        return {path: shas[path] for path in paths}
+        return dict(zip(paths, map(shas.__getitem__, paths), strict=True))
 
     async def _fetch_again(self, mount: Mount, gone: list[str], fetch: Fetch) -> list[bytes]:
         fetched = await fetch(mount.name, gone)
@@ -196,22 +214,20 @@ class OverlayWorkspace:
         gid: int | None,
         *,
         replay: bool,
+        snaps: Mapping[str, dict[str, Snapshot]] | None = None,
     ) -> None:
+        """Lay the mounts out; ``snaps``: each mount's snapshot, where already made."""
         self.overlay.open_session(session, uid, gid)
-        snapshots: dict[str, tuple[bool, dict[str, Snapshot]]] = {}
+        laid: dict[str, tuple[bool, dict[str, Snapshot]]] = {}
         for name, mount in mounts.items():
-            sizes, revisions = mount.sizes, mount.snapshot
-            snapshots[name] = (
-                mount.read_only,
-                {
-                    path: (sha, sizes[path], revisions.get(path))
-                    for path, sha in manifests[name].items()
-                },
-            )
+            made = None if snaps is None else snaps.get(name)
+            if made is None:
+                made = snapshots(manifests[name], mount.sizes, mount.snapshot)
+            laid[name] = (mount.read_only, made)
         self.overlay.attach_turn(
             session,
             turn,
-            snapshots,
+            laid,
             replay=replay,
             private={name for name, mount in mounts.items() if not is_shared(mount.layer)},
             meta={name: mount.meta for name, mount in mounts.items()},
@@ -224,10 +240,34 @@ class OverlayWorkspace:
         manifests: Mapping[str, Mapping[str, str]],
         uid: int | None,
         gid: int | None,
-    ) -> None:
-        # The manifests go after the JSON header as NUL-separated fields
-        # (NUL is the one character no path holds): encoding 10,000 files this
-        # way costs a third of encoding them as JSON, at every turn start.
+    ) -> dict[str, dict[str, Snapshot]]:
+        """Write ``turn.json``; return each mount's snapshot as the overlay takes it.
+
+        The manifests go after the JSON header as NUL-separated fields
+        (NUL is the one character no path holds): encoding 10,000 files this
+        way costs a third of encoding them as JSON. A shared mount writes only
+        what differs from its base (:mod:`memfsd.manifests`), whose snapshot
+        it reuses: an org space that changed by ten files costs ten rows.
+        """
+        bases: dict[str, str] = {}
+        snaps: dict[str, dict[str, Snapshot]] = {}
+        fields: list[str] = []
+        for name, manifest in manifests.items():
+            mount = state.mounts[name]
+            sizes, snapshot, meta = mount.sizes, mount.snapshot, mount.meta
+            if is_shared(mount.ref.layer):
+                written = self.manifests.written(
+                    state.session, name, mount.ref, manifest, sizes, snapshot, meta
+                )
+                bases[name] = written.base
+                fields += written.rows
+                snaps[name] = written.snapshot
+                continue
+            fields += [
+                row(name, path, sha, sizes[path], snapshot.get(path), meta.get(path, DEFAULT_META))
+                for path, sha in manifest.items()
+            ]
+            snaps[name] = snapshots(manifest, sizes, snapshot)
         header = {
             "state": state.model_dump(
                 mode="json", exclude={"mounts": {"__all__": {"snapshot", "sizes", "meta"}}}
@@ -235,22 +275,13 @@ class OverlayWorkspace:
             "uid": uid,
             "gid": gid,
             "manifest": MANIFEST_FORMAT,
+            "bases": bases,
         }
-        fields: list[str] = []
-        for name, manifest in manifests.items():
-            mount = state.mounts[name]
-            sizes, snapshot, meta = mount.sizes, mount.snapshot, mount.meta
-            for path, sha in manifest.items():
-                file = meta.get(path, DEFAULT_META)
-                fields.append(
-                    f"{name}\0{path}\0{sha}\0{sizes[path]}\0{snapshot.get(path) or ''}"
-                    f"\0{file.mode:o}\0{_ns(file.mtime_ns)}\0{_ns(file.ctime_ns)}"
-                )
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
         _write_atomic(self.turn_file(state.session), body)
+        return snaps
 
-    @staticmethod
-    def _read_state(text: str) -> dict[str, Any]:
+    def _read_state(self, text: str) -> dict[str, Any]:
         """A turn written down by :meth:`_write_state`, as one JSON-shaped record."""
         head, _, rows = text.partition("\n")
         record: dict[str, Any] = json.loads(head)
@@ -266,20 +297,14 @@ class OverlayWorkspace:
         shas: dict[str, dict[str, str]] = {name: {} for name in mounts}
         for mount in mounts.values():
             mount["snapshot"], mount["sizes"], mount["meta"] = {}, {}, {}
+        for name, base in record.get("bases", {}).items():
+            parts = self.manifests.read(base)
+            for at in range(0, len(parts), BASE_FIELDS):
+                _read_file(mounts[name], shas[name], parts[at : at + BASE_FIELDS])
         parts = rows.split("\0") if rows else []
         for at in range(0, len(parts), width):
-            name, path, sha, size, revision = parts[at : at + 5]
-            shas[name][path] = sha
-            mounts[name]["sizes"][path] = int(size)
-            if revision:
-                mounts[name]["snapshot"][path] = revision
-            if width == 8:
-                mode, mtime, ctime = parts[at + 5 : at + 8]
-                mounts[name]["meta"][path] = {
-                    "mode": int(mode, 8),
-                    "mtime_ns": int(mtime) if mtime else None,
-                    "ctime_ns": int(ctime) if ctime else None,
-                }
+            name = parts[at]
+            _read_file(mounts[name], shas[name], parts[at + 1 : at + width])
         record["shas"] = shas
         return record
 
@@ -374,6 +399,7 @@ class OverlayWorkspace:
         # a turn record over half a working copy.
         self.turn_file(session).unlink(missing_ok=True)
         self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
+        self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
             self.overlay.detach_turn(session)
@@ -387,7 +413,7 @@ class OverlayWorkspace:
         were being removed. Called at start once every open turn is back;
         returns how many folders went.
         """
-        removed = 0
+        removed = self.manifests.sweep({session for session, _ in live})
         for session in sorted((self.overlay.state_dir / "sessions").glob("*")):
             if not session.is_dir():
                 continue
@@ -476,6 +502,7 @@ class OverlayWorkspace:
             uid, gid = 0, 0
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
+        self.manifests.hold(turn.session, record.get("bases", {}).values())
         manifests = record["shas"]
         for name, mount in mounts.items():
             shas = list(manifests.get(name, {}).values())
@@ -549,8 +576,29 @@ class _Implied:
         return isinstance(folder, str) and self.mount.holds_files_at_snapshot(folder)
 
 
-def _ns(value: int | None) -> str:
-    return "" if value is None else str(value)
+def _read_file(mount: dict[str, Any], shas: dict[str, str], fields: Sequence[str]) -> None:
+    """One file's fields after the mount name (five or eight of them): put it into ``mount``.
+
+    An empty sha256 removes the file (a turn's row off its base).
+    """
+    path, sha, size, revision = fields[:4]
+    if not sha:
+        for held in (shas, mount["sizes"], mount["snapshot"], mount["meta"]):
+            held.pop(path, None)
+        return
+    shas[path] = sha
+    mount["sizes"][path] = int(size)
+    if revision:
+        mount["snapshot"][path] = revision
+    else:
+        mount["snapshot"].pop(path, None)
+    if len(fields) == 7:
+        mode, mtime, ctime = fields[4:7]
+        mount["meta"][path] = {
+            "mode": int(mode, 8),
+            "mtime_ns": int(mtime) if mtime else None,
+            "ctime_ns": int(ctime) if ctime else None,
+        }
 
 
 def _storable(paths: Iterable[str], refused: dict[str, MemfsError]) -> list[str]:

@@ -237,7 +237,7 @@ async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> N
     )
     turn = await memory.start_turn("s1", BODY)
     header = ws.turn_file("s1").read_text().partition("\n")[0]
-    assert json.loads(header)["manifest"] == MANIFEST_FORMAT == 2
+    assert json.loads(header)["manifest"] == MANIFEST_FORMAT == 3
     [saved] = ws.saved_turns()
     state = TurnState.model_validate_json(json.dumps(saved["state"]))
     assert state.mounts["rules"].meta["run.sh"] == meta

@@ -14,6 +14,12 @@ counter that only grows), and the cache must be emptied when the store
 opens its database again (a restored backup can reuse numbers for other
 contents). The cache is bounded by the files it holds in all
 (``max_files``); the least recently used manifests go first.
+
+A manifest held at an older version is not thrown away unread: a store
+whose live rows name immutable revisions (SQLite's: ids never reused, rows
+never rewritten) refreshes it by reading each live path's revision id and
+only the changed revisions whole, so a turn after a turn that wrote ten
+files reads ten rows, not every file's.
 """
 
 from __future__ import annotations
@@ -67,6 +73,10 @@ class ManifestCache:
             return None
         self._held.move_to_end(key)
         return held
+
+    def held(self, key: int) -> Manifest | None:
+        """The manifest held for ``key`` at whatever version, left in place: a base to refresh."""
+        return self._held.get(key)
 
     def put(self, key: int, manifest: Manifest) -> None:
         """Hold ``manifest`` for ``key``; one larger than the whole bound is not held."""

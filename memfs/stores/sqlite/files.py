@@ -69,9 +69,13 @@ def _load_lean(
     if row is None:
         return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
     space_id, version = int(row[0]), int(row[1])
+    held = manifests.held(space_id)
     manifest = manifests.get(space_id, version)
     if manifest is None:
-        manifest = _read_manifest(conn, space_id, version)
+        if held is None:
+            manifest = _read_manifest(conn, space_id, version)
+        else:
+            manifest = _refresh_manifest(conn, space_id, version, held)
         manifests.put(space_id, manifest)
     files: dict[str, bytes] = {}
     wanted = {
@@ -124,6 +128,59 @@ def _read_manifest(conn: sqlite3.Connection, space_id: int, version: int) -> Man
         shas={row[0]: row[2] for row in rows},
         sizes={row[0]: row[3] for row in rows},
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
+        folders=frozenset(_folders(conn, space_id)),
+    )
+
+
+def _refresh_manifest(
+    conn: sqlite3.Connection, space_id: int, version: int, old: Manifest
+) -> Manifest:
+    """The manifest at ``version``, from ``old`` (read at an earlier one) and the rows that moved.
+
+    A live row names a revision, and a revision never changes once written
+    (ids come from AUTOINCREMENT, never reused, and no statement rewrites a
+    revision's sha256, size or metadata): a path whose revision id is the one
+    ``old`` has holds what ``old`` says. So only each live path's revision id
+    is read (the primary key alone), and whole rows for the paths that moved.
+    """
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    live = cursor.execute(
+        "SELECT path, revision_id FROM live WHERE space_id = ? ORDER BY path", (space_id,)
+    ).fetchall()
+    revisions = {path: str(revision_id) for path, revision_id in live}
+    was = old.revisions
+    moved = [path for path, revision in revisions.items() if was.get(path) != revision]
+    if len(moved) > len(revisions) // 2:
+        return _read_manifest(conn, space_id, version)  # most moved: read it all at once
+    shas, sizes, meta = dict(old.shas), dict(old.sizes), dict(old.meta)
+    added = sum(path not in was for path in moved)
+    if len(was) + added != len(revisions):  # some went
+        for path in [path for path in was if path not in revisions]:
+            del shas[path], sizes[path], meta[path]
+    wanted = {int(revisions[path]): path for path in moved}
+    ids = list(wanted)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for revision_id, sha, size, mode, mtime, ctime in cursor.execute(
+            "SELECT id, sha256, size, mode, mtime_ns, ctime_ns FROM revisions"
+            f" WHERE id IN ({marks})",
+            chunk,
+        ):
+            path = wanted[revision_id]
+            shas[path], sizes[path], meta[path] = sha, size, _meta(mode, mtime, ctime)
+    if added:  # in path order, as a manifest read whole is
+        paths = list(revisions)
+        shas = dict(zip(paths, map(shas.__getitem__, paths), strict=True))
+        sizes = dict(zip(paths, map(sizes.__getitem__, paths), strict=True))
+        meta = dict(zip(paths, map(meta.__getitem__, paths), strict=True))
+    return Manifest(
+        version=version,
+        revisions=revisions,
+        shas=shas,
+        sizes=sizes,
+        meta=meta,
         folders=frozenset(_folders(conn, space_id)),
     )
 

@@ -1,0 +1,173 @@
+"""Shared memory's manifest bases: turn.json writes what changed, and a restart still has it all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import memfs
+from memfs.core.models import ChangeSet, FileMeta, Limits, Provenance, SpaceRef, digest
+from memfs.engine.turns import Memory, TurnState
+from memfs.stores.memory import MemoryStore
+from memfsd.blobs import BlobCache
+from memfsd.manifests import MANIFEST_DIR, REBASE_AT
+from memfsd.overlay import Overlay
+from memfsd.workspace import OverlayWorkspace
+
+BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
+RULES = SpaceRef(layer="org", space="rules", org="o1")
+ME = SpaceRef(layer="user", space="me", user="u1", org="o1")
+
+
+def workspace(tmp_path: Path, store: MemoryStore) -> tuple[Memory, OverlayWorkspace]:
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    specs = [
+        memfs.org_memory(space="rules", org="orgId", review="none"),
+        memfs.user_memory(org="orgId"),
+    ]
+    return Memory(store, specs, workspace=ws), ws
+
+
+def rows(ws: OverlayWorkspace, session: str) -> tuple[dict[str, object], list[str]]:
+    """turn.json's header and its rows (one string per file, fields NUL-separated)."""
+    head, _, body = ws.turn_file(session).read_text().partition("\n")
+    parts = body.split("\0") if body else []
+    return json.loads(head), ["\0".join(parts[at : at + 8]) for at in range(0, len(parts), 8)]
+
+
+def bases(tmp_path: Path) -> set[str]:
+    folder = tmp_path / "state" / MANIFEST_DIR
+    return {path.name for path in folder.iterdir()} if folder.is_dir() else set()
+
+
+async def test_a_shared_space_changed_by_a_few_files_writes_only_those_and_restores_whole(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    files = {f"notes/r{i:03}.md": f"rule {i}\n".encode() for i in range(100)}
+    await store.put(RULES, ChangeSet(created=files), provenance=Provenance())
+    memory, ws = workspace(tmp_path, store)
+    await (await memory.start_turn("s1", BODY)).end()
+    # Between two turns: one file updated, one made, one deleted, one only chmod-ed.
+    run = FileMeta(mode=0o755, mtime_ns=1_700_000_000_000_000_001, ctime_ns=None)
+    await store.put(
+        RULES,
+        ChangeSet(
+            created={"notes/new.md": b"new\n"},
+            updated={"notes/r001.md": b"changed\n", "notes/r002.md": files["notes/r002.md"]},
+            deleted=("notes/r003.md",),
+            meta={"notes/r002.md": run},
+        ),
+        provenance=Provenance(),
+    )
+    turn = await memory.start_turn("s1", BODY)
+    header, written = rows(ws, "s1")
+    assert list(header["bases"]) == ["rules"]  # type: ignore[call-overload]
+    # Only what differs from the base the first turn wrote, and nothing of the rest.
+    assert sorted(line.split("\0")[1] for line in written) == [
+        "notes/new.md",
+        "notes/r001.md",
+        "notes/r002.md",
+        "notes/r003.md",
+    ]
+    loaded = turn.mounts["rules"]
+    expected_shas = {
+        path: digest(content)
+        for path, content in {
+            **files,
+            "notes/new.md": b"new\n",
+            "notes/r001.md": b"changed\n",
+        }.items()
+        if path != "notes/r003.md"
+    }
+    # A restart (a new workspace over the same state_dir) reads the turn back whole.
+    again, ws2 = workspace(tmp_path, store)
+    [record] = ws2.saved_turns()
+    assert record["shas"]["rules"] == expected_shas
+    state = record["state"]["mounts"]["rules"]
+    assert state["sizes"] == dict(loaded.sizes)
+    assert state["snapshot"] == dict(loaded.snapshot)
+    restored = again.restore_turn(TurnState.model_validate(record["state"]))
+    assert restored.mounts["rules"].meta == loaded.meta
+    assert restored.mounts["rules"].meta["notes/r002.md"].mode == 0o755
+    ws2.reattach(restored.state(), record)
+    mount = ws2.overlay.sessions["s1"].turn.mounts["rules"]
+    assert ws2.overlay.source(mount, "notes/r001.md").read_bytes() == b"changed\n"
+    assert ws2.overlay.source(mount, "notes/r050.md").read_bytes() == b"rule 50\n"
+    assert ws2.overlay.source(mount, "notes/r003.md") is None
+    assert ws2.overlay.node_at(mount, "notes/r002.md").mode == 0o755
+
+
+async def test_an_unchanged_shared_space_writes_no_rows_at_all(tmp_path: Path) -> None:
+    store = MemoryStore()
+    files = {f"r{i}.md": b"x" * i for i in range(50)}
+    await store.put(RULES, ChangeSet(created=files), provenance=Provenance())
+    memory, ws = workspace(tmp_path, store)
+    await (await memory.start_turn("s1", BODY)).end()
+    await memory.start_turn("s1", BODY)
+    header, written = rows(ws, "s1")
+    assert written == [] and len(bases(tmp_path)) == 1
+    base = (tmp_path / "state" / MANIFEST_DIR / header["bases"]["rules"]).read_text()  # type: ignore[index]
+    assert base.count("\0") == 50 * 7 - 1
+
+
+async def test_a_persons_memory_is_written_whole_and_never_into_a_base(tmp_path: Path) -> None:
+    store = MemoryStore()
+    await store.put(RULES, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    await store.put(ME, ChangeSet(created={"secret-plans.md": b"tea\n"}), provenance=Provenance())
+    memory, ws = workspace(tmp_path, store)
+    await (await memory.start_turn("s1", BODY)).end()
+    await memory.start_turn("s1", BODY)
+    header, written = rows(ws, "s1")
+    assert "me" not in header["bases"]  # type: ignore[operator]
+    assert [line.split("\0")[:2] for line in written] == [["me", "secret-plans.md"]]
+    for name in bases(tmp_path):
+        assert "secret-plans" not in (tmp_path / "state" / MANIFEST_DIR / name).read_text()
+
+
+async def test_a_base_file_goes_once_no_written_down_turn_names_it_and_a_start_sweeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    files = {f"r{i:04}.md": b"a\n" for i in range(REBASE_AT + 10)}
+    await store.put(RULES, ChangeSet(created=files), provenance=Provenance())
+    memory, ws = workspace(tmp_path, store)
+    other = await memory.start_turn("s2", BODY)
+    [first] = bases(tmp_path)
+    # More files changed than a turn writes off a base: the next turn writes a new one.
+    await store.put(
+        RULES, ChangeSet(updated={path: b"b\n" for path in files}), provenance=Provenance()
+    )
+    turn = await memory.start_turn("s1", BODY)
+    header, written = rows(ws, "s1")
+    second = header["bases"]["rules"]  # type: ignore[index]
+    assert written == [] and bases(tmp_path) == {first, second}
+    await other.end()  # the last turn naming the first base
+    assert bases(tmp_path) == {second}
+    await turn.end()  # the current base stays for the next turn over the space
+    assert bases(tmp_path) == {second}
+    # What a crash leaves (a base no turn.json names) goes at the next start.
+    again, ws2 = workspace(tmp_path, store)
+    assert ws2.saved_turns() == []
+    ws2.sweep_ended(set())
+    assert bases(tmp_path) == set()
+    await (await again.start_turn("s1", BODY)).end()
+    assert len(bases(tmp_path)) == 1
+
+
+async def test_a_base_named_by_a_restored_turn_survives_the_start_sweep(tmp_path: Path) -> None:
+    store = MemoryStore()
+    await store.put(RULES, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    memory, _ = workspace(tmp_path, store)
+    turn = await memory.start_turn("s1", BODY)
+    named = bases(tmp_path)
+    again, ws2 = workspace(tmp_path, store)
+    [record] = ws2.saved_turns()
+    restored = again.restore_turn(TurnState.model_validate(record["state"]))
+    ws2.reattach(restored.state(), record)
+    ws2.sweep_ended({("s1", turn.id)})
+    assert bases(tmp_path) == named
+    await restored.end()
+    # This daemon never made it its space's current base: it goes with the turn.
+    assert bases(tmp_path) == set()
