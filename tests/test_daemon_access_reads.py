@@ -13,6 +13,7 @@ from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations
 from memfsd.nodes import Node, SnapshotFile
 from memfsd.overlay import Overlay
+from tests.overlay_helpers import turn_of
 from tests.test_daemon_operations import CTX, inode_of
 
 
@@ -36,7 +37,7 @@ async def read_once(ops: MemfsOperations, inode: int) -> None:
 
 
 def opened(overlay: Overlay) -> set[str]:
-    log = overlay.sessions["s1"].turn.access_log()
+    log = turn_of(overlay).access_log()
     return {path for path, entry in log.items() if entry.opened}
 
 
@@ -46,9 +47,14 @@ async def test_a_second_open_for_reading_walks_no_path(
     overlay, ops = make(tmp_path)
     inode = await inode_of(ops, "s1", "rules", "dir", "a.md")
     await read_once(ops, inode)
-    walks = []
+    walks: list[str] = []
     real = Node.path
-    monkeypatch.setattr(Node, "path", lambda node: walks.append(node.name) or real(node))
+
+    def counted(node: Node) -> str:
+        walks.append(node.name)
+        return real(node)
+
+    monkeypatch.setattr(Node, "path", counted)
     for _ in range(3):
         await read_once(ops, inode)
     assert walks == []
@@ -79,7 +85,7 @@ async def test_after_a_rename_the_first_read_of_each_new_path_is_recorded(tmp_pa
     await read_once(ops, b)
     assert "rules/moved/d.md" in opened(overlay)
     overlay.write_held()
-    journal = (overlay.sessions["s1"].turn.dir / "journal").read_text()
+    journal = (turn_of(overlay).dir / "journal").read_text()
     for path in ("dir/a.md", "dir/b.md", "dir/c.md", "moved/c.md", "moved/b.md", "moved/d.md"):
         assert f'"p":"{path}"' in journal
 

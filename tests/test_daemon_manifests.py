@@ -13,6 +13,7 @@ from memfsd.blobs import BlobCache
 from memfsd.manifests import MANIFEST_DIR, REBASE_AT
 from memfsd.overlay import Overlay
 from memfsd.workspace import OverlayWorkspace
+from tests.overlay_helpers import node_of, source_of, turn_of
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
 RULES = SpaceRef(layer="org", space="rules", org="o1")
@@ -92,11 +93,11 @@ async def test_a_shared_space_changed_by_a_few_files_writes_only_those_and_resto
     assert restored.mounts["rules"].meta == loaded.meta
     assert restored.mounts["rules"].meta["notes/r002.md"].mode == 0o755
     ws2.reattach(restored.state(), record)
-    mount = ws2.overlay.sessions["s1"].turn.mounts["rules"]
-    assert ws2.overlay.source(mount, "notes/r001.md").read_bytes() == b"changed\n"
-    assert ws2.overlay.source(mount, "notes/r050.md").read_bytes() == b"rule 50\n"
+    mount = turn_of(ws2.overlay).mounts["rules"]
+    assert source_of(ws2.overlay, mount, "notes/r001.md").read_bytes() == b"changed\n"
+    assert source_of(ws2.overlay, mount, "notes/r050.md").read_bytes() == b"rule 50\n"
     assert ws2.overlay.source(mount, "notes/r003.md") is None
-    assert ws2.overlay.node_at(mount, "notes/r002.md").mode == 0o755
+    assert node_of(ws2.overlay, mount, "notes/r002.md").mode == 0o755
 
 
 async def test_an_unchanged_shared_space_writes_no_rows_at_all(tmp_path: Path) -> None:
