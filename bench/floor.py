@@ -1,11 +1,15 @@
 """The pyfuse3 floor: the cheapest read-only pyfuse3 filesystem, as a baseline for memfs.
 
-It serves a folder's files from memory with the same kernel caching memfs
-asks for (300 s entry and attribute timeouts, ``keep_cache``, FLUSH and xattr
-requests answered ENOSYS so the kernel stops sending them) and does nothing
-else: no overlay, no journal, no access log. What it costs per request is what
-any Python daemon on pyfuse3 and trio costs on this kernel, so the distance
-from memfs to it is memfs's own overhead, and the distance from it to
+It serves a folder's files with the same kernel caching memfs asks for
+(300 s entry and attribute timeouts, ``keep_cache``, FLUSH and xattr requests
+answered ENOSYS so the kernel stops sending them) and does nothing else: no
+overlay, no journal, no access log. The tree and sizes are held in memory
+(memfs holds its manifest so too); contents are read from the folder's files,
+as memfs reads its blobs: ``open`` opens the file, ``read`` is one ``pread``
+on the trio thread, ``release`` closes it. So a first pass after the caches
+are dropped reads the disk in both, and what it costs per request is what any
+Python daemon on pyfuse3 and trio costs on this kernel: the distance from
+memfs to it is memfs's own overhead, and the distance from it to
 fuse-overlayfs is the price of answering FUSE in Python rather than C.
 
     python bench/floor.py SOURCE MOUNTPOINT     # unmount with fusermount3 -u
@@ -30,7 +34,8 @@ CACHE_SECONDS = 300.0
 @dataclass
 class Entry:
     inode: int
-    content: bytes | None  # None: a folder
+    source: Path | None  # None: a folder
+    size: int = 0
     children: dict[bytes, int] = field(default_factory=dict)
 
 
@@ -42,7 +47,10 @@ class Floor(pyfuse3.Operations):
 
     def _load(self, folder: Path, into: Entry) -> None:
         for item in sorted(folder.iterdir()):
-            entry = Entry(len(self.entries) + 1, None if item.is_dir() else item.read_bytes())
+            if item.is_dir():
+                entry = Entry(len(self.entries) + 1, None)
+            else:
+                entry = Entry(len(self.entries) + 1, item, item.stat().st_size)
             self.entries[entry.inode] = entry
             into.children[os.fsencode(item.name)] = entry.inode
             if item.is_dir():
@@ -53,11 +61,11 @@ class Floor(pyfuse3.Operations):
         attr = pyfuse3.EntryAttributes()
         attr.st_ino = inode
         attr.entry_timeout = attr.attr_timeout = CACHE_SECONDS
-        if entry.content is None:
+        if entry.source is None:
             attr.st_mode, attr.st_nlink, attr.st_size = stat.S_IFDIR | 0o755, 2, 4096
         else:
             attr.st_mode, attr.st_nlink = stat.S_IFREG | 0o644, 1
-            attr.st_size = len(entry.content)
+            attr.st_size = entry.size
         attr.st_blksize = 4096
         attr.st_blocks = (attr.st_size + 511) // 512
         return attr
@@ -91,19 +99,20 @@ class Floor(pyfuse3.Operations):
                 return
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        if self._entry(inode).content is None:
+        source = self._entry(inode).source
+        if source is None:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        return pyfuse3.FileInfo(fh=inode, keep_cache=True)
+        # The descriptor is the handle: one open file per open, as memfs keeps.
+        return pyfuse3.FileInfo(fh=os.open(source, os.O_RDONLY), keep_cache=True)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        content = self._entry(fh).content or b""
-        return content[off : off + size]
+        return os.pread(fh, size, off)
 
     async def flush(self, fh: int) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
     async def release(self, fh: int) -> None:
-        return None
+        os.close(fh)
 
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         raise pyfuse3.FUSEError(errno.ENOSYS)
