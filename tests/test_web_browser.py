@@ -190,7 +190,7 @@ def test_a_port_another_server_took_is_left_for_a_fresh_one_and_never_clicked_th
                 timeout=10,
             )
             assert me.json()["id"] == "u_member"
-        assert "Address already in use" in (tmp_path / "memfs-web-1.log").read_text()
+        assert web_browser.PORT_TAKEN in (tmp_path / "memfs-web-1.log").read_text()
         assert served.process.returncode is not None  # stopped at the end of the block
     finally:
         other.shutdown()

@@ -186,6 +186,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+# What `memfs web` says (exit 78) when its port was taken between looking and binding.
+PORT_TAKEN = "that port is already in use"
+
+
 @contextmanager
 def served_memory(folder: Path) -> Iterator[Served]:
     """``memfs web`` over a fresh SQLite store in ``folder`` holding the web world."""
@@ -208,7 +212,7 @@ def served_memory(folder: Path) -> Iterator[Served]:
             )
         if _wait_until_ours(url, memory.tokens["viewer"], process, log):
             break
-        if "Address already in use" not in _tail(log) or attempt == SERVER_START_ATTEMPTS:
+        if PORT_TAKEN not in _tail(log) or attempt == SERVER_START_ATTEMPTS:
             pytest.fail(f"memfs web exited ({process.returncode}):\n{_tail(log)}", pytrace=False)
     try:
         yield Served(url, db, memory.tokens, memory.change, process, log)
