@@ -164,6 +164,10 @@ class ThrowawayPostgres:
             "--no-sync",  # nothing here must survive a crash of the machine
         )
         pwfile.unlink()
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the cluster ``start()`` made (again, after ``stop_server``)."""
         options = " ".join(
             [
                 f"-k {self.root}",
@@ -181,6 +185,10 @@ class ThrowawayPostgres:
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
             "-w", "-t", str(START_TIMEOUT_SECONDS), "start",
         )  # fmt: skip
+
+    def stop_server(self) -> None:
+        """Stop the server and keep its cluster, for ``start_server`` (an outage, in a test)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         """Stop the server (if it started) and remove its folder; safe to call twice."""
