@@ -344,7 +344,7 @@ _BOOKKEEPING = """
 """
 
 
-def _applied(conn: Conn) -> list[tuple[int, str]]:
+def applied_migrations(conn: Conn) -> list[tuple[int, str]]:
     """The steps recorded as applied, (version, name) in order; [] for a database without any."""
     row = _one(conn, "SELECT to_regclass('memfs_migrations')")
     if row is None or row[0] is None:
@@ -356,7 +356,7 @@ def _applied(conn: Conn) -> list[tuple[int, str]]:
 
 
 def _version(conn: Conn) -> int:
-    applied = _applied(conn)
+    applied = applied_migrations(conn)
     return applied[-1][0] if applied else 0
 
 
