@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.daemon_harness import require_fuse
+from tests.postgres_fixtures import Databases
 
 MEMFS = [sys.executable, "-m", "memfs.cli"]
 
@@ -81,3 +82,32 @@ def test_bad_store_url_is_a_one_line_error_with_the_config_exit_code(tmp_path: P
     assert done.returncode == 78
     assert done.stderr.startswith("memfs: error: unknown store URL scheme")
     assert "Traceback" not in done.stderr
+
+
+def test_demo_runs_on_the_daemon_with_a_postgresql_store(
+    tmp_path: Path, postgres_databases: Databases
+) -> None:
+    # The whole path on a shared store: config, the daemon's open_store, turns,
+    # review and approval, history, all through postgresql://.
+    require_fuse()
+    url = postgres_databases.url()
+    done = run("demo", "--state-dir", str(tmp_path), "--store", url)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"store {url}, FUSE daemon" in out
+    assert "==> Ada (member) approves change" in out and '"approved_by": {' in out
+    assert '"origin": "conversation"' in out
+    assert not (tmp_path / "memfs.db").exists()  # nothing went to the embedded store
+
+
+def test_demo_in_copy_mode_runs_on_a_postgresql_store(
+    tmp_path: Path, postgres_databases: Databases
+) -> None:
+    done = run(
+        "demo", "--state-dir", str(tmp_path), "--copy-mode", "--store", postgres_databases.url()
+    )
+    assert done.returncode == 0, done.stderr
+    history = json.loads(
+        done.stdout.split("==> history of lending-rules/income/self-employed.md\n")[1]
+    )
+    assert [r["provenance"]["session"] for r in history] == ["demo-dana"]
