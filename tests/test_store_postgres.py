@@ -115,6 +115,23 @@ async def test_a_database_newer_than_this_memfs_is_refused(postgres_databases: D
         await store.aclose()
 
 
+def test_a_failing_migration_step_leaves_the_database_as_it_was(
+    postgres_databases: Databases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memfs.stores.postgres import schema
+
+    broken = (*MIGRATIONS, schema.Migration("a broken step", ("CREATE TABLE half (",)))
+    monkeypatch.setattr(schema, "MIGRATIONS", broken)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(broken))
+    url = postgres_databases.url()
+    with pytest.raises(StoreUnavailable, match="syntax error"):
+        PostgresStore(url).migrate()
+    # One transaction: the steps before the broken one are not there either.
+    assert sql(url, "SELECT to_regclass('spaces'), to_regclass('memfs_migrations')") == [
+        (None, None)
+    ]
+
+
 # Failures are StoreUnavailable.
 
 
