@@ -92,7 +92,7 @@ def bind_memory_tab(settings: Settings, store: Store) -> BoundWeb | None:
     if not isinstance(store, ManagedStore):
         why = (
             f"the store {settings.store} keeps no members, history or review (the Memory tab "
-            "needs a managed store: sqlite or memory)"
+            "needs a managed store: sqlite, postgresql or memory)"
         )
         if settings.web_required:
             raise ConfigError(f'web_listen {settings.web_listen!r}: {why}; set web_listen = ""')

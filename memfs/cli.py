@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 
 import click
 
+from memfs.cli_db import register as register_db
 from memfs.cli_manage import register
 from memfs.cli_people import register as register_people
 from memfs.core.defaults import (
@@ -484,6 +485,7 @@ def _echo(value: object) -> None:
 
 register(main, _echo, reported)
 register_people(main, _echo, reported)
+register_db(main, _echo, reported)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 # fuse3 and libfuse3-dev for the daemon's FUSE mounts (pyfuse3 builds against libfuse3);
 # git, tar, rsync and procps for the tests that drive real tools inside a mount;
 # chromium for the Memory tab's browser tests (Playwright drives /usr/bin/chromium:
-# no browser is ever downloaded).
+# no browser is ever downloaded); libpq5 for psycopg (the PostgreSQL store) and
+# postgresql for the throwaway server the tests start (never a system cluster).
 APT_PACKAGES=(python3 python3-venv python3-pip python3-dev gcc pkg-config fuse3 libfuse3-dev
-  fuse-overlayfs chromium
+  fuse-overlayfs chromium libpq5 postgresql
   bash coreutils sed grep git tar rsync procps)
 
 missing=()

@@ -105,3 +105,8 @@ def check_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail("unexpected ERROR log lines:\n" + "\n".join(unexpected), pytrace=False)
     if unused:
         pytest.fail(f"declared ERROR log lines never logged: {unused}", pytrace=False)
+
+
+# The throwaway PostgreSQL server, shared by the whole session (tests/postgres_fixtures.py).
+from tests.postgres_fixtures import postgres_databases as postgres_databases  # noqa: E402
+from tests.postgres_fixtures import postgres_server as postgres_server  # noqa: E402

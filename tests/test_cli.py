@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.daemon_harness import require_fuse
+from tests.postgres_fixtures import Databases
 from tests.web_tls import free_port
 
 MEMFS = [sys.executable, "-m", "memfs.cli"]
@@ -148,3 +149,32 @@ def test_the_demo_keeps_the_daemon_and_the_memory_tab_running_for_ada_until_stop
     assert str(tmp_path / "mnt") not in Path("/proc/self/mountinfo").read_text()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/api/v1/me", timeout=5)
+
+
+def test_demo_runs_on_the_daemon_with_a_postgresql_store(
+    tmp_path: Path, postgres_databases: Databases
+) -> None:
+    # The whole path on a shared store: config, the daemon's open_store, turns,
+    # review and approval, history, all through postgresql://.
+    require_fuse()
+    url = postgres_databases.url()
+    done = run("demo", "--state-dir", str(tmp_path), "--store", url, "--exit")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"store {url}, FUSE daemon" in out
+    assert "==> Ada (member) approves change" in out and '"approved_by": {' in out
+    assert '"origin": "conversation"' in out
+    assert not (tmp_path / "memfs.db").exists()  # nothing went to the embedded store
+
+
+def test_demo_in_copy_mode_runs_on_a_postgresql_store(
+    tmp_path: Path, postgres_databases: Databases
+) -> None:
+    done = run(
+        "demo", "--state-dir", str(tmp_path), "--copy-mode", "--store", postgres_databases.url()
+    )
+    assert done.returncode == 0, done.stderr
+    history = json.loads(
+        done.stdout.split("==> history of lending-rules/income/self-employed.md\n")[1]
+    )
+    assert [r["provenance"]["session"] for r in history] == ["demo-dana"]

@@ -115,6 +115,17 @@ def test_store_default_follows_the_state_dir_wherever_it_is_set() -> None:
     assert config.store == "sqlite:///data/memfs/memfs.db"
 
 
+@pytest.mark.parametrize("source", ["file", "env", "flag"])
+def test_a_postgresql_store_url_is_taken_from_the_file_the_environment_or_the_flag(
+    tmp_path: Path, source: str
+) -> None:
+    url = "postgresql://memfs@db.internal/memfs"
+    path = write(tmp_path, f'store = "{url}"\n') if source == "file" else None
+    env = {"MEMFS_STORE": url} if source == "env" else {}
+    overrides = {"store": url} if source == "flag" else None
+    assert load_config(path, env=env, overrides=overrides).store == url
+
+
 def test_bad_commit_mode_names_the_key(tmp_path: Path) -> None:
     message = config_error(
         tmp_path,
@@ -174,6 +185,7 @@ def test_state_dir_inside_the_mount_is_refused() -> None:
         ("nope://x", "unknown store URL scheme"),
         ("sqlite://relative.db", "absolute path after three slashes"),
         ("folder:", "needs an absolute path"),
+        ("postgresql://db/memfs?no_such_option=1", "not a PostgreSQL URL"),
     ],
 )
 def test_bad_store_url_names_the_key_and_opens_nothing(

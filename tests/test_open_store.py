@@ -62,3 +62,29 @@ async def test_sqlite_url_in_a_folder_not_made_yet_makes_it_0700(tmp_path: Path)
         assert (tmp_path / "fresh" / "state" / "memfs.db").is_file()
     finally:
         await store.aclose()
+
+
+async def test_postgresql_url_opens_a_postgres_store_without_connecting() -> None:
+    from memfs.stores.postgres import PostgresStore
+
+    # Nothing listens there: making the store must not connect.
+    store = memfs.open_store("postgresql://memfs@/memfs?host=/nonexistent-socket-folder")
+    assert isinstance(store, PostgresStore)
+    assert isinstance(store, memfs.ManagedStore)
+    await store.aclose()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://host/db?no_such_option=1",
+        "postgres-ish://host/db",
+    ],
+)
+def test_postgresql_urls_libpq_cannot_read_are_config_errors(url: str) -> None:
+    from memfs.stores.open import parse_store_url
+
+    with pytest.raises(memfs.ConfigError):
+        parse_store_url(url)
+    with pytest.raises(memfs.ConfigError):
+        memfs.open_store(url)

@@ -6,10 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
 
 from memfs.stores.base import Store
 from memfs.stores.folder import FolderStore
 from memfs.stores.open import open_store
+from memfs.stores.postgres import PostgresStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.testing import (
     COMMON_CHECKS,
@@ -19,21 +21,34 @@ from memfs.testing import (
     check_store,
     run_check,
 )
+from memfs.testing.conformance import MakeStore
+from tests.postgres_fixtures import Databases
 
-BACKENDS: dict[str, tuple[bool, Callable[[Path], Callable[[], Store]]]] = {
-    # name: (managed, factory of make_store for a tmp dir)
-    "memory": (True, lambda tmp: lambda: open_store("memory://")),
+BACKENDS: dict[str, tuple[bool, Callable[[Path, pytest.FixtureRequest], MakeStore]]] = {
+    # name: (managed, factory of make_store for a tmp dir and the test's fixtures)
+    "memory": (True, lambda tmp, _: lambda: open_store("memory://")),
     # a fresh folder per store, as the contract wants a fresh store per check
     "folder": (
         False,
-        lambda tmp: (lambda n: lambda: FolderStore(tmp / f"folder-{n()}"))(_counter()),
+        lambda tmp, _: (lambda n: lambda: FolderStore(tmp / f"folder-{n()}"))(_counter()),
     ),
     # a fresh database file per store, likewise
     "sqlite": (
         True,
-        lambda tmp: (lambda n: lambda: SqliteStore(tmp / f"memfs-{n()}.db"))(_counter()),
+        lambda tmp, _: (lambda n: lambda: SqliteStore(tmp / f"memfs-{n()}.db"))(_counter()),
     ),
+    # a fresh database per store on the session's throwaway server
+    "postgresql": (True, lambda _, request: _postgres(request)),
 }
+
+
+def _postgres(request: pytest.FixtureRequest) -> MakeStore:
+    databases: Databases = request.getfixturevalue("postgres_databases")
+
+    async def make() -> Store:
+        return PostgresStore(await trio.to_thread.run_sync(databases.url))
+
+    return make
 
 
 def _counter() -> Callable[[], int]:
@@ -50,7 +65,7 @@ def _counter() -> Callable[[], int]:
 def _cases() -> list[tuple[str, str]]:
     cases: list[tuple[str, str]] = []
     for backend, (managed, _) in BACKENDS.items():
-        # every store here forgets people; managed stores (memory, sqlite) also
+        # every store here forgets people; managed stores (memory, sqlite, postgresql) also
         # keep history and hold org changes for review
         extra = (*MANAGED_CHECKS, *REVIEW_CHECKS) if managed else ()
         names = [*COMMON_CHECKS, *FORGET_CHECKS, *extra]
@@ -59,12 +74,16 @@ def _cases() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("backend", "check"), _cases())
-async def test_store_contract(backend: str, check: str, tmp_path: Path) -> None:
+async def test_store_contract(
+    backend: str, check: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     _, factory = BACKENDS[backend]
-    await run_check(factory(tmp_path), check)
+    await run_check(factory(tmp_path, request), check)
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
-async def test_check_store_runs_the_whole_contract(backend: str, tmp_path: Path) -> None:
+async def test_check_store_runs_the_whole_contract(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     _, factory = BACKENDS[backend]
-    await check_store(factory(tmp_path))
+    await check_store(factory(tmp_path, request))

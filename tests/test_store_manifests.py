@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from memfs.core.models import By, ChangeSet, FileMeta, Loaded, Provenance, SpaceRef, digest
+from memfs.stores.base import ReviewingStore
 from memfs.stores.manifests import Manifest, ManifestCache
 from memfs.stores.sqlite import SqliteStore
 
@@ -77,7 +78,7 @@ def test_a_bound_of_zero_holds_nothing_and_a_negative_bound_is_refused() -> None
 PROV = Provenance(session="other", turn="t", prompt="p", by=By(id="carol", role="member"))
 
 
-async def save(store: SqliteStore, ref: SpaceRef, changes: ChangeSet) -> None:
+async def save(store: ReviewingStore, ref: SpaceRef, changes: ChangeSet) -> None:
     loaded = await store.load(ref, "other")
     stored = await store.store(ref, changes, cursor=loaded.cursor, provenance=PROV)
     assert stored.status == "saved", stored
@@ -95,15 +96,16 @@ def comparable(loaded: Loaded) -> tuple[object, ...]:
     )
 
 
-Write = Callable[[SqliteStore], Awaitable[object]]
+# Any managed store that holds review: the same writes run on SQLite and PostgreSQL.
+Write = Callable[[ReviewingStore], Awaitable[object]]
 
 
-async def _restore_a(store: SqliteStore) -> object:
+async def _restore_a(store: ReviewingStore) -> object:
     [first, *_] = await store.history(ORG, "a.md")
     return await store.restore(ORG, "a.md", first.id, by=ADA)
 
 
-async def _approve(store: SqliteStore) -> object:
+async def _approve(store: ReviewingStore) -> object:
     loaded = await store.load(ORG, "other")
     stored = await store.store(
         ORG, ChangeSet(created={"c.md": b"c"}), cursor=loaded.cursor, provenance=PROV,

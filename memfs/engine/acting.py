@@ -72,7 +72,7 @@ from memfs.core.review import ReviewMode, WaitingChange
 from memfs.core.roles import Role, allowed, people_view, require, require_same_org
 from memfs.stores.base import ManagedStore, PersonForgetting, ReviewingStore, Store
 
-_UNMANAGED = "this store keeps no history or review; use sqlite or memory"
+_UNMANAGED = "this store keeps no history or review; use sqlite, postgresql or memory"
 
 
 def _check_file(space: str, path: str, user: str | None = None) -> None:

@@ -1,10 +1,13 @@
 """``open_store(url)``: a store from its URL.
 
-``memory://`` (in-process), ``folder:///abs/dir`` (plain files) and
+``memory://`` (in-process), ``folder:///abs/dir`` (plain files),
 ``sqlite:///abs/path/memfs.db`` (the embedded default; a missing folder for
-the file is made, 0700). Paths are absolute,
-in file-URL form. An unknown scheme or a relative path is a ``ConfigError``
-at start, never a store somewhere unexpected.
+the file is made, 0700) and ``postgresql://user@host/db`` (the shared store;
+libpq's URL form, so ``?host=/run/postgresql`` for a socket folder or
+``?options=-csearch_path%3Dmemfs`` for a schema of its own). Paths are
+absolute, in file-URL form. An unknown scheme, a relative path or a
+PostgreSQL URL libpq cannot read is a ``ConfigError`` at start, never a
+store somewhere unexpected. Nothing connects until the store is first used.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from memfs.core.errors import ConfigError
 from memfs.stores.base import Store
 
-SCHEMES = ("memory", "folder", "sqlite")
+SCHEMES = ("memory", "folder", "sqlite", "postgresql")
 
 
 def _absolute_path(url: str, netloc: str, path: str) -> Path:
@@ -32,6 +35,8 @@ def _absolute_path(url: str, netloc: str, path: str) -> Path:
 def parse_store_url(url: str) -> tuple[str, Path | None]:
     """Check ``url`` as ``open_store`` would, without opening anything: (scheme, path).
 
+    The path is None for ``memory://`` and ``postgresql://`` (no file of ours).
+
     Configuration loading calls this so a bad store URL fails at start with
     the config key named, before any file is created.
     """
@@ -43,12 +48,32 @@ def parse_store_url(url: str) -> tuple[str, Path | None]:
         return scheme, None
     if scheme in ("folder", "sqlite"):
         return scheme, _absolute_path(url, parts.netloc, parts.path)
+    if scheme == "postgresql":
+        _check_postgres_url(url)
+        return scheme, None
     raise ConfigError(f"unknown store URL scheme; use one of {', '.join(SCHEMES)}", path=url)
+
+
+def _check_postgres_url(url: str) -> None:
+    import psycopg
+
+    from memfs.stores.postgres.store import redacted
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(
+            f"not a PostgreSQL URL libpq can read: {exc}", path=redacted(url)
+        ) from None
 
 
 def open_store(url: str) -> Store:
     """Open the store ``url`` names."""
     scheme, path = parse_store_url(url)
+    if scheme == "postgresql":
+        from memfs.stores.postgres import PostgresStore
+
+        return PostgresStore(url)
     if path is None:
         from memfs.stores.memory import MemoryStore
 

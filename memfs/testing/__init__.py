@@ -10,6 +10,8 @@
 - :mod:`memfs.testing.mount`: ``mounted_daemon(specs)``, a real daemon on a
   temporary FUSE mount for an app's integration tests;
   :mod:`memfs.testing.pytest_plugin` offers it as the ``memfs_daemon`` fixture.
+- :mod:`memfs.testing.postgres`: ``throwaway_postgres(bindir)``, a PostgreSQL
+  server of a test's own in a temporary folder, removed after.
 """
 
 from memfs.testing.app import TestMemory as TestMemory
@@ -25,3 +27,5 @@ from memfs.testing.faults import FaultyStore as FaultyStore
 from memfs.testing.mount import FuseUnavailable as FuseUnavailable
 from memfs.testing.mount import MountedDaemon as MountedDaemon
 from memfs.testing.mount import mounted_daemon as mounted_daemon
+from memfs.testing.postgres import ThrowawayPostgres as ThrowawayPostgres
+from memfs.testing.postgres import throwaway_postgres as throwaway_postgres

@@ -55,7 +55,7 @@ def web_app(
 ) -> FastAPI:
     """The Memory tab over ``store`` (a managed store: it keeps members and history)."""
     if not isinstance(store, ManagedStore):
-        raise ConfigError("the Memory tab needs a managed store (sqlite or memory)")
+        raise ConfigError("the Memory tab needs a managed store (sqlite, postgresql or memory)")
     app = FastAPI(
         title="memfs Memory tab API",
         version=__version__,

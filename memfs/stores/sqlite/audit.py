@@ -20,7 +20,10 @@ from memfs.core.models import (
     AuditEntry,
     By,
 )
-from memfs.stores.sqlite.rows import _by, _timestamp
+from memfs.stores.managed import by_of as _by
+from memfs.stores.sqlite.rows import (
+    _timestamp,
+)
 
 
 def _log(

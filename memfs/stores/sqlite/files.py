@@ -33,12 +33,15 @@ from memfs.core.models import (
     Stored,
 )
 from memfs.core.review import ReviewMode
+from memfs.stores.managed import by_of as _by
+from memfs.stores.managed import file_meta as _meta
+from memfs.stores.managed import row_id as _row_id
+from memfs.stores.managed import turn_key as _turn_key
 from memfs.stores.manifests import Manifest, ManifestCache
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.review import _own_waiting, _store_reviewed
 from memfs.stores.sqlite.rows import (
     _CHUNK,
-    _by,
     _cursor,
     _ensure_space,
     _folders,
@@ -47,9 +50,7 @@ from memfs.stores.sqlite.rows import (
     _live_metas,
     _live_sizes,
     _make_live,
-    _meta,
     _record,
-    _row_id,
     _space_id,
 )
 
@@ -313,13 +314,6 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
         for layer, org, user, space in rows
     ]
     return sorted(refs, key=str)
-
-
-def _turn_key(provenance: Provenance) -> tuple[str, str] | None:
-    """The (session, turn) a store comes from, if it comes from a turn."""
-    if provenance.origin != "conversation" or not provenance.session or not provenance.turn:
-        return None
-    return provenance.session, provenance.turn
 
 
 def _store_turn(

@@ -27,12 +27,13 @@ from memfs.core.models import (
     Stored,
     forgotten_file_key,
 )
+from memfs.stores.managed import forgotten_key as _forgotten_key
+from memfs.stores.managed import stored_without
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.files import _history
 from memfs.stores.sqlite.rows import (
     _CHUNK,
     _cursor,
-    _forgotten_key,
     _live_files,
     _record,
     _space_id,
@@ -204,11 +205,8 @@ def _scrub_stored_turns(conn: sqlite3.Connection, space_id: int, path: str) -> N
     for row in conn.execute(
         "SELECT session, turn, stored FROM stored_turns WHERE space_id = ?", (space_id,)
     ).fetchall():
-        stored = Stored.model_validate_json(row["stored"])
-        if path in stored.revisions:
-            kept = stored.model_copy(
-                update={"revisions": {p: r for p, r in stored.revisions.items() if p != path}}
-            )
+        kept = stored_without(Stored.model_validate_json(row["stored"]), path)
+        if kept is not None:
             conn.execute(
                 "UPDATE stored_turns SET stored = ? WHERE space_id = ? AND session = ?"
                 " AND turn = ?",

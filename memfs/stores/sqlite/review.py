@@ -28,6 +28,8 @@ from memfs.core.models import (
     Stored,
 )
 from memfs.core.review import OPEN_STATES, ChangeState, Effect, ReviewMode, WaitingChange
+from memfs.stores.managed import file_meta as _meta
+from memfs.stores.managed import row_id as _row_id
 from memfs.stores.sqlite.audit import _log
 from memfs.stores.sqlite.rows import (
     _cursor,
@@ -37,9 +39,7 @@ from memfs.stores.sqlite.rows import (
     _live_files,
     _live_sizes,
     _make_live,
-    _meta,
     _record,
-    _row_id,
     _set_folders,
     _space_id,
     _store,

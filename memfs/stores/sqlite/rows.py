@@ -30,8 +30,8 @@ from memfs.core.models import (
     settle_meta,
 )
 from memfs.core.policy import moved_on, purged_since
-
-_MAX_ROWID = 2**63 - 1
+from memfs.stores.managed import file_meta as _meta
+from memfs.stores.managed import forgotten_key as _forgotten_key
 
 
 def _timestamp(at: datetime) -> str:
@@ -40,10 +40,6 @@ def _timestamp(at: datetime) -> str:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return at.astimezone(UTC).isoformat()
-
-
-def _by(id_: str | None, label: str | None, role: str | None) -> By | None:
-    return None if id_ is None else By(id=id_, label=label, role=role)
 
 
 def _space_id(conn: sqlite3.Connection, ref: SpaceRef) -> int | None:
@@ -111,11 +107,6 @@ def _live_files(
 
 
 _CHUNK = 500  # host parameters per IN (...) list, well under SQLite's limit
-
-
-def _meta(mode: int | None, mtime_ns: int | None, ctime_ns: int | None) -> FileMeta:
-    # Revisions from before the file-metadata step have no mode: 0644.
-    return FileMeta(0o644 if mode is None else mode, mtime_ns, ctime_ns)
 
 
 def _live_metas(conn: sqlite3.Connection, space_id: int) -> dict[str, FileMeta]:
@@ -309,15 +300,6 @@ def _store(
     return Stored(status="saved", revisions=written, cursor=str(current))
 
 
-def _row_id(revision: str) -> int | None:
-    """The row id a revision (or change) id names, or None if this store never issued it."""
-    # Exact round trip: "05", " 5" or "+5" are not ids this store gave out.
-    if not (revision.isascii() and revision.isdigit()) or str(int(revision)) != revision:
-        return None
-    value = int(revision)
-    return value if value <= _MAX_ROWID else None
-
-
 def _forgotten_at(conn: sqlite3.Connection, ref: SpaceRef) -> int:
     """When ``ref`` (or its whole person) was last forgotten; 0 if never, or not a person's."""
     if ref.layer != "user":
@@ -328,10 +310,6 @@ def _forgotten_at(conn: sqlite3.Connection, ref: SpaceRef) -> int:
         (_forgotten_key(ref.org, user, ref.space), _forgotten_key(ref.org, user, "")),
     ).fetchone()
     return int(seq or 0)
-
-
-def _forgotten_key(org: str, user: str, space: str) -> str:
-    return digest(f"{org}\0{user}\0{space}".encode())
 
 
 def _delete_live(

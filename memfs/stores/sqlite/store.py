@@ -217,6 +217,11 @@ class SqliteStore:
         self._conn = conn
         return conn
 
+    def migrate(self) -> None:
+        """Open the database now, applying pending migrations (``memfs db migrate``). Blocking."""
+        with self._lock, _map_exceptions(self.path):
+            self._connect()
+
     def _same_file(self) -> bool:
         """Whether ``path`` is still the file the connection has open (one stat)."""
         try:

@@ -1,0 +1,72 @@
+"""The suite's PostgreSQL: one throwaway server per session, a fresh schema per store.
+
+``postgres_server`` starts a ``ThrowawayPostgres`` once for the whole run
+(the first test that asks) and stops and removes it at the end, passing or
+failing. ``postgres_databases`` gives each store a test makes a schema of its
+own in one shared database (its URL sets ``search_path``), which the store
+migrates on first use. Schemas, not databases: a database costs a checkpoint
+to drop and some hundred files to remove, and a session makes hundreds.
+Where PostgreSQL is missing the tests that need it skip, and under ``CI``
+they fail (``memfs.testing.postgres.missing_postgres_action``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from memfs.stores.postgres import PostgresStore
+from memfs.testing.mount import under_ci
+from memfs.testing.postgres import (
+    ThrowawayPostgres,
+    missing_postgres_action,
+    postgres_bindir,
+    postgres_missing_reason,
+    postgres_user_exists,
+    throwaway_postgres,
+)
+
+DATABASE = "memfs_tests"
+_schemas = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[ThrowawayPostgres]:
+    bindir = postgres_bindir()
+    action = missing_postgres_action(
+        bindir, under_ci=under_ci(), root=os.geteuid() == 0, user_exists=postgres_user_exists()
+    )
+    if action == "fail":
+        pytest.fail(postgres_missing_reason(bindir) + " (under CI this fails the run)")
+    if action == "skip" or bindir is None:
+        pytest.skip(postgres_missing_reason(bindir))
+    with throwaway_postgres(bindir) as server:
+        server.execute(f'CREATE DATABASE "{DATABASE}"')
+        yield server
+
+
+@dataclass
+class Databases:
+    """Fresh, empty schemas on the session's server, each named by a store URL of its own."""
+
+    server: ThrowawayPostgres
+    made: list[str] = field(default_factory=list)
+
+    def url(self) -> str:
+        schema = f"s{next(_schemas)}"
+        self.server.execute(f'CREATE SCHEMA "{schema}"', database=DATABASE)
+        url = f"{self.server.url(DATABASE)}?options=-c%20search_path%3D{schema}"
+        self.made.append(url)
+        return url
+
+    def store(self, **options: object) -> PostgresStore:
+        return PostgresStore(self.url(), **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def postgres_databases(postgres_server: ThrowawayPostgres) -> Databases:
+    return Databases(postgres_server)
