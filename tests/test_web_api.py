@@ -419,3 +419,29 @@ async def test_approving_a_stale_file_is_409_until_forced(world: World) -> None:
     forced = await world.call("POST", url, "member", {"paths": ["b.md"], "force": True})
     assert forced.status_code == 200, forced.text
     assert (await world.store.files(RULES))["b.md"] == b"bee\n"
+
+
+# -- what every answer says to browsers and caches ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "who", "body"),
+    [
+        ("GET", "/api/v1/me", "viewer", None),
+        ("GET", "/api/v1/spaces/rules/files/a.md", "viewer", None),
+        ("POST", "/api/v1/people/u_dana/open", "admin", None),
+        ("GET", "/api/v1/audit", "admin", None),
+        ("GET", "/api/v1/me", None, None),
+        ("GET", "/api/v1/nowhere", "viewer", None),
+        ("PUT", "/api/v1/spaces/rules/files/a.md", "member", {"content": "x" * (LIMIT + 1)}),
+        ("GET", "/api/v1/openapi.json", None, None),
+    ],
+)
+async def test_every_api_answer_is_never_stored_never_sniffed_and_never_framed(
+    world: World, method: str, url: str, who: str | None, body: Any
+) -> None:
+    response = await world.call(method, url, who, body)
+    assert response.headers["cache-control"] == "no-store", response.headers
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["referrer-policy"] == "same-origin"
