@@ -158,6 +158,26 @@ async def test_sign_in_failures_past_the_limit_are_refused_429_without_looking(
         assert (await made.sign_in("member")).status_code == 303
 
 
+async def test_other_addresses_of_one_ipv6_slash_64_share_its_sign_in_failures(
+    tmp_path: Path,
+) -> None:
+    store = new_store("memory", tmp_path)
+    memory = await org_memory(store)
+    app = web_app(store, signin=SigninLimits(signin_failures=2, signin_window_seconds=60))
+    bad = "memfs_" + "C" * 43
+    answers = []
+    for n, token in enumerate([bad, bad, memory.tokens["member"]]):
+        transport = httpx.ASGITransport(app=app, client=(f"2001:db8:7:7::{n + 1}", 4711))
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            site = Site(memory, client, Clock())
+            answers.append((await site.sign_in(token)).status_code)
+    assert answers == [401, 401, 429]
+    entries = [e for e in await store.audit() if e.action == "sign-in-failed"]
+    # The audit still names each address itself.
+    assert [e.detail for e in entries] == ["2001:db8:7:7::1", "2001:db8:7:7::2"]
+    await store.aclose()
+
+
 async def test_the_login_form_without_its_own_secret_is_refused(site: Site) -> None:
     token = site.memory.tokens["member"]
     response = await site.client.post("/login", data={"token": token, "login": "forged"})
