@@ -13,6 +13,7 @@ import pytest
 from memfs.core.members import Member
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
+from memfs.testing import FaultyStore
 from memfs.web.app import web_app
 from tests.web_world import DANA_ME, ORG, RULES, new_store, org_memory
 
@@ -445,3 +446,20 @@ async def test_every_api_answer_is_never_stored_never_sniffed_and_never_framed(
     assert response.headers["x-content-type-options"] == "nosniff"
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["referrer-policy"] == "same-origin"
+
+
+@pytest.mark.error_log(r"GET /api/v1/spaces failed")
+async def test_an_unexpected_failure_is_a_500_problem_that_tells_the_network_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    made = await org_memory(new_store("memory", tmp_path))
+    secret = "RuntimeError at /var/lib/memfs/people/u_dana/me.db"
+    faulty = FaultyStore(made.store, fail={"spaces": RuntimeError(secret)})
+    transport = httpx.ASGITransport(app=web_app(faulty))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+        headers = {"Authorization": f"Bearer {made.tokens['viewer']}"}
+        response = await client.get("/api/v1/spaces", headers=headers)
+    body = assert_problem(response, 500, "InternalError")
+    assert "u_dana" not in response.text and "RuntimeError" not in response.text
+    assert "server's log" in body["detail"]
+    await made.store.aclose()

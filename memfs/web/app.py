@@ -8,8 +8,10 @@ shares, on ``app.state``: the store and limits, the browser sessions
 (:class:`memfs.core.signin.SigninThrottle`), both in memory and bounded by
 their settings; the errors (RFC 9457 problems under ``/api/v1``, the control
 API's ``problem``/``error_response`` with ``WWW-Authenticate: Bearer`` on a
-401; error pages elsewhere); the request-body bound (``max_body_bytes``, the
-``web_max_body_bytes`` setting; past it 413) and the OpenAPI document at
+401; error pages elsewhere; what escapes a route is logged and answered
+500 without its text, :func:`memfs.web.pages.common.internal_error`); the
+request-body bound (``max_body_bytes``, the ``web_max_body_bytes`` setting;
+past it 413) and the OpenAPI document at
 ``/api/v1/openapi.json``. Every answer, the JSON API's and its errors (a 413,
 a 500) among them, carries the pages' security headers
 (:data:`memfs.web.pages.common.SECURITY_HEADERS`) unless it set its own:
@@ -36,7 +38,7 @@ from memfs.core.signin import SigninLimits, SigninThrottle
 from memfs.stores.base import ManagedStore, Store
 from memfs.web.api import PREFIX, api_router
 from memfs.web.pages import install_page_errors, pages_router
-from memfs.web.pages.common import SECURITY_HEADERS
+from memfs.web.pages.common import SECURITY_HEADERS, internal_error
 from memfs.web.sessions import SessionLimits, SessionTable
 
 RouteGroup = Callable[[], APIRouter]
@@ -102,7 +104,7 @@ def web_app(
     app.state.memfs_sessions = SessionTable(sessions, clock=clock)
     app.state.memfs_throttle = SigninThrottle(signin, clock=clock)
 
-    serve_problems(app, max_body_bytes=max_body_bytes, answer=_answer)
+    serve_problems(app, max_body_bytes=max_body_bytes, answer=_answer, internal=internal_error)
     install_page_errors(app)
     app.add_middleware(_SecurityHeaders)  # added last: outermost, so it sees every answer
     for group in groups:
