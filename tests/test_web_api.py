@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
+from memfs.core.signin import SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore
@@ -43,7 +44,9 @@ class World:
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
     made = await org_memory(new_store(request.param, tmp_path))
     store, tokens, change, other_change = made.store, made.tokens, made.change, made.other_change
-    app = web_app(store, max_body_bytes=LIMIT)
+    # The role matrix sends a revoked token to every endpoint from one address:
+    # the sign-in throttle (tested on its own below) must not stop it halfway.
+    app = web_app(store, max_body_bytes=LIMIT, signin=SigninLimits(signin_failures=1000))
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://memfs"
     ) as client:
@@ -462,4 +465,33 @@ async def test_an_unexpected_failure_is_a_500_problem_that_tells_the_network_not
     body = assert_problem(response, 500, "InternalError")
     assert "u_dana" not in response.text and "RuntimeError" not in response.text
     assert "server's log" in body["detail"]
+    await made.store.aclose()
+
+
+async def test_bad_bearer_tokens_count_as_failed_sign_ins_throttled_and_audited(
+    tmp_path: Path,
+) -> None:
+    # Without this, a client the /login form refuses would go on guessing here,
+    # at any rate and unseen by the audit log.
+    made = await org_memory(new_store("memory", tmp_path))
+    app = web_app(made.store, signin=SigninLimits(signin_failures=3, signin_window_seconds=60))
+    transport = httpx.ASGITransport(app=app, client=("2001:db8:5:5::1", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+
+        async def me(token: str | None) -> httpx.Response:
+            headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+            return await client.get("/api/v1/me", headers=headers)
+
+        assert (await me(made.tokens["viewer"])).status_code == 200
+        assert_problem(await me(None), 401, "NoIdentity")  # no token: no guess, not counted
+        for bad in ["memfs_" + "D" * 43, "not-a-token", made.tokens["revoked"]]:
+            assert_problem(await me(bad), 401, "NoIdentity")  # at the limit on the third
+        refused = await me(made.tokens["viewer"])  # past it: not even a good token is looked at
+        assert_problem(refused, 429, "SigninThrottled")
+        assert refused.headers["retry-after"] == "60"
+        failed = [e for e in await made.store.audit() if e.action == "sign-in-failed"]
+        assert [e.detail for e in failed] == ["2001:db8:5:5::1"] * 3
+        # The /login form is the same client's: refused there too, without looking.
+        form = await client.post("/login", data={"token": made.tokens["viewer"]})
+        assert form.status_code == 429
     await made.store.aclose()

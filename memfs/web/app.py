@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memfs._version import __version__
 from memfs.api.control import error_response, serve_problems
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
-from memfs.core.errors import ConfigError, MemfsError, NoIdentity
+from memfs.core.errors import ConfigError, MemfsError, NoIdentity, SigninThrottled
 from memfs.core.models import Limits
 from memfs.core.signin import SigninLimits, SigninThrottle
 from memfs.stores.base import ManagedStore, Store
@@ -47,7 +47,9 @@ ROUTE_GROUPS: tuple[RouteGroup, ...] = (api_router, pages_router)
 
 def _answer(exc: MemfsError) -> JSONResponse:
     response = error_response(exc)
-    if isinstance(exc, NoIdentity):
+    if isinstance(exc, SigninThrottled):
+        response.headers["Retry-After"] = str(exc.retry_after)
+    elif isinstance(exc, NoIdentity):
         response.headers["WWW-Authenticate"] = 'Bearer realm="memfs"'
     return response
 
