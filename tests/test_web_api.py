@@ -495,3 +495,18 @@ async def test_bad_bearer_tokens_count_as_failed_sign_ins_throttled_and_audited(
         form = await client.post("/login", data={"token": made.tokens["viewer"]})
         assert form.status_code == 429
     await made.store.aclose()
+
+
+@pytest.mark.parametrize(("who", "user"), [("other", "u_dana"), ("admin", "u_nobody")])
+async def test_opening_a_person_with_no_memory_in_the_org_is_404_and_audits_nothing(
+    world: World, who: str, user: str
+) -> None:
+    # Another org's person reads exactly as nobody: 404, as the People page says,
+    # and no "open" entry for a look at nothing.
+    before = await world.store.audit()
+    response = await world.call("POST", f"/api/v1/people/{user}/open", who)
+    assert_problem(response, 404, "NotFound")
+    assert response.json()["detail"] == f"nobody of this id has memory in this org: '{user}'"
+    assert [e for e in await world.store.audit() if e.action == "open"] == [
+        e for e in before if e.action == "open"
+    ]
