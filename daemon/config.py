@@ -33,7 +33,11 @@ from pydantic_core import PydanticCustomError
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core import defaults
-from memfs.core.defaults import DEFAULT_WEB_LISTEN, DEFAULT_WEB_MAX_BODY_BYTES
+from memfs.core.defaults import (
+    DEFAULT_WEB_LISTEN,
+    DEFAULT_WEB_MAX_BODY_BYTES,
+    DEFAULT_WEB_READ_TIMEOUT_SECONDS,
+)
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.listen import require_tls
 from memfs.core.models import CommitMode, Limits
@@ -288,6 +292,8 @@ class DaemonConfig(BaseModel):
     web_listen: str = Field(default=DEFAULT_WEB_LISTEN, validate_default=True)
     # The largest request body the Memory tab's API reads; past it 413.
     web_max_body_bytes: int = Field(default=DEFAULT_WEB_MAX_BODY_BYTES, gt=0)
+    # Seconds a client may be silent mid-request before the Memory tab hangs up.
+    web_read_timeout_seconds: float = Field(default=DEFAULT_WEB_READ_TIMEOUT_SECONDS, gt=0)
 
     @field_validator("web_tls_cert", "web_tls_key")
     @classmethod

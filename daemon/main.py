@@ -30,7 +30,7 @@ import trio
 from watchfiles import awatch
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
-from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
+from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
 from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
@@ -74,6 +74,7 @@ class Settings:
     web_tls_cert: Path | None = None
     web_tls_key: Path | None = None
     web_max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES
+    web_read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS
     # True: web_listen was asked for, and a store that cannot serve the
     # Memory tab stops the start; False: it is left off, said in the log.
     web_required: bool = False
@@ -102,6 +103,7 @@ def bind_memory_tab(settings: Settings, store: Store) -> BoundWeb | None:
         settings.web_listen,
         None if settings.web_tls_cert is None else str(settings.web_tls_cert),
         None if settings.web_tls_key is None else str(settings.web_tls_key),
+        read_timeout_seconds=settings.web_read_timeout_seconds,
     )
     # hypercorn's lines go to the daemon's log, not to a handler of its own.
     web.config.errorlog = logging.getLogger("hypercorn.error")
@@ -395,6 +397,7 @@ def run_daemon(config: Any) -> None:
         web_tls_cert=config.web_tls_cert,
         web_tls_key=config.web_tls_key,
         web_max_body_bytes=config.web_max_body_bytes,
+        web_read_timeout_seconds=config.web_read_timeout_seconds,
         web_required=config.web_required,
     )
     trio.run(serve, settings)

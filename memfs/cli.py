@@ -26,6 +26,7 @@ from memfs.core.defaults import (
     DEFAULT_STATE_DIR,
     DEFAULT_WEB_LISTEN,
     DEFAULT_WEB_MAX_BODY_BYTES,
+    DEFAULT_WEB_READ_TIMEOUT_SECONDS,
     MAX_ID,
     SOCKET_NAME,
 )
@@ -275,12 +276,20 @@ def daemon(
     show_default=True,
     help="The largest request body the API reads (web_max_body_bytes); past it 413.",
 )
+@click.option(
+    "--read-timeout-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_WEB_READ_TIMEOUT_SECONDS,
+    show_default=True,
+    help="Hang up on a client silent this long mid-request (web_read_timeout_seconds).",
+)
 def web(
     store_url: str | None,
     listen: str,
     tls_cert: str | None,
     tls_key: str | None,
     max_body_bytes: int,
+    read_timeout_seconds: float,
 ) -> None:
     """Serve the Memory tab's API over a store, without FUSE (a review host)."""
     with reported():
@@ -296,6 +305,7 @@ def web(
             tls_cert=tls_cert,
             tls_key=tls_key,
             max_body_bytes=max_body_bytes,
+            read_timeout_seconds=read_timeout_seconds,
         )
 
 

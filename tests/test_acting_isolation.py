@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import memfs
+from memfs.core.errors import NotFound
 from memfs.core.models import ChangeSet, Forgot, Provenance, SpaceRef
 from memfs.engine.acting import Acting
 from memfs.stores.base import ReviewingStore
@@ -153,7 +154,8 @@ async def test_forget_and_forget_user_reach_the_actors_org_only(world: World) ->
 async def test_people_open_person_and_audit_show_the_actors_org_only(world: World) -> None:
     acme = world.acme()
     assert await acme.people() == []
-    assert await acme.open_person("dana") == {}
+    with pytest.raises(NotFound, match="nobody of this id has memory in this org"):
+        await acme.open_person("dana")
     await acme.set_review("rules", "none")
     entries = await acme.audit()
     assert {e.org for e in entries} == {"acme"}

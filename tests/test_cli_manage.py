@@ -312,7 +312,9 @@ def test_history_forget_files_and_forget_user_of_another_org_reach_nothing(db: P
     gone = cli_as(db, "forget-user", "u_dana", org="acme", role="admin")
     assert json.loads(gone.stdout)["forgotten_spaces"] == []
     opened = cli_as(db, "files", "--user", "u_dana", org="acme", role="admin")
-    assert json.loads(opened.stdout)["spaces"] == {}
+    nobody = cli_as(db, "files", "--user", "u_nobody", org="acme", role="admin")
+    assert opened.exit_code == nobody.exit_code == 3
+    assert opened.stderr.replace("u_dana", "U") == nobody.stderr.replace("u_nobody", "U")
     audit = json.loads(cli_as(db, "audit", org="acme", role="admin").stdout)
     assert {e["org"] for e in audit} == {"acme"}
     assert ok(db, "files", "lending-rules") == before

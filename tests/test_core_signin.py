@@ -11,6 +11,8 @@ from memfs.core.signin import (
     SigninLimits,
     SigninThrottle,
     Verdict,
+    client_key,
+    throttle_key,
 )
 
 
@@ -130,3 +132,28 @@ def test_expired_clients_are_dropped() -> None:
 def test_limits_out_of_range_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
         SigninLimits.model_validate(bad)
+
+
+@pytest.mark.parametrize(
+    ("host", "key"),
+    [
+        ("192.0.2.10", "192.0.2.10"),
+        ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2::1", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::FFFF", "2001:db8:1:2::/64"),
+        ("::ffff:192.0.2.10", "192.0.2.10"),
+        ("::1", "::/64"),
+        ("unix-socket", "unix-socket"),
+        (None, "unknown"),
+    ],
+)
+def test_the_throttle_counts_an_ipv6_clients_whole_slash_64_as_one_client(
+    host: str | None, key: str
+) -> None:
+    # One host is given a whole /64; counting each address apart would give it 2**64 tries.
+    assert throttle_key(host) == key
+    assert throttle_key(key) == key  # a key is its own key
+
+
+def test_the_audit_keeps_the_clients_own_address() -> None:
+    assert client_key("2001:db8:1:2::1") == "2001:db8:1:2::1"

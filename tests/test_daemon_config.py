@@ -623,4 +623,13 @@ def test_web_max_body_bytes_must_be_positive_and_is_in_the_example(tmp_path: Pat
     assert "web_max_body_bytes: must be greater than 0" in message
     example = (REPO / "systemd" / "memfs.toml.example").read_text()
     assert "# web_max_body_bytes = 8388608" in example
+    assert "# web_read_timeout_seconds = 30" in example
     assert '# web_listen = "127.0.0.1:8330"' in example
+
+
+def test_web_read_timeout_seconds_defaults_to_30_and_must_be_positive(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, ""), env={}).web_read_timeout_seconds == 30
+    config = load_config(write(tmp_path, "web_read_timeout_seconds = 2.5\n"), env={})
+    assert config.web_read_timeout_seconds == 2.5
+    message = config_error(tmp_path, "web_read_timeout_seconds = 0\n")
+    assert "web_read_timeout_seconds: must be greater than 0" in message

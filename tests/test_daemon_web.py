@@ -25,6 +25,7 @@ from memfs.stores.memory import MemoryStore
 from memfsd.main import Settings, bind_memory_tab
 from tests.daemon_harness import require_fuse, running_daemon
 from tests.test_daemon_process import CONFIG, DaemonProcess, root
+from tests.test_web_cli import _post_in_pieces
 from tests.web_tls import free_port, listening_ports, self_signed, trusting
 
 __all__ = ["root"]  # the fixture, used by name
@@ -133,6 +134,22 @@ def test_the_daemon_applies_web_max_body_bytes_to_the_memory_tab_at_and_past_it(
         assert past.json()["error"] == "TooLarge"
         got = httpx.get(url, headers=headers)
         assert got.json()["text"] == "a" * (4096 - empty)  # the refused body changed nothing
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_the_daemon_hangs_up_on_a_request_silent_past_web_read_timeout_seconds(
+    root: Path,
+) -> None:
+    port = free_port()
+    daemon = DaemonProcess(
+        root,
+        env={"MEMFS_WEB_LISTEN": f"127.0.0.1:{port}"},
+        config="web_read_timeout_seconds = 1.5\n" + CONFIG,
+    )
+    try:
+        assert _post_in_pieces(port, [0.5] * 4).startswith(b"HTTP/1.1 403")
+        assert _post_in_pieces(port, [0.0, 3.0]) == b""
     finally:
         assert daemon.stop() == 0
 

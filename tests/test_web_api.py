@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
+from memfs.core.signin import SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
+from memfs.testing import FaultyStore
 from memfs.web.app import web_app
 from tests.web_world import DANA_ME, ORG, RULES, new_store, org_memory
 
@@ -42,7 +44,9 @@ class World:
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
     made = await org_memory(new_store(request.param, tmp_path))
     store, tokens, change, other_change = made.store, made.tokens, made.change, made.other_change
-    app = web_app(store, max_body_bytes=LIMIT)
+    # The role matrix sends a revoked token to every endpoint from one address:
+    # the sign-in throttle (tested on its own below) must not stop it halfway.
+    app = web_app(store, max_body_bytes=LIMIT, signin=SigninLimits(signin_failures=1000))
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://memfs"
     ) as client:
@@ -419,3 +423,90 @@ async def test_approving_a_stale_file_is_409_until_forced(world: World) -> None:
     forced = await world.call("POST", url, "member", {"paths": ["b.md"], "force": True})
     assert forced.status_code == 200, forced.text
     assert (await world.store.files(RULES))["b.md"] == b"bee\n"
+
+
+# -- what every answer says to browsers and caches ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "who", "body"),
+    [
+        ("GET", "/api/v1/me", "viewer", None),
+        ("GET", "/api/v1/spaces/rules/files/a.md", "viewer", None),
+        ("POST", "/api/v1/people/u_dana/open", "admin", None),
+        ("GET", "/api/v1/audit", "admin", None),
+        ("GET", "/api/v1/me", None, None),
+        ("GET", "/api/v1/nowhere", "viewer", None),
+        ("PUT", "/api/v1/spaces/rules/files/a.md", "member", {"content": "x" * (LIMIT + 1)}),
+        ("GET", "/api/v1/openapi.json", None, None),
+    ],
+)
+async def test_every_api_answer_is_never_stored_never_sniffed_and_never_framed(
+    world: World, method: str, url: str, who: str | None, body: Any
+) -> None:
+    response = await world.call(method, url, who, body)
+    assert response.headers["cache-control"] == "no-store", response.headers
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["referrer-policy"] == "same-origin"
+
+
+@pytest.mark.error_log(r"GET /api/v1/spaces failed")
+async def test_an_unexpected_failure_is_a_500_problem_that_tells_the_network_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    made = await org_memory(new_store("memory", tmp_path))
+    secret = "RuntimeError at /var/lib/memfs/people/u_dana/me.db"
+    faulty = FaultyStore(made.store, fail={"spaces": RuntimeError(secret)})
+    transport = httpx.ASGITransport(app=web_app(faulty))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+        headers = {"Authorization": f"Bearer {made.tokens['viewer']}"}
+        response = await client.get("/api/v1/spaces", headers=headers)
+    body = assert_problem(response, 500, "InternalError")
+    assert "u_dana" not in response.text and "RuntimeError" not in response.text
+    assert "server's log" in body["detail"]
+    await made.store.aclose()
+
+
+async def test_bad_bearer_tokens_count_as_failed_sign_ins_throttled_and_audited(
+    tmp_path: Path,
+) -> None:
+    # Without this, a client the /login form refuses would go on guessing here,
+    # at any rate and unseen by the audit log.
+    made = await org_memory(new_store("memory", tmp_path))
+    app = web_app(made.store, signin=SigninLimits(signin_failures=3, signin_window_seconds=60))
+    transport = httpx.ASGITransport(app=app, client=("2001:db8:5:5::1", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+
+        async def me(token: str | None) -> httpx.Response:
+            headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+            return await client.get("/api/v1/me", headers=headers)
+
+        assert (await me(made.tokens["viewer"])).status_code == 200
+        assert_problem(await me(None), 401, "NoIdentity")  # no token: no guess, not counted
+        for bad in ["memfs_" + "D" * 43, "not-a-token", made.tokens["revoked"]]:
+            assert_problem(await me(bad), 401, "NoIdentity")  # at the limit on the third
+        refused = await me(made.tokens["viewer"])  # past it: not even a good token is looked at
+        assert_problem(refused, 429, "SigninThrottled")
+        assert refused.headers["retry-after"] == "60"
+        failed = [e for e in await made.store.audit() if e.action == "sign-in-failed"]
+        assert [e.detail for e in failed] == ["2001:db8:5:5::1"] * 3
+        # The /login form is the same client's: refused there too, without looking.
+        form = await client.post("/login", data={"token": made.tokens["viewer"]})
+        assert form.status_code == 429
+    await made.store.aclose()
+
+
+@pytest.mark.parametrize(("who", "user"), [("other", "u_dana"), ("admin", "u_nobody")])
+async def test_opening_a_person_with_no_memory_in_the_org_is_404_and_audits_nothing(
+    world: World, who: str, user: str
+) -> None:
+    # Another org's person reads exactly as nobody: 404, as the People page says,
+    # and no "open" entry for a look at nothing.
+    before = await world.store.audit()
+    response = await world.call("POST", f"/api/v1/people/{user}/open", who)
+    assert_problem(response, 404, "NotFound")
+    assert response.json()["detail"] == f"nobody of this id has memory in this org: '{user}'"
+    assert [e for e in await world.store.audit() if e.action == "open"] == [
+        e for e in before if e.action == "open"
+    ]

@@ -192,3 +192,47 @@ def test_memfs_web_on_a_port_in_use_exits_78_with_one_line_naming_web_listen(
     assert done.stderr.startswith(f"memfs: error: web_listen '127.0.0.1:{port}': cannot listen")
     assert "already in use" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "m.db").exists()  # refused before the store was opened
+
+
+def _post_in_pieces(port: int, pauses: list[float]) -> bytes:
+    """POST /login's headers, then one body byte after each pause; what the server said."""
+    body = b"t" * len(pauses)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /login HTTP/1.1\r\nHost: memfs\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        for pause, byte in zip(pauses, body, strict=True):
+            time.sleep(pause)
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break  # the server hung up on us
+        sock.settimeout(10)
+        try:
+            return sock.recv(100)
+        except OSError:
+            return b""
+
+
+def test_memfs_web_hangs_up_on_a_request_body_silent_past_web_read_timeout_seconds(
+    tmp_path: Path,
+) -> None:
+    # A client that sends headers and then nothing held its connection (and a
+    # descriptor of the process the daemon's FUSE mount needs too) for ever.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/login"
+    store = f"sqlite://{tmp_path / 'm.db'}"
+    server = serve_until_answered(
+        ["--store", store, "--listen", f"127.0.0.1:{port}", "--read-timeout-seconds", "1.5"], url
+    )
+    try:
+        # Within the bound: each piece 0.5 s after the last, answered (403: no form secret).
+        assert _post_in_pieces(port, [0.5] * 4).startswith(b"HTTP/1.1 403")
+        # Past it: silent for 3 s, and the server has hung up without an answer.
+        started = time.monotonic()
+        assert _post_in_pieces(port, [0.0, 3.0]) == b""
+        assert time.monotonic() - started < 8
+    finally:
+        stop(server)

@@ -17,6 +17,7 @@ import pytest
 
 from memfs.core.models import ChangeSet, Provenance
 from memfs.core.signin import SigninLimits
+from memfs.testing import FaultyStore
 from memfs.web.app import web_app
 from memfs.web.sessions import SessionLimits
 from tests.web_world import ORG, PROMPT, RULES, Memory, new_store, org_memory
@@ -156,6 +157,26 @@ async def test_sign_in_failures_past_the_limit_are_refused_429_without_looking(
         assert await sign_in_actions(made) == [("sign-in-failed", "", None)] * 3
         made.clock.now += 60
         assert (await made.sign_in("member")).status_code == 303
+
+
+async def test_other_addresses_of_one_ipv6_slash_64_share_its_sign_in_failures(
+    tmp_path: Path,
+) -> None:
+    store = new_store("memory", tmp_path)
+    memory = await org_memory(store)
+    app = web_app(store, signin=SigninLimits(signin_failures=2, signin_window_seconds=60))
+    bad = "memfs_" + "C" * 43
+    answers = []
+    for n, token in enumerate([bad, bad, memory.tokens["member"]]):
+        transport = httpx.ASGITransport(app=app, client=(f"2001:db8:7:7::{n + 1}", 4711))
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            site = Site(memory, client, Clock())
+            answers.append((await site.sign_in(token)).status_code)
+    assert answers == [401, 401, 429]
+    entries = [e for e in await store.audit() if e.action == "sign-in-failed"]
+    # The audit still names each address itself.
+    assert [e.detail for e in entries] == ["2001:db8:7:7::1", "2001:db8:7:7::2"]
+    await store.aclose()
 
 
 async def test_the_login_form_without_its_own_secret_is_refused(site: Site) -> None:
@@ -431,3 +452,24 @@ async def test_errors_are_pages_outside_the_api_and_problems_inside_it(site: Sit
     assert api.headers["content-type"].startswith("application/problem+json")
     # The API never takes the browser's cookie: without a Bearer token it is 401.
     assert (await site.client.get("/api/v1/me")).status_code == 401
+
+
+@pytest.mark.error_log(r"GET /map failed")
+async def test_an_unexpected_failure_on_a_page_is_a_500_page_that_names_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    store = new_store("memory", tmp_path)
+    memory = await org_memory(store)
+    secret = "RuntimeError at /var/lib/memfs/people/u_dana/me.db"
+    faulty = FaultyStore(store, fail={"live_origins": RuntimeError(secret)})
+    transport = httpx.ASGITransport(app=web_app(faulty), client=("192.0.2.10", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        site = Site(memory, client, Clock())
+        await site.sign_in("member")
+        page = await client.get("/map")
+    assert page.status_code == 500 and page.headers["content-type"].startswith("text/html")
+    assert "u_dana" not in page.text and "RuntimeError" not in page.text
+    assert "server's log" in text_of(page)
+    assert page.headers["cache-control"] == "no-store"
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    await store.aclose()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pydantic
+import pytest
+
 from memfs.web.sessions import SessionLimits, SessionTable, same_secret
 
 
@@ -70,3 +73,28 @@ def test_same_secret_refuses_anything_but_the_same_string() -> None:
     assert same_secret("abc", "abc")
     for other in ("abd", "", None, 7, ["abc"], "abc "):
         assert not same_secret("abc", other)
+
+
+def test_one_token_signing_in_again_and_again_ends_only_its_own_oldest_sessions() -> None:
+    # A person who loops sign-ins must not push everyone else out of the table.
+    clock = Clock()
+    table = SessionTable(
+        SessionLimits(web_max_sessions=10, web_max_sessions_per_token=3), clock=clock
+    )
+    others = [table.start(f"memfs_other_{n}") for n in range(5)]
+    mine = []
+    for n in range(50):
+        clock.now = n + 1
+        mine.append(table.start("memfs_looping"))
+    assert all(table.get(s.id) is s for s in others)
+    assert [table.get(s.id) is not None for s in mine[-4:]] == [False, True, True, True]
+    assert len(table) == 5 + 3
+
+
+def test_web_max_sessions_per_token_is_at_least_one() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        SessionLimits(web_max_sessions_per_token=0)
+    table = SessionTable(SessionLimits(web_max_sessions_per_token=1), clock=Clock())
+    first = table.start("memfs_t")
+    second = table.start("memfs_t")
+    assert table.get(first.id) is None and table.get(second.id) is second

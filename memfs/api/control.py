@@ -84,6 +84,15 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
+Internal = Callable[[Scope, Exception], Response]
+"""How an app answers what escaped its routes (after it is logged): scope and error in."""
+
+
+def _internal_problem(scope: Scope, exc: Exception) -> Response:
+    # The control socket is the operator's own (mode 0600): the error's text helps there.
+    return problem(500, "InternalError", f"{type(exc).__name__}: {exc}", 1)
+
+
 class _CatchAll:
     """Turn what escapes the routes into a 500 problem, logged once.
 
@@ -92,8 +101,9 @@ class _CatchAll:
     raise it; this middleware answers and stops there.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, internal: Internal | None = None) -> None:
         self.app = app
+        self.internal = internal or _internal_problem
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,11 +121,12 @@ class _CatchAll:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
             memfs_error = sole_memfs_error(exc)
+            response: Response
             if memfs_error is not None:
                 response = error_response(memfs_error)
             else:
                 log.exception("control API: %s %s failed", scope["method"], scope["path"])
-                response = problem(500, "InternalError", f"{type(exc).__name__}: {exc}", 1)
+                response = self.internal(scope, exc)
             if started:  # too late to answer; the connection is dropped
                 raise
             await response(scope, receive, send)
@@ -177,13 +188,15 @@ def serve_problems(
     *,
     max_body_bytes: int,
     answer: Callable[[MemfsError], JSONResponse] = error_response,
+    internal: Internal | None = None,
 ) -> None:
     """Make every error of ``app`` an RFC 9457 problem, and bound its request bodies.
 
     A ``MemfsError`` is ``answer``-ed (its class, status and exit code); bad
     fields are 400; unknown routes and methods still get a problem body, so
     clients parse one shape; a body past ``max_body_bytes`` is 413; anything
-    else is a 500 problem (``_CatchAll``).
+    else is a 500 problem (``_CatchAll``), or whatever ``internal`` answers
+    for it (an app served to a network says nothing of the error's text).
     """
 
     @app.exception_handler(MemfsError)
@@ -210,7 +223,7 @@ def serve_problems(
         detail = f"{HTTPStatus(status).phrase}: {request.method} {request.url.path}"
         return problem(status, error, detail, exit_code)
 
-    app.add_middleware(_CatchAll)
+    app.add_middleware(_CatchAll, internal=internal)
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
 
 

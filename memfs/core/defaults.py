@@ -18,6 +18,10 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # a turn start's identity and prompt: far 
 # The Memory tab's API (web_max_body_bytes): a file's content (max_file_bytes,
 # 1 MiB) as JSON, escaped at worst, fits.
 DEFAULT_WEB_MAX_BODY_BYTES = 8 * 1024 * 1024
+# How long the Memory tab waits for the next bytes of a request it is reading
+# (web_read_timeout_seconds) before it hangs up: a client that goes silent
+# mid-request must not hold a connection, and a descriptor, for ever.
+DEFAULT_WEB_READ_TIMEOUT_SECONDS = 30.0
 # Where `memfs web` (and later the daemon's web_listen) serves by default.
 DEFAULT_WEB_LISTEN = "127.0.0.1:8330"
 
@@ -26,6 +30,7 @@ __all__ = [
     "DEFAULT_STATE_DIR",
     "DEFAULT_WEB_LISTEN",
     "DEFAULT_WEB_MAX_BODY_BYTES",
+    "DEFAULT_WEB_READ_TIMEOUT_SECONDS",
     "MAX_ID",
     "SOCKET_NAME",
 ]

@@ -147,6 +147,16 @@ class NoIdentity(MemfsError):
     exit_code = 8
 
 
+class SigninThrottled(NoIdentity):
+    """A client failed to sign in too often lately; it may try again after ``retry_after`` s."""
+
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Exists(MemfsError):
     """The name is taken: a create that must be new, or a rename that must not replace."""
 

@@ -18,10 +18,17 @@ oldest is dropped first (clients whose failures have all expired go before
 anyone is dropped). Dropping a client forgets its failures, so the bound is
 a trade: a flood of more than ``signin_max_clients`` addresses buys a client
 new tries, but can never make the process grow.
+
+What counts as one client is :func:`throttle_key`: an IPv4 address, or an
+IPv6 address's whole /64 (one host or link is handed a /64, so counting its
+addresses apart would give it 2**64 tries); an IPv4 address mapped into IPv6
+is that IPv4 address. The audit still names the address itself
+(:func:`client_key`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -45,6 +52,20 @@ def client_key(host: str | None) -> str:
     if not host:
         return "unknown"
     return "".join(c for c in host if c.isprintable())[:MAX_CLIENT_KEY] or "unknown"
+
+
+def throttle_key(host: str | None) -> str:
+    """The throttle's name for a client: its IPv4 address or its IPv6 /64 (see the header)."""
+    key = client_key(host)
+    try:
+        address = ipaddress.ip_address(key)
+    except ValueError:
+        return key  # not an address (or already a key): counted as it is
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
+    return str(address)
 
 
 class SigninLimits(Frozen):
@@ -143,4 +164,5 @@ __all__ = [
     "ThrottleStatistics",
     "Verdict",
     "client_key",
+    "throttle_key",
 ]

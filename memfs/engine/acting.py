@@ -277,10 +277,18 @@ class Acting:
         return people_view(self.role, await self.store.people(self.org))
 
     async def open_person(self, user: str) -> dict[str, dict[str, bytes]]:
-        """An admin opens a person's memory; the store records it in the audit log."""
+        """An admin opens a person's memory; the store records it in the audit log.
+
+        A person whose own memory holds no file in this org (another org's
+        among them) is ``NotFound``, the same for both, and nothing is audited:
+        there is nothing to look at.
+        """
         check_member_id(user, what="user id")
         require(self.role, "open")
-        return await self.store.open_person(user, self.org, by=self.by)
+        store = self.store
+        if not any(ref.user == user for ref in await store.people(self.org)):
+            raise NotFound("nobody of this id has memory in this org", path=user)
+        return await store.open_person(user, self.org, by=self.by)
 
     async def audit(self) -> list[AuditEntry]:
         require(self.role, "open")

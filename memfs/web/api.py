@@ -9,7 +9,11 @@ orgs: this module writes no role rule of its own.
 
 Errors are RFC 9457 problem details, as in the control API
 (:func:`memfs.api.control.problem`): no, unknown or revoked token → 401
-``NoIdentity`` with ``WWW-Authenticate: Bearer``; a role that may not → 403
+``NoIdentity`` with ``WWW-Authenticate: Bearer``; a bearer token that does
+not resolve is a failed sign-in, as at ``/login``: audited (``sign-in-failed``)
+and counted by the same throttle, and a client past it gets 429
+``SigninThrottled`` with ``Retry-After``, its token not looked at (a good
+token does not clear the count here: every request carries one); a role that may not → 403
 ``PermissionDenied``; anything of another org → 404 with the same body as
 something missing; a space name, path or member id that breaks
 :mod:`memfs.core.names` → 400 before the store is asked (``Acting`` checks
@@ -37,11 +41,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memfs.api.models import Problem
 from memfs.core.diff import unified
-from memfs.core.errors import NoIdentity, NotFound
+from memfs.core.errors import NoIdentity, NotFound, SigninThrottled
 from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
+from memfs.core.signin import SigninThrottle, client_key, throttle_key
 from memfs.core.story import (
     USAGE_DAYS,
     Carried,
@@ -272,9 +277,22 @@ async def member(request: Request) -> Member:
     if scheme.lower() != "bearer" or not token.strip():
         raise NoIdentity(_NO_TOKEN)
     token = token.strip()
+    # A token is a sign-in: the /login form's throttle and audit hold here too.
+    throttle: SigninThrottle = request.app.state.memfs_throttle
+    host = request.client.host if request.client else None
+    counted = throttle_key(host)
+    verdict = throttle.check(counted)
+    if not verdict.allowed:
+        raise SigninThrottled(
+            f"too many failed sign-ins: try again in {verdict.retry_after} seconds",
+            retry_after=verdict.retry_after,
+        )
+    store = store_of(request)
     # Anything not shaped like a token cannot resolve: refused without a lookup.
-    found = await store_of(request).resolve_token(token) if looks_like_token(token) else None
+    found = await store.resolve_token(token) if looks_like_token(token) else None
     if found is None:
+        await store.record_signin(None, client=client_key(host))
+        throttle.failed(counted)
         raise NoIdentity(_BAD_TOKEN)
     return found
 

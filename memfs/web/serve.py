@@ -22,19 +22,36 @@ from hypercorn.config import Config, Sockets
 from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 
-from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES
+from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
 from memfs.core.errors import ConfigError
 from memfs.core.listen import require_tls
 from memfs.stores.open import open_store
 from memfs.web.app import web_app
 
 
-def hypercorn_config(listen: str, tls_cert: str | None, tls_key: str | None) -> Config:
-    """The server's settings; a non-loopback ``listen`` without TLS is a ``ConfigError``."""
+def hypercorn_config(
+    listen: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    *,
+    read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS,
+) -> Config:
+    """The server's settings; a non-loopback ``listen`` without TLS is a ``ConfigError``.
+
+    A connection silent for ``read_timeout_seconds`` while the server waits to
+    read from it is closed (``web_read_timeout_seconds``); hypercorn's own
+    default waits for ever, so a client that sent a request's headers and no
+    body held its connection for good. Headers themselves must arrive within
+    hypercorn's ``keep_alive_timeout`` (5 s).
+    """
+    if not read_timeout_seconds > 0:
+        raise ConfigError(f"web_read_timeout_seconds must be > 0, not {read_timeout_seconds!r}")
     host, port = require_tls(listen, tls_cert, tls_key)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
+    # hypercorn types it an int, but hands it to trio.fail_after, which takes any number.
+    config.read_timeout = read_timeout_seconds  # type: ignore[assignment]
     if tls_cert is not None and tls_key is not None:
         config.certfile = tls_cert
         config.keyfile = tls_key
@@ -60,7 +77,13 @@ class BoundWeb:
             sock.close()
 
 
-def bind_web(listen: str, tls_cert: str | None = None, tls_key: str | None = None) -> BoundWeb:
+def bind_web(
+    listen: str,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    *,
+    read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS,
+) -> BoundWeb:
     """Check ``listen`` and the TLS files, and bind and listen on the address now.
 
     Every failure is a ``ConfigError`` naming the key: ``web_listen`` for a
@@ -68,7 +91,7 @@ def bind_web(listen: str, tls_cert: str | None = None, tls_key: str | None = Non
     ``web_tls_cert``/``web_tls_key`` for a missing TLS file (on anything but
     loopback) or one that does not load.
     """
-    config = hypercorn_config(listen, tls_cert, tls_key)
+    config = hypercorn_config(listen, tls_cert, tls_key, read_timeout_seconds=read_timeout_seconds)
     if config.ssl_enabled:
         try:
             config.create_ssl_context()  # what serving will load: fail now, by name
@@ -134,9 +157,10 @@ def run_web(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES,
+    read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS,
 ) -> None:
     """Serve until interrupted; the address is checked and bound before the store is opened."""
-    bound = bind_web(listen, tls_cert, tls_key)
+    bound = bind_web(listen, tls_cert, tls_key, read_timeout_seconds=read_timeout_seconds)
 
     async def main() -> None:
         store = open_store(store_url)

@@ -18,7 +18,9 @@ Pure, with the clock passed in. Bounds (:class:`SessionLimits`, settings of
 the web app): a session ends ``web_session_idle_seconds`` after its last
 request and ``web_session_max_seconds`` after sign-in, whichever is first;
 at most ``web_max_sessions`` are held, and past that the one idle longest
-ends first.
+ends first. One token holds at most ``web_max_sessions_per_token`` sessions:
+signing in with it once more ends its own oldest session, so nobody can push
+everyone else out of the table by signing in again and again.
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ SECRET_BYTES = 32
 DEFAULT_WEB_SESSION_IDLE_SECONDS = 8 * 3600.0
 DEFAULT_WEB_SESSION_MAX_SECONDS = 24 * 3600.0
 DEFAULT_WEB_MAX_SESSIONS = 10_000
+DEFAULT_WEB_MAX_SESSIONS_PER_TOKEN = 20
 
 
 class SessionLimits(Frozen):
     web_session_idle_seconds: float = Field(default=DEFAULT_WEB_SESSION_IDLE_SECONDS, gt=0)
     web_session_max_seconds: float = Field(default=DEFAULT_WEB_SESSION_MAX_SECONDS, gt=0)
     web_max_sessions: int = Field(default=DEFAULT_WEB_MAX_SESSIONS, ge=1)
+    web_max_sessions_per_token: int = Field(default=DEFAULT_WEB_MAX_SESSIONS_PER_TOKEN, ge=1)
 
 
 @dataclass
@@ -80,6 +84,8 @@ class SessionTable:
         self._clock = clock
         # id -> session, ordered by last request, least recent first.
         self._sessions: OrderedDict[str, BrowserSession] = OrderedDict()
+        # token -> the ids of its sessions, oldest sign-in first.
+        self._by_token: dict[str, OrderedDict[str, None]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -92,8 +98,12 @@ class SessionTable:
             id=new_secret(), token=token, csrf=new_secret(), started=now, seen=now
         )
         self._sessions[session.id] = session
+        own = self._by_token.setdefault(token, OrderedDict())
+        own[session.id] = None
+        while len(own) > self.limits.web_max_sessions_per_token:
+            self._drop(next(iter(own)))
         while len(self._sessions) > self.limits.web_max_sessions:
-            self._sessions.popitem(last=False)
+            self._drop(next(iter(self._sessions)))
         return session
 
     def get(self, id: str | None) -> BrowserSession | None:
@@ -106,15 +116,22 @@ class SessionTable:
         if session is None:
             return None
         if self._over(session, now):
-            del self._sessions[id]
+            self._drop(id)
             return None
         session.seen = now
         self._sessions.move_to_end(id)
         return session
 
     def end(self, id: str | None) -> None:
-        if id:
-            self._sessions.pop(id, None)
+        if id and id in self._sessions:
+            self._drop(id)
+
+    def _drop(self, id: str) -> None:
+        session = self._sessions.pop(id)
+        own = self._by_token[session.token]
+        del own[id]
+        if not own:
+            del self._by_token[session.token]
 
     def _over(self, session: BrowserSession, now: float) -> bool:
         return (
@@ -128,11 +145,12 @@ class SessionTable:
             session = next(iter(self._sessions.values()))
             if now - session.seen < self.limits.web_session_idle_seconds:
                 break
-            del self._sessions[session.id]
+            self._drop(session.id)
 
 
 __all__ = [
     "DEFAULT_WEB_MAX_SESSIONS",
+    "DEFAULT_WEB_MAX_SESSIONS_PER_TOKEN",
     "DEFAULT_WEB_SESSION_IDLE_SECONDS",
     "DEFAULT_WEB_SESSION_MAX_SECONDS",
     "LOGIN_COOKIE",

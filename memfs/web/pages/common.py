@@ -30,7 +30,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
+from memfs.api.control import problem
 from memfs.core.errors import BadRequest, MemfsError, NoIdentity, PermissionDenied
 from memfs.core.members import Member
 from memfs.core.models import Limits
@@ -204,6 +206,25 @@ def _page_error(request: Request, status: int, error: str, detail: str) -> Respo
     )
 
 
+INTERNAL_DETAIL = "memfs failed to answer this; what went wrong is in the server's log"
+
+
+def internal_error(scope: Scope, exc: Exception) -> Response:
+    """What escaped a route, once logged: a 500 page (a problem under ``/api/v1``).
+
+    It says nothing of the error itself: its text may name a file, a path
+    on the server or a person, and this app is served to a network.
+    """
+    request = Request(scope)
+    if _is_api(request):
+        return problem(500, "InternalError", INTERNAL_DETAIL, MemfsError.exit_code)
+    return _page_error(request, 500, "InternalError", INTERNAL_DETAIL)
+
+
+def _is_api(request: Request) -> bool:
+    return request.url.path == API_PREFIX or request.url.path.startswith(API_PREFIX + "/")
+
+
 def install_page_errors(app: FastAPI) -> None:
     """Errors outside ``/api/v1`` answer as pages; inside it they stay problems."""
 
@@ -214,8 +235,7 @@ def install_page_errors(app: FastAPI) -> None:
         assert isinstance(answer, Response)
         return answer
 
-    def is_api(request: Request) -> bool:
-        return request.url.path == API_PREFIX or request.url.path.startswith(API_PREFIX + "/")
+    is_api = _is_api
 
     previous_memfs = app.exception_handlers[MemfsError]
     previous_bad = app.exception_handlers[RequestValidationError]
@@ -262,6 +282,7 @@ __all__ = [
     "file_url",
     "form_of",
     "install_page_errors",
+    "internal_error",
     "render",
     "signed_in_page",
     "text_of",

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memfs.core.members import looks_like_token
-from memfs.core.signin import SigninThrottle, client_key
+from memfs.core.signin import SigninThrottle, client_key, throttle_key
 from memfs.web.pages.common import (
     SECURITY_HEADERS,
     SignedInPage,
@@ -82,8 +82,9 @@ def signin_router() -> APIRouter:
     @router.post("/login")
     async def login(request: Request) -> Response:
         throttle: SigninThrottle = request.app.state.memfs_throttle
-        client = client_key(request.client.host if request.client else None)
-        verdict = throttle.check(client)
+        host = request.client.host if request.client else None
+        client, counted = client_key(host), throttle_key(host)
+        verdict = throttle.check(counted)
         if not verdict.allowed:
             return _login_form(
                 request,
@@ -100,7 +101,7 @@ def signin_router() -> APIRouter:
         who = await store.resolve_token(token) if looks_like_token(token) else None
         if who is None:
             await store.record_signin(None, client=client)
-            after = throttle.failed(client)
+            after = throttle.failed(counted)
             wait = "" if after.allowed else f" Try again in {after.retry_after} seconds."
             return _login_form(
                 request,
@@ -108,7 +109,7 @@ def signin_router() -> APIRouter:
                 error="That token is unknown or revoked." + wait,
                 retry_after=0 if after.allowed else after.retry_after,
             )
-        throttle.succeeded(client)
+        throttle.succeeded(counted)
         await store.record_signin(who, client=client)
         session = sessions_of(request).start(token)
         response = RedirectResponse(
