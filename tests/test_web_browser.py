@@ -483,7 +483,7 @@ def test_a_viewer_follows_a_change_from_the_inbox_to_its_session_story_carried_m
     sign_in(page, served, "viewer", shots, "/inbox")
     waiting = page.locator(f"#inbox-{served.change}")
     expect(waiting.locator("blockquote.prompt")).to_have_text(PROMPT)
-    expect(page.get_by_text("Nothing to look at: every space's files fit the note.")).to_be_visible()
+    expect(page.get_by_text("Nothing to look at: every space's files fit")).to_be_visible()
     shots.take(page, "inbox")
     waiting.get_by_role("link", name=f"Change {served.change}").click()
     expect(page).to_have_url(f"{served.url}/review#change-{served.change}")

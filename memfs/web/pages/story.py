@@ -82,8 +82,10 @@ def _org_link(space: str, path: str) -> str:
     return life_url(space, path)
 
 
-def _person_link(space: str, path: str) -> str:
-    return "#"  # a person's file has no page of its own: its text is on People, after "Open"
+def _no_link(space: str, path: str) -> str:
+    # A person's file has no page of its own (its text is on People, after "Open"),
+    # nor has a file of a persistent folder (the store keeps no history of it).
+    return "#"
 
 
 def carried_bays(carried: Carried, *, budget: int) -> list[CarriedBay]:
@@ -92,7 +94,7 @@ def carried_bays(carried: Carried, *, budget: int) -> list[CarriedBay]:
         bay = None
         if not mount.closed:
             files = {f.path: (f.size or 0, mark(f)) for f in mount.files}
-            link = _org_link if mount.layer == "org" else _person_link
+            link = _org_link if mount.layer == "org" else _no_link
             bay = space_bay(mount.space, files, budget=budget, link=link)
         bays.append(CarriedBay(mount=mount, bay=bay))
     return bays
