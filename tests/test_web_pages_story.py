@@ -335,10 +335,11 @@ async def test_life_of_an_approved_file_names_who_taught_and_approved_it(
     assert "remember the cut-off" in seen and "Never opened." in seen
 
 
-async def test_the_file_page_links_its_life(site: StorySite) -> None:
+async def test_the_file_page_and_the_maps_selected_file_link_its_life(site: StorySite) -> None:
     await site.sign_in("viewer")
-    page = await site.client.get("/org/rules/files/a.md")
-    assert 'href="/life?space=rules&amp;path=a.md"' in page.text
+    for url in ["/org/rules/files/a.md", "/map?space=rules&path=a.md"]:
+        page = await site.client.get(url)
+        assert 'href="/life?space=rules&amp;path=a.md"' in page.text, url
 
 
 async def test_org_memory_says_how_often_each_file_was_opened_and_never_opened(

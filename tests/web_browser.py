@@ -208,7 +208,8 @@ def served_memory(folder: Path) -> Iterator[Served]:
             )
         if _wait_until_ours(url, memory.tokens["viewer"], process, log):
             break
-        if "Address already in use" not in _tail(log) or attempt == SERVER_START_ATTEMPTS:
+        # ``memfs web`` names a taken port in its one-line start error (memfs.web.serve).
+        if "port is already in use" not in _tail(log) or attempt == SERVER_START_ATTEMPTS:
             pytest.fail(f"memfs web exited ({process.returncode}):\n{_tail(log)}", pytrace=False)
     try:
         yield Served(url, db, memory.tokens, memory.change, process, log)
