@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, overload
 import httpx
 import pytest
 
-from memfs.core.models import AuditEntry
+from memfs.core.models import AuditEntry, Trace, TraceFile, TraceMount
 from memfs.core.review import WaitingChange
 from memfs.stores.sqlite import SqliteStore
 from tests import web_browser
@@ -44,7 +44,7 @@ from tests.web_browser import (
     launch,
     served_memory,
 )
-from tests.web_world import ORG, PROMPT, RULES
+from tests.web_world import DANA_ME, ORG, PROMPT, RULES
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
@@ -152,7 +152,7 @@ def test_the_tests_that_drive_chromium_are_marked_browser_and_slow_and_no_others
         for name, test in globals().items()
         if name.startswith("test_") and "page" in inspect.signature(test).parameters
     }
-    assert len(scenarios) == 4
+    assert len(scenarios) == 6
     assert _collected("browser") == _collected("browser and slow") == scenarios
     fast = _collected("not fuse and not browser")
     assert "test_the_browser_tests_run_when_chromium_and_playwright_are_here" in fast
@@ -420,3 +420,94 @@ def test_a_wrong_or_revoked_token_is_refused_and_signs_nobody_in(
     entries = [e for e in audit_of(served) if e.action.startswith("sign-in")]
     assert [(e.action, e.actor) for e in entries] == [("sign-in-failed", None)] * 2
     assert ORG not in {e.org for e in entries}  # a failed sign-in belongs to no org
+
+
+def test_an_admin_opens_a_persons_memory_on_people_and_the_audit_log_shows_it(
+    page: Page, served: Served, shots: Shots
+) -> None:
+    sign_in(page, served, "admin", shots, "/people")
+    dana = page.locator("#person-u_dana")
+    expect(dana.get_by_role("heading", name="u_dana")).to_be_visible()
+    bay = dana.locator("table.bays tbody tr td")
+    expect(bay.nth(0)).to_have_text("me")
+    expect(bay.nth(1)).to_have_text("4")
+    expect(page.get_by_text("pref")).to_have_count(0)  # closed until "Open"
+    shots.take(page, "people")
+    assert acts(served, "open") == []
+
+    dana.get_by_role("button", name="Open").click()
+    expect(page.get_by_role("heading", name="u_dana's memory")).to_be_visible()
+    expect(page.locator(".person-file code", has_text="p.md")).to_be_visible()
+    expect(page.locator("pre.text")).to_have_text("pref")
+    shots.take(page, "person-opened")
+    assert acts(served, "open") == [("open", "u_admin", "u_dana")]
+
+    page.get_by_role("link", name="audit log").click()
+    expect(page).to_have_url(served.url + "/people/audit")
+    newest = page.locator("table.audit tbody tr").first
+    expect(newest.locator("td").nth(1)).to_have_text("u_admin (admin)")
+    expect(newest.locator("td").nth(2)).to_have_text("open")
+    expect(newest.locator("td").nth(4)).to_have_text("u_dana")
+    shots.take(page, "audit")
+    [entry] = [e for e in audit_of(served) if e.action == "open"]
+    assert (entry.org, entry.target) == (ORG, "u_dana")
+    assert entry.actor is not None and (entry.actor.id, entry.actor.role) == ("u_admin", "admin")
+
+
+def test_a_viewer_follows_a_change_from_the_inbox_to_its_session_story_carried_map_and_life(
+    page: Page, served: Served, shots: Shots
+) -> None:
+    async def turn(store: SqliteStore) -> None:
+        # What the daemon records of Dana's turn s1/t1: it opened a.md and mounted her memory.
+        rules = await store.load(RULES, "s1")
+        me = await store.load(DANA_ME, "s1")
+        mount = {"read_only": False, "from_last_known_copy": False, "status": "saved"}
+        await store.record_trace(
+            Trace(
+                session="s1",
+                turn="t1",
+                prompt=PROMPT,
+                mounts={
+                    "rules": TraceMount.model_validate(
+                        {**mount, "ref": RULES, "cursor": rules.cursor, "snapshot": {}}
+                    ),
+                    "me": TraceMount.model_validate(
+                        {**mount, "ref": DANA_ME, "cursor": me.cursor, "snapshot": {}}
+                    ),
+                },
+                files={"rules/a.md": TraceFile(read=rules.revisions["a.md"], opened=True)},
+            )
+        )
+
+    in_store(served.db, turn)
+    sign_in(page, served, "viewer", shots, "/inbox")
+    waiting = page.locator(f"#inbox-{served.change}")
+    expect(waiting.locator("blockquote.prompt")).to_have_text(PROMPT)
+    expect(page.get_by_text("Nothing to look at: every space's files fit")).to_be_visible()
+    shots.take(page, "inbox")
+    waiting.get_by_role("link", name=f"Change {served.change}").click()
+    expect(page).to_have_url(f"{served.url}/review#change-{served.change}")
+
+    page.locator(f"#change-{served.change}").get_by_role("link", name="s1").click()
+    expect(page).to_have_url(served.url + "/sessions/s1")
+    line = page.locator("#turn-t1")
+    expect(line.locator("tr.mount-org")).to_contain_text("a.md")
+    expect(line.locator("tr.mount-user")).to_contain_text("a person's memory · me")
+    shots.take(page, "session")
+
+    line.get_by_role("link", name="Carried").click()
+    expect(page).to_have_url(served.url + "/turns/t1/carried?session=s1")
+    expect(page.locator("#mount-rules a.tile.origin-opened")).to_have_text("a.md")
+    expect(page.locator("#mount-me")).to_contain_text("1 file carried")
+    expect(page.get_by_role("button", name="Open")).to_have_count(0)  # a viewer's page
+    shots.take(page, "carried")
+
+    page.locator("#mount-rules a.tile", has_text="a.md").click()
+    expect(page).to_have_url(served.url + "/life?space=rules&path=a.md")
+    expect(page.get_by_text("1 turn carried it, 1 opened it.")).to_be_visible()
+    chart = page.get_by_role("img", name=re.compile("1 turn carried it and 1 opened it"))
+    expect(chart).to_be_visible()
+    shots.take(page, "life")
+    content = page.content()
+    assert "u_dana" not in content and "p.md" not in content
+    assert acts(served, "open") == []

@@ -48,6 +48,17 @@ def test_every_text_in_the_chart_is_escaped() -> None:
     assert first is not None and str(first.text).startswith(evil)
 
 
+def test_the_chart_has_no_inline_style_so_it_passes_the_pages_csp() -> None:
+    days = [LifeDay(day=date(2026, 1, d), carried=d, opened=1) for d in range(1, 4)]
+    root = ET.fromstring(life_chart(days, title="a.md"))
+    assert [el.tag for el in root.iter() if "style" in el.attrib or el.tag == f"{SVG}style"] == []
+
+
+def test_one_turn_is_told_as_one_turn() -> None:
+    svg = life_chart([LifeDay(day=date(2026, 1, 1), carried=1, opened=1)])
+    assert ET.fromstring(svg).attrib["aria-label"].startswith("1 turn carried it and 1 opened")
+
+
 def test_an_empty_life_is_an_empty_chart_that_says_so() -> None:
     svg = life_chart([])
     root = ET.fromstring(svg)

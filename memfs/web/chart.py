@@ -56,8 +56,9 @@ def life_chart(
     carried_total = sum(by_day[d].carried for d in span if d in by_day)
     opened_total = sum(by_day[d].opened for d in span if d in by_day)
     if span:
+        turns = "turn" if carried_total == 1 else "turns"
         summary = (
-            f"{carried_total} turns carried it and {opened_total} opened it"
+            f"{carried_total} {turns} carried it and {opened_total} opened it"
             f" from {span[0].isoformat()} to {span[-1].isoformat()}"
         )
     else:

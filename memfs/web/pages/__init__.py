@@ -13,11 +13,13 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import Response
 
 from memfs.web.pages.common import SECURITY_HEADERS, install_page_errors
+from memfs.web.pages.inbox import inbox_router
 from memfs.web.pages.map import map_router
 from memfs.web.pages.org import org_router
 from memfs.web.pages.people import people_router
 from memfs.web.pages.review import review_router
 from memfs.web.pages.signin import signin_router
+from memfs.web.pages.story import story_router
 
 # The only files served under /static: a fixed list, so no path reaches the disk.
 STATIC: dict[str, str] = {"memfs.css": "text/css; charset=utf-8"}
@@ -39,7 +41,16 @@ def static_router() -> APIRouter:
 
 def pages_router() -> APIRouter:
     router = APIRouter(include_in_schema=False)
-    groups = (signin_router, review_router, org_router, map_router, people_router, static_router)
+    groups = (
+        signin_router,
+        review_router,
+        org_router,
+        map_router,
+        people_router,
+        inbox_router,
+        story_router,
+        static_router,
+    )
     for group in groups:
         router.include_router(group())
     return router

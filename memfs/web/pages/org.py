@@ -2,7 +2,9 @@
 
 - ``GET /org``: the org's spaces, with their review mode (a form to set it,
   for admins), file count and size.
-- ``GET /org/{space}``: its live files, and a form to add one (members).
+- ``GET /org/{space}``: its live files, each with how many turns opened it in
+  the last 30 days (``Acting.usage``) or "Never opened", each linking to its
+  Life; and a form to add one (members).
 - ``GET /org/{space}/files/{path}``: the text, origin and whole trail, with
   "Restore" on every earlier revision, an edit form and "Forget" (members).
 - ``POST /org/{space}/files`` (add), ``.../files/{path}/edit``,
@@ -81,8 +83,20 @@ def org_router() -> APIRouter:
     async def space_page(space: str, page: SignedInPage) -> Response:
         mode = await _space(page.me, space)
         files = await page.me.files(space)
-        listing = [{"path": p, "size": len(c)} for p, c in sorted(files.items())]
-        return render(page, page.request, "space.html", space=space, review=mode, files=listing)
+        usage = await page.me.usage(space)
+        uses = {use.path: use for use in usage.files}
+        listing = [
+            {"path": p, "size": len(c), "use": uses.get(p)} for p, c in sorted(files.items())
+        ]
+        return render(
+            page,
+            page.request,
+            "space.html",
+            space=space,
+            review=mode,
+            files=listing,
+            usage_days=usage.days,
+        )
 
     @router.post("/org/{space}/files")
     async def add(space: str, page: SignedInPage) -> Response:
