@@ -8,6 +8,8 @@ connection says so and listens again once opened.
 
 from __future__ import annotations
 
+import os
+
 import psycopg
 import pytest
 import trio
@@ -89,7 +91,7 @@ async def test_a_terminated_listening_connection_is_unavailable_and_listens_agai
             killed = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE application_name = %s AND query ILIKE 'LISTEN%%'",
-                (APPLICATION_NAME,),
+                (f"{APPLICATION_NAME}:{os.getpid()}",),
             ).fetchall()
         assert killed and all(ok for (ok,) in killed)
         with pytest.raises(StoreUnavailable, match="stopped listening"):

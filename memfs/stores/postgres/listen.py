@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,7 +31,8 @@ from memfs.core.errors import StoreUnavailable
 from memfs.core.models import SpaceRef
 
 CHANNEL = "memfs_spaces"
-# What pg_stat_activity calls a listener's connection (an operator, or a test, can find it).
+# What pg_stat_activity calls a listener's connection, followed by ":<pid>" of
+# the process that listens (an operator, or a test, can find one daemon's).
 APPLICATION_NAME = "memfs-listen"
 
 
@@ -82,7 +84,7 @@ class SpaceListener:
                 self._url,
                 autocommit=True,
                 connect_timeout=self._connect_timeout,
-                application_name=APPLICATION_NAME,
+                application_name=f"{APPLICATION_NAME}:{os.getpid()}",
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot listen for changes: {exc}", path=self._where) from exc
