@@ -15,9 +15,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -27,6 +29,7 @@ from tests.daemon_harness import require_fuse
 from tests.postgres_fixtures import Databases
 from tests.test_daemon_forget_poll import listing
 from tests.test_daemon_process import DANA, DaemonProcess, memfs
+from tests.web_tls import free_port
 
 CONFIG = """
 mount_root = "{root}/mnt"
@@ -139,27 +142,93 @@ def listening(url: str, pid: int) -> list[int]:
     return [int(pid) for (pid,) in rows]
 
 
-def test_a_change_waiting_through_daemon_a_is_approved_by_the_cli_and_daemon_b_serves_it_next_turn(
+def operator(url: str, *args: str) -> Any:
+    """An operator's `memfs people` / `memfs token` command on ``url``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs.cli", *args, "--org", "bank_17", "--store", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@contextmanager
+def memfs_web(url: str, port: int, log: Path) -> Iterator[str]:
+    """`memfs web` on ``url`` (loopback): the review host beside the daemons; its base URL."""
+    listen = f"127.0.0.1:{port}"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memfs.cli", "web", "--store", url, "--listen", listen],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert within(30, lambda: serving(base)), log.read_text()
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def serving(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/api/v1/me", timeout=2).status_code == 401
+    except httpx.TransportError:
+        return False
+
+
+def approve_over_api(base: str, token: str) -> None:
+    """List the one waiting change through a Memory tab's API and approve it there."""
+    auth = {"Authorization": f"Bearer {token}"}
+    [change] = httpx.get(f"{base}/api/v1/review", headers=auth, timeout=10).json()["changes"]
+    assert [f["path"] for f in change["files"]] == ["income.md"]
+    done = httpx.post(f"{base}/api/v1/review/{change['id']}/approve", headers=auth, timeout=10)
+    assert done.status_code == 200, done.text
+    assert done.json()["state"] == "approved"
+
+
+def approve_with_cli(url: str) -> None:
+    [change] = cli(url, "review", "list")
+    assert change["files"] == ["income.md"] and change["space"] == "handbook"
+    assert cli(url, "review", "approve", change["id"])["state"] == "approved"
+
+
+def test_a_change_waiting_through_daemon_a_is_approved_through_b_memfs_web_or_the_cli_at_once(
     hosts: tuple[Path, Path], postgres_databases: Databases
 ) -> None:
     url = postgres_databases.url()
     a_root, b_root = hosts
-    a, b = daemon(a_root, url), daemon(b_root, url)
+    b_port, web_port = free_port(), free_port()
+    operator(url, "people", "add", "ada", "--role", "member")
+    token = operator(url, "token", "create", "ada")["token"]
+    a = daemon(a_root, url)
+    b = DaemonProcess(
+        b_root, {"MEMFS_STORE": url, "MEMFS_WEB_LISTEN": f"127.0.0.1:{b_port}"}, config=CONFIG
+    )
     try:
         # B reads the handbook first: its store holds the manifest, its blob cache the bytes.
         mnt, _ = turn(b_root, "b1")
         assert listing(mnt / "handbook") == []
         end(b_root, "b1")
-        for round_, text in enumerate(["two years", "three years"]):
-            turn(a_root, f"a{round_}", f"echo '{text}' > handbook/income.md")
-            assert end(a_root, f"a{round_}")["handbook"]["status"] == "waiting"
-            [change] = cli(url, "review", "list")
-            assert change["files"] == ["income.md"] and change["space"] == "handbook"
-            assert cli(url, "review", "approve", change["id"])["state"] == "approved"
-            # B's very next turn: no notice waited for, no stale manifest or blob served.
-            mnt, _ = turn(b_root, f"b{round_ + 2}")
-            assert cat(mnt / "handbook" / "income.md") == f"{text}\n"
-            end(b_root, f"b{round_ + 2}")
+        with memfs_web(url, web_port, a_root / "web.log") as web:
+            approvals: list[Callable[[], None]] = [
+                lambda: approve_over_api(f"http://127.0.0.1:{b_port}", token),  # daemon B's tab
+                lambda: approve_over_api(web, token),  # memfs web beside the daemons
+                lambda: approve_with_cli(url),  # memfs review on a third machine
+            ]
+            for round_, approve in enumerate(approvals):
+                text = f"rule {round_}"
+                turn(a_root, f"a{round_}", f"echo '{text}' > handbook/income.md")
+                assert end(a_root, f"a{round_}")["handbook"]["status"] == "waiting"
+                approve()
+                # B's very next turn: no notice waited for, no stale manifest or blob served.
+                mnt, _ = turn(b_root, f"b{round_ + 2}")
+                assert cat(mnt / "handbook" / "income.md") == f"{text}\n"
+                end(b_root, f"b{round_ + 2}")
         assert memfs("status", root=b_root)["store_health"] == {"ok": True, "error": None}
     finally:
         assert a.stop() == 0
