@@ -18,7 +18,7 @@ from memfs.core.errors import StoreUnavailable
 from memfs.core.models import ChangeSet
 from memfs.stores.postgres import PostgresStore
 from memfs.stores.postgres.listen import APPLICATION_NAME, SpaceListener, SpaceNotice, parse_notice
-from tests.postgres_fixtures import Databases
+from tests.postgres_fixtures import DATABASE, Databases
 from tests.test_store_manifests import ADA, DANA, ORG, save
 
 
@@ -134,3 +134,22 @@ async def test_a_notice_drops_the_cached_manifest_and_a_load_without_one_is_stil
 )
 def test_a_payload_memfs_did_not_send_is_ignored(payload: str) -> None:
     assert parse_notice(payload, "s1") is None
+
+
+async def test_a_listener_over_tcp_hears_notices_as_over_the_socket(
+    postgres_databases: Databases,
+) -> None:
+    socket_url = postgres_databases.url()
+    query = socket_url.split("?", 1)[1]  # the schema of its own
+    tcp_url = f"{postgres_databases.server.tcp_url(DATABASE)}?{query}"
+    store, other = PostgresStore(tcp_url), PostgresStore(socket_url)
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    listener = store.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)  # keepalives and tcp_user_timeout taken
+        await save(other, ORG, ChangeSet(updated={"a.md": b"b"}))
+        assert [notice.ref for notice in await heard(listener)] == [ORG]
+    finally:
+        listener.close()
+        await other.aclose()
+        await store.aclose()

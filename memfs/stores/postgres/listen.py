@@ -85,6 +85,13 @@ class SpaceListener:
                 autocommit=True,
                 connect_timeout=self._connect_timeout,
                 application_name=f"{APPLICATION_NAME}:{os.getpid()}",
+                # Over TCP, a server that went away without a word (a dead host)
+                # fails the connection within about this long, not never.
+                keepalives=1,
+                keepalives_idle=self._connect_timeout,
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=self._connect_timeout * 1000,
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot listen for changes: {exc}", path=self._where) from exc
