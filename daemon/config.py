@@ -65,6 +65,7 @@ ENV_VARS = {
     "state_dir": "MEMFS_STATE_DIR",
     "store": "MEMFS_STORE",
     "forget_poll_seconds": "MEMFS_FORGET_POLL_SECONDS",
+    "listen_retry_seconds": "MEMFS_LISTEN_RETRY_SECONDS",
     "web_listen": "MEMFS_WEB_LISTEN",
     "web_tls_cert": "MEMFS_WEB_TLS_CERT",
     "web_tls_key": "MEMFS_WEB_TLS_KEY",
@@ -76,6 +77,7 @@ EMPTY_IS_A_VALUE = frozenset({"web_listen"})
 # How often the daemon asks the store whether a person with an open turn was
 # forgotten by another process (an app's my_memory handler, another daemon).
 DEFAULT_FORGET_POLL_SECONDS = 2.0
+DEFAULT_LISTEN_RETRY_SECONDS = 1.0
 
 _APP = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -282,6 +284,9 @@ class DaemonConfig(BaseModel):
     # Seconds between two looks at the store for forgets another process made
     # (the CLI's forgets tell the daemon at once); 0: never look.
     forget_poll_seconds: float = Field(default=DEFAULT_FORGET_POLL_SECONDS, ge=0)
+    # A shared (postgresql://) store: seconds between two tries to listen
+    # again for other daemons' changes once the listening connection is lost.
+    listen_retry_seconds: float = Field(default=DEFAULT_LISTEN_RETRY_SECONDS, gt=0)
     # The Memory tab: a PEM certificate and its key (both or neither), which
     # web_listen needs on anything but loopback. Before web_listen, which is
     # checked against them.
@@ -355,20 +360,21 @@ class DaemonConfig(BaseModel):
             raise _invalid(str(exc)) from None
         return value
 
-    @field_validator("forget_poll_seconds", mode="before")
+    @field_validator("forget_poll_seconds", "listen_retry_seconds", mode="before")
     @classmethod
-    def _check_poll(cls, value: Any) -> Any:
+    def _check_poll(cls, value: Any, info: ValidationInfo) -> Any:
         # A number of seconds: not a boolean (pydantic would take true as 1),
         # and finite (an infinite wait is 0, "off", said plainly).
+        off = " (0 turns it off)" if info.field_name == "forget_poll_seconds" else ""
         if isinstance(value, bool):
-            raise _invalid("must be a number of seconds, not true or false (0 turns it off)")
+            raise _invalid(f"must be a number of seconds, not true or false{off}")
         if isinstance(value, str):
             try:
                 value = float(value)
             except ValueError:
                 raise _invalid(f"must be a number of seconds, not {value!r}") from None
         if isinstance(value, float) and not math.isfinite(value):
-            raise _invalid("must be a finite number of seconds (0 turns it off)")
+            raise _invalid(f"must be a finite number of seconds{off}")
         return value
 
     @field_validator("app")
@@ -582,6 +588,7 @@ def _explain(exc: ValidationError, path: Path | None, sources: Mapping[str, str]
 
 __all__ = [
     "DEFAULT_FORGET_POLL_SECONDS",
+    "DEFAULT_LISTEN_RETRY_SECONDS",
     "DEFAULT_MOUNT_ROOT",
     "DEFAULT_STATE_DIR",
     "EMPTY_IS_A_VALUE",

@@ -38,12 +38,14 @@ from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.base import ManagedStore, Store
 from memfs.stores.open import open_store
+from memfs.stores.postgres import PostgresStore
 from memfs.web.app import web_app
 from memfs.web.serve import BoundWeb, bind_web, serve_web
 from memfsd.blobs import BlobCache
-from memfsd.config import DEFAULT_FORGET_POLL_SECONDS
+from memfsd.config import DEFAULT_FORGET_POLL_SECONDS, DEFAULT_LISTEN_RETRY_SECONDS
 from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
+from memfsd.listen import follow_store
 from memfsd.notify import notify, watchdog_interval
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
@@ -67,6 +69,9 @@ class Settings:
     # Seconds between two looks at the store for forgets made by another
     # process (config key forget_poll_seconds); 0: never.
     forget_poll_seconds: float = DEFAULT_FORGET_POLL_SECONDS
+    # A shared store: seconds between two tries to listen again for other
+    # daemons' changes (config key listen_retry_seconds).
+    listen_retry_seconds: float = DEFAULT_LISTEN_RETRY_SECONDS
     # Where the Memory tab listens (config key web_listen); "": nowhere. Off
     # unless given: the config's default (127.0.0.1:8330) is DaemonConfig's,
     # so a daemon run in-process for tests listens on no fixed port.
@@ -294,6 +299,8 @@ async def serve(
                 nursery.start_soon(_watchdog, interval)
             if settings.forget_poll_seconds > 0:
                 nursery.start_soon(_poll_forgets, service, settings.forget_poll_seconds)
+            if isinstance(store, PostgresStore):
+                nursery.start_soon(follow_store, service, store, settings.listen_retry_seconds)
             notify("READY=1")
             log.info("memfs mounted at %s; control API on %s", settings.mount_root, settings.socket)
             if web is not None:
@@ -393,6 +400,7 @@ def run_daemon(config: Any) -> None:
         sync_on_close=config.sync_on_close,
         control_max_body_bytes=config.control_max_body_bytes,
         forget_poll_seconds=config.forget_poll_seconds,
+        listen_retry_seconds=config.listen_retry_seconds,
         web_listen=config.web_listen,
         web_tls_cert=config.web_tls_cert,
         web_tls_key=config.web_tls_key,

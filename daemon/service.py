@@ -12,7 +12,10 @@ import json
 import logging
 import os
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
+
+import trio
 
 from memfs._version import __version__
 from memfs.api.models import (
@@ -28,11 +31,12 @@ from memfs.api.models import (
     SessionStatus,
     SpaceOutcome,
     StartTurnRequest,
+    StoreHealth,
     TurnEnded,
     TurnStarted,
 )
 from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
-from memfs.core.models import SpaceResult
+from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.engine.plan import ManualHold, Owner
 from memfs.engine.turns import CommitResult, Memory, TurnState
@@ -80,6 +84,11 @@ class DaemonService:
     requests: Counter[str] = field(default_factory=Counter)
     # (session, turn, mount) of person spaces already dropped as forgotten.
     forgets_applied: set[tuple[str, str, str]] = field(default_factory=set)
+    # The store's health as the daemon's listening connection finds it (memfsd.listen);
+    # None: a store the daemon does not follow.
+    store_health: StoreHealth | None = None
+    # One look for forgets at a time: the poll and a notice may ask at once.
+    forget_lock: trio.Lock = field(default_factory=trio.Lock)
 
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
@@ -145,7 +154,7 @@ class DaemonService:
         """
         return await self._drop_forgotten_spaces("was forgotten while the daemon was down")
 
-    async def poll_forgets(self) -> list[tuple[str, str]]:
+    async def poll_forgets(self, only: Collection[SpaceRef] | None = None) -> list[tuple[str, str]]:
         """Drop what open turns hold of a person another process forgot since they loaded it.
 
         What :meth:`catch_up_forgets` does at start, done every
@@ -153,10 +162,20 @@ class DaemonService:
         their own memory through an app's ``my_memory`` handler (or through
         another daemon sharing the store) tells no daemon. A space already
         dropped, by a notice or an earlier look, is not asked about again.
+        With ``only``, just the open turns' mounts of those spaces are asked
+        about (a shared store's notice named them: ``memfsd.listen``).
         """
-        return await self._drop_forgotten_spaces("was forgotten by another process")
+        return await self._drop_forgotten_spaces("was forgotten by another process", only)
 
-    async def _drop_forgotten_spaces(self, why: str) -> list[tuple[str, str]]:
+    async def _drop_forgotten_spaces(
+        self, why: str, only: Collection[SpaceRef] | None = None
+    ) -> list[tuple[str, str]]:
+        async with self.forget_lock:
+            return await self._drop_forgotten_locked(why, only)
+
+    async def _drop_forgotten_locked(
+        self, why: str, only: Collection[SpaceRef] | None
+    ) -> list[tuple[str, str]]:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
@@ -168,6 +187,8 @@ class DaemonService:
                 key = (turn.session, turn.id, name)
                 settled = turn.done.get(name)
                 if mount.ref.layer != "user" or key in self.forgets_applied:
+                    continue
+                if only is not None and mount.ref not in only:
                     continue
                 if settled is not None and settled.reason == "forgotten":
                     continue  # a notice (of the space, or of one file) already dropped it
@@ -328,6 +349,7 @@ class DaemonService:
             store=self.store_url,
             sessions=sessions,
             requests=dict(sorted(self.requests.items())),
+            store_health=self.store_health,
         )
 
     def _open_turn_status(self, session: str) -> dict[str, list[str]]:

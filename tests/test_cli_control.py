@@ -138,7 +138,9 @@ async def test_commit_close_and_status_print_json(daemon: Daemon) -> None:
         "store",
         "sessions",
         "requests",
+        "store_health",
     }
+    assert out["store_health"] is None  # a SQLite store: no listening connection to report on
     assert out["version"] == memfs.__version__
     assert [s["session"] for s in out["sessions"]] == ["s1"]
 

@@ -212,6 +212,14 @@ class SessionStatus(Model):
     orphaned: list[str] = Field(default_factory=list)
 
 
+class StoreHealth(Model):
+    """Whether the daemon reaches its store now, as its listening connection finds it."""
+
+    ok: bool
+    # Why not, as the driver said it (a password never shows: the URL is redacted).
+    error: str | None = None
+
+
 class DaemonStatus(Model):
     version: str
     pid: int
@@ -222,6 +230,10 @@ class DaemonStatus(Model):
     # FUSE requests served since the daemon started, by operation ("open",
     # "read", ...): what a workload costs the daemon, for profiling.
     requests: dict[str, int] = Field(default_factory=dict)
+    # A shared store's health (PostgreSQL: checked every half second over the
+    # connection that listens for other daemons' changes); None for a store
+    # with no such connection (SQLite, folder, memory).
+    store_health: StoreHealth | None = None
 
 
 class Problem(Model):
@@ -251,6 +263,7 @@ __all__ = [
     "SessionStatus",
     "SpaceOutcome",
     "StartTurnRequest",
+    "StoreHealth",
     "TurnEnded",
     "TurnStarted",
 ]

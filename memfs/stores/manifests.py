@@ -93,6 +93,10 @@ class ManifestCache:
         self._held.clear()
         self._files = 0
 
+    def drop(self, key: int) -> None:
+        """Let go of ``key``'s manifest, if held."""
+        self._drop(key)
+
     def _drop(self, key: int) -> None:
         gone = self._held.pop(key, None)
         if gone is not None:

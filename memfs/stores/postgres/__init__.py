@@ -8,6 +8,7 @@ Shaped like the SQLite store (:mod:`memfs.stores.sqlite`), one module per part:
 - :mod:`~memfs.stores.postgres.review`: org changes held for review;
 - :mod:`~memfs.stores.postgres.privacy`: forgetting, and audited reads of a person's memory;
 - :mod:`~memfs.stores.postgres.members`: the people who sign in, and their tokens' hashes;
+- :mod:`~memfs.stores.postgres.listen`: notices of spaces other processes changed (a hint);
 - :mod:`~memfs.stores.postgres.traces` and :mod:`~memfs.stores.postgres.audit`;
 - :mod:`~memfs.stores.postgres.store`: ``PostgresStore``, the pool and its transactions.
 

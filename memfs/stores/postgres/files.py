@@ -80,6 +80,11 @@ class LeanCache:
         with self._lock:
             self._cache.clear()
 
+    def drop(self, space_id: int) -> None:
+        """Let go of the space's manifest: a notice said it changed (a hint; versions decide)."""
+        with self._lock:
+            self._cache.drop(space_id)
+
     @property
     def files(self) -> int:
         with self._lock:

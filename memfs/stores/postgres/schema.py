@@ -37,7 +37,10 @@ PostgreSQL's terms::
 Names and paths are ``COLLATE "C"``: they compare and sort by code point, as
 Python and SQLite do, whatever the database's own collation. Space versions
 are moved by triggers on ``live``, ``folders`` and ``revisions``, so a write
-by any process, through any code path, moves them (``memfs.stores.manifests``).
+by any process, through any code path, moves them (``memfs.stores.manifests``),
+and a trigger on ``spaces`` sends a notice on the ``memfs_spaces`` channel
+when a version moves or a space is deleted (``memfs.stores.postgres.listen``
+owns its payload).
 """
 
 from __future__ import annotations
@@ -332,7 +335,31 @@ _MEMBERS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_CORE, _REVIEW, _AUDIT, _TURNS, _VERSIONS, _MEMBERS)
+_NOTICES = Migration(
+    "a notice on the memfs_spaces channel when a space's version moves or the space goes",
+    (
+        # A hint to other processes (memfs.stores.postgres.listen), never what
+        # correctness rests on. The payload names the space, not its version:
+        # PostgreSQL folds identical notices of one transaction into one, so a
+        # turn that writes a hundred files sends one notice, at its commit.
+        """
+        CREATE FUNCTION memfs_notify_space() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('memfs_spaces', json_build_object(
+                'schema', TG_TABLE_SCHEMA, 'id', OLD.id, 'layer', OLD.layer,
+                'org', OLD.org, 'user', OLD."user", 'space', OLD.space)::text);
+            RETURN NULL;
+        END
+        $$
+        """,
+        "CREATE TRIGGER spaces_notify AFTER UPDATE OF version OR DELETE ON spaces"
+        " FOR EACH ROW EXECUTE FUNCTION memfs_notify_space()",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _CORE, _REVIEW, _AUDIT, _TURNS, _VERSIONS, _MEMBERS, _NOTICES,
+)  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _BOOKKEEPING = """

@@ -84,6 +84,7 @@ from memfs.stores.postgres.files import (
     _spaces,
     _store_turn,
 )
+from memfs.stores.postgres.listen import SpaceListener, SpaceNotice
 from memfs.stores.postgres.members import (
     _add_member,
     _create_token,
@@ -476,6 +477,21 @@ class PostgresStore:
     async def record_signin(self, member: Member | None, *, client: str) -> None:
         key = signin_rules.client_key(client)
         await self._call(lambda conn: _record_signin(conn, member, key), write=True)
+
+    def listener(self) -> SpaceListener:
+        """A connection of its own that listens for other processes' changes (``listen.py``)."""
+        return SpaceListener(
+            self.url, where=self._where, connect_timeout_seconds=self._connect_timeout
+        )
+
+    def notified(self, notices: Collection[SpaceNotice]) -> None:
+        """Other processes changed these spaces: drop what is cached of them.
+
+        Only a hint: a lean load reads the space's version in its own
+        transaction and never serves a manifest of another version, notice or not.
+        """
+        for notice in notices:
+            self._lean.drop(notice.id)
 
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StoreUnavailable``. Safe to call twice."""

@@ -1,0 +1,155 @@
+"""Notices of changed spaces (LISTEN/NOTIFY): one per changed space and commit, a hint only.
+
+The daemons that share a database listen for them (tests/test_daemon_process_postgres.py);
+these pin the store's side: what sends a notice, what it carries, that a
+listener hears only its own schema's, and that a dropped listening
+connection says so and listens again once opened.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+import trio
+
+from memfs.core.errors import StoreUnavailable
+from memfs.core.models import ChangeSet
+from memfs.stores.postgres import PostgresStore
+from memfs.stores.postgres.listen import APPLICATION_NAME, SpaceListener, SpaceNotice, parse_notice
+from tests.postgres_fixtures import DATABASE, Databases
+from tests.test_store_manifests import ADA, DANA, ORG, save
+
+
+async def heard(listener: SpaceListener, seconds: float = 0.5) -> list[SpaceNotice]:
+    return await trio.to_thread.run_sync(listener.wait, seconds)
+
+
+async def test_a_write_sends_one_notice_naming_its_space_however_many_files_it_wrote(
+    postgres_databases: Databases,
+) -> None:
+    store = postgres_databases.store()
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))  # the schema exists
+    listener = store.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)
+        files = {f"f{i}.md": b"x" for i in range(20)}
+        await save(store, ORG, ChangeSet(created=files))
+        notices = await heard(listener)
+        assert [notice.ref for notice in notices] == [ORG]
+        assert await heard(listener, 0.1) == []  # nothing changed since
+    finally:
+        listener.close()
+        await store.aclose()
+
+
+async def test_forgetting_a_person_sends_a_notice_of_their_space(
+    postgres_databases: Databases,
+) -> None:
+    store = postgres_databases.store()
+    await save(store, DANA, ChangeSet(created={"prefs.md": b"terse"}))
+    listener = store.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)
+        await store.forget_user("dana", "bank", by=ADA)
+        assert DANA in [notice.ref for notice in await heard(listener)]
+    finally:
+        listener.close()
+        await store.aclose()
+
+
+async def test_a_listener_hears_only_its_own_schemas_notices(
+    postgres_databases: Databases,
+) -> None:
+    ours, theirs = postgres_databases.store(), postgres_databases.store()
+    await save(ours, ORG, ChangeSet(created={"a.md": b"a"}))
+    await save(theirs, ORG, ChangeSet(created={"a.md": b"a"}))
+    listener = ours.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)
+        await save(theirs, ORG, ChangeSet(updated={"a.md": b"theirs"}))
+        assert await heard(listener) == []
+        await save(ours, ORG, ChangeSet(updated={"a.md": b"ours"}))
+        assert [notice.ref for notice in await heard(listener)] == [ORG]
+    finally:
+        listener.close()
+        await ours.aclose()
+        await theirs.aclose()
+
+
+async def test_a_terminated_listening_connection_is_unavailable_and_listens_again_when_opened(
+    postgres_databases: Databases,
+) -> None:
+    url = postgres_databases.url()
+    store = PostgresStore(url)
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    listener = store.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)
+        with psycopg.connect(url, autocommit=True) as conn:
+            killed = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND query ILIKE 'LISTEN%%'",
+                (f"{APPLICATION_NAME}:{os.getpid()}",),
+            ).fetchall()
+        assert killed and all(ok for (ok,) in killed)
+        with pytest.raises(StoreUnavailable, match="stopped listening"):
+            await heard(listener)
+        assert not listener.connected
+        await trio.to_thread.run_sync(listener.open)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"b"}))
+        assert [notice.ref for notice in await heard(listener)] == [ORG]
+    finally:
+        listener.close()
+        await store.aclose()
+
+
+async def test_a_notice_drops_the_cached_manifest_and_a_load_without_one_is_still_fresh(
+    postgres_databases: Databases,
+) -> None:
+    store = postgres_databases.store()
+    other = PostgresStore(store.url)
+    listener = store.listener()
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+        await store.load_lean(ORG, "s1", set())
+        assert store._lean.files == 1
+        await trio.to_thread.run_sync(listener.open)
+        await save(other, ORG, ChangeSet(created={"b.md": b"b"}))
+        store.notified(await heard(listener))
+        assert store._lean.files == 0
+        # No notice at all (a listener down): the version read at load decides.
+        await save(other, ORG, ChangeSet(created={"c.md": b"c"}))
+        assert sorted((await store.load_lean(ORG, "s2", set())).files) == ["a.md", "b.md", "c.md"]
+    finally:
+        listener.close()
+        await other.aclose()
+        await store.aclose()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["", "not json", "[]", '{"schema": "s1"}', '{"schema": "s1", "id": "x", "layer": "org"}'],
+)
+def test_a_payload_memfs_did_not_send_is_ignored(payload: str) -> None:
+    assert parse_notice(payload, "s1") is None
+
+
+async def test_a_listener_over_tcp_hears_notices_as_over_the_socket(
+    postgres_databases: Databases,
+) -> None:
+    socket_url = postgres_databases.url()
+    query = socket_url.split("?", 1)[1]  # the schema of its own
+    tcp_url = f"{postgres_databases.server.tcp_url(DATABASE)}?{query}"
+    store, other = PostgresStore(tcp_url), PostgresStore(socket_url)
+    await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+    listener = store.listener()
+    try:
+        await trio.to_thread.run_sync(listener.open)  # keepalives and tcp_user_timeout taken
+        await save(other, ORG, ChangeSet(updated={"a.md": b"b"}))
+        assert [notice.ref for notice in await heard(listener)] == [ORG]
+    finally:
+        listener.close()
+        await other.aclose()
+        await store.aclose()
