@@ -243,6 +243,15 @@ class SqliteStore:
         with self._lock, _map_exceptions(self.path):
             self._connect()
 
+    def check_key(self) -> None:
+        """Open the database now, so a wrong ``store_key_file`` is refused at start. Blocking.
+
+        ``ConfigError`` names the key file; a database that cannot be opened
+        now is ``StoreUnavailable``, which a daemon starts through (it is
+        checked again at every open).
+        """
+        self.migrate()
+
     def _same_file(self) -> bool:
         """Whether ``path`` is still the file the connection has open (one stat)."""
         try:
