@@ -71,8 +71,9 @@ def open_store(url: str, *, key_file: Path | None = None) -> Store:
     """Open the store ``url`` names.
 
     ``key_file`` is the store key file (``store_key_file``) that seals people's
-    memory in a SQLite or PostgreSQL store; by default ``store.key`` beside a
-    SQLite database. Memory and folder stores take none.
+    memory in a SQLite store (``memfs.core.sealing``); by default ``store.key``
+    beside the database. The PostgreSQL store does not seal yet; memory and
+    folder stores keep nothing to seal (nothing on disk; plain files by design).
     """
     scheme, path = parse_store_url(url)
     if scheme == "postgresql":
