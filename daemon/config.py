@@ -52,6 +52,7 @@ from memfs.core.specs import (
     org_memory,
     user_memory,
 )
+from memfs.stores.keyfile import default_key_file
 from memfs.stores.open import parse_store_url
 
 DEFAULT_MOUNT_ROOT = Path("/mnt/memfs")
@@ -64,6 +65,7 @@ ENV_VARS = {
     "mount_root": "MEMFS_MOUNT_ROOT",
     "state_dir": "MEMFS_STATE_DIR",
     "store": "MEMFS_STORE",
+    "store_key_file": "MEMFS_STORE_KEY_FILE",
     "forget_poll_seconds": "MEMFS_FORGET_POLL_SECONDS",
     "listen_retry_seconds": "MEMFS_LISTEN_RETRY_SECONDS",
     "web_listen": "MEMFS_WEB_LISTEN",
@@ -269,6 +271,10 @@ class DaemonConfig(BaseModel):
     mount_root: Path = DEFAULT_MOUNT_ROOT
     state_dir: Path = DEFAULT_STATE_DIR
     store: str = Field(default="", validate_default=True)  # "": SQLite in state_dir
+    # The store key that seals people's memory (memfs.core.sealing); never in
+    # the database. None: <state_dir>/store.key, made 0600 if missing. Every
+    # daemon and memfs command on one shared store names the same file.
+    store_key_file: Path | None = None
     app: str | None = None
     limits: Limits = Field(default_factory=Limits)
     memory: list[MemoryTable] = Field(default_factory=list)
@@ -330,6 +336,16 @@ class DaemonConfig(BaseModel):
         so in the log, when it was not.
         """
         return "web_listen" in self.model_fields_set and self.web_listen != ""
+
+    @field_validator("store_key_file")
+    @classmethod
+    def _check_store_key_file(cls, value: Path | None) -> Path | None:
+        return None if value is None else _absolute(value)
+
+    @property
+    def key_file(self) -> Path:
+        """The store key file: ``store_key_file``, or ``store.key`` in state_dir."""
+        return self.store_key_file or default_key_file(self.state_dir)
 
     @field_validator("mount_root")
     @classmethod

@@ -31,12 +31,13 @@ from watchfiles import awatch
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
-from memfs.core.errors import ConfigError, MemfsError
+from memfs.core.errors import ConfigError, MemfsError, StoreUnavailable
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
 from memfs.engine.turns import Memory
 from memfs.private import REACHABLE_DIR_MODE, make_dirs, secure_state_dir
 from memfs.stores.base import ManagedStore, Store
+from memfs.stores.keyfile import default_key_file
 from memfs.stores.open import open_store
 from memfs.stores.postgres import PostgresStore
 from memfs.web.app import web_app
@@ -83,6 +84,8 @@ class Settings:
     # True: web_listen was asked for, and a store that cannot serve the
     # Memory tab stops the start; False: it is left off, said in the log.
     web_required: bool = False
+    # The store key file (config key store_key_file); None: <state_dir>/store.key.
+    store_key_file: Path | None = None
 
 
 def bind_memory_tab(settings: Settings, store: Store) -> BoundWeb | None:
@@ -223,7 +226,19 @@ async def serve(
     await trio.to_thread.run_sync(clear_stale_mount, settings.mount_root)
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
-    store = open_store(settings.store)
+    key_file = settings.store_key_file or default_key_file(settings.state_dir)
+    store = open_store(settings.store, key_file=key_file)
+    # A store key that is not the store's stops the start by name; a store
+    # that cannot be reached now is started through, as at any other time.
+    check_key = getattr(store, "check_key", None)
+    if check_key is not None:
+        try:
+            await trio.to_thread.run_sync(check_key)
+        except StoreUnavailable as exc:
+            log.warning("the store could not be opened at start: %s", exc)
+        except BaseException:
+            await store.aclose()
+            raise
     overlay = Overlay(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),
@@ -407,6 +422,7 @@ def run_daemon(config: Any) -> None:
         web_max_body_bytes=config.web_max_body_bytes,
         web_read_timeout_seconds=config.web_read_timeout_seconds,
         web_required=config.web_required,
+        store_key_file=config.key_file,
     )
     trio.run(serve, settings)
 

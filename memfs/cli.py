@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 import click
 
 from memfs.cli_db import register as register_db
-from memfs.cli_manage import register
+from memfs.cli_manage import key_file_option, register
 from memfs.cli_people import register as register_people
 from memfs.core.defaults import (
     DEFAULT_MAX_BODY_BYTES,
@@ -187,6 +187,13 @@ def demo(
     "--store", "store_url", default=None, help="Store URL (overrides store and $MEMFS_STORE)."
 )
 @click.option(
+    "--store-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The store key that seals people's memory (overrides store_key_file and "
+    "$MEMFS_STORE_KEY_FILE; default <state_dir>/store.key).",
+)
+@click.option(
     "--app",
     default=None,
     metavar="MODULE:ATTR",
@@ -222,6 +229,7 @@ def daemon(
     mount_root: Path | None,
     state_dir: Path | None,
     store_url: str | None,
+    store_key_file: Path | None,
     app: str | None,
     web_listen: str | None,
     web_tls_cert: Path | None,
@@ -240,6 +248,7 @@ def daemon(
         "mount_root": None if mount_root is None else mount_root.absolute(),
         "state_dir": None if state_dir is None else state_dir.absolute(),
         "store": store_url,
+        "store_key_file": None if store_key_file is None else store_key_file.absolute(),
         "app": app,
         "web_listen": web_listen,
         "web_tls_cert": None if web_tls_cert is None else web_tls_cert.absolute(),
@@ -283,6 +292,7 @@ def daemon(
     show_default=True,
     help="Hang up on a client silent this long mid-request (web_read_timeout_seconds).",
 )
+@key_file_option
 def web(
     store_url: str | None,
     listen: str,
@@ -293,7 +303,7 @@ def web(
 ) -> None:
     """Serve the Memory tab's API over a store, without FUSE (a review host)."""
     with reported():
-        from memfs.cli_manage import default_store
+        from memfs.cli_manage import default_store, store_key_file
         from memfs.core.listen import require_tls
 
         require_tls(listen, tls_cert, tls_key)  # before the web stack is even imported
@@ -306,6 +316,7 @@ def web(
             tls_key=tls_key,
             max_body_bytes=max_body_bytes,
             read_timeout_seconds=read_timeout_seconds,
+            key_file=store_key_file(),
         )
 
 

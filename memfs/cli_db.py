@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from memfs.cli_manage import key_file_option
+
 
 def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[], Any]) -> None:
     """Add ``db`` to ``main``; ``echo`` prints JSON, ``guard`` reports memfs errors."""
@@ -44,10 +46,15 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
 
     @db.command("migrate")
     @store_option
+    @key_file_option
     def db_migrate(store_url: str | None) -> None:
-        """Apply the pending migrations now; prints the status after."""
-        from memfs.cli_manage import default_store
+        """Apply the pending migrations now; prints the status after.
+
+        A SQLite store opens with its key (``--store-key-file``): rows an older
+        memfs wrote in people's spaces in the clear are sealed here.
+        """
+        from memfs.cli_manage import default_store, store_key_file
         from memfs.stores.migrations import migrate
 
         with guard():
-            echo(migrate(store_url or default_store()).as_json())
+            echo(migrate(store_url or default_store(), key_file=store_key_file()).as_json())

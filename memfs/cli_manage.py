@@ -41,6 +41,44 @@ def default_store() -> str:
     return f"sqlite://{state_dir.absolute() / 'memfs.db'}"
 
 
+_KEY_FILE = "memfs.store_key_file"  # where --store-key-file leaves its value in ctx.meta
+
+
+def store_key_file() -> Path | None:
+    """The store key file a command opens its store with; None: the store's own default.
+
+    ``--store-key-file``, else ``$MEMFS_STORE_KEY_FILE``, else None: a SQLite
+    store's ``store.key`` beside its database, which is the daemon's default
+    (``<state_dir>/store.key``) for the daemon's default store. A command that
+    names another key than the store was sealed under is refused at open.
+    """
+    ctx = click.get_current_context(silent=True)
+    named = None if ctx is None else ctx.meta.get(_KEY_FILE)
+    if named is not None:
+        return Path(named).absolute()
+    if os.environ.get("MEMFS_STORE_KEY_FILE"):
+        return Path(os.environ["MEMFS_STORE_KEY_FILE"]).absolute()
+    return None
+
+
+def _remember_key_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[_KEY_FILE] = value
+
+
+def key_file_option(command: F) -> F:
+    """``--store-key-file``: the store key that seals people's memory (``store_key_file``)."""
+    return click.option(
+        "--store-key-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=_remember_key_file,
+        help="The store key file (the daemon's store_key_file); made 0600 if missing.",
+        show_default="$MEMFS_STORE_KEY_FILE, else store.key beside a SQLite store",
+    )(command)
+
+
 FORGET_NOTICE_TIMEOUT = 10.0  # seconds: the daemon only drops files it already holds
 
 
@@ -86,7 +124,7 @@ def actor_options(command: F) -> F:
         ]
     ):
         command = option(command)
-    return command
+    return key_file_option(command)
 
 
 def limits_option(command: F) -> F:
@@ -173,7 +211,7 @@ def run(store_url: str | None, act: Callable[[Store], Awaitable[T]]) -> T:
     from memfs.stores.open import open_store
 
     async def main() -> T:
-        store = open_store(store_url or default_store())
+        store = open_store(store_url or default_store(), key_file=store_key_file())
         try:
             return await act(store)
         finally:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from memfs.cli_manage import key_file_option
+
 if TYPE_CHECKING:
     from memfs.core.members import Member
     from memfs.core.models import By
@@ -77,7 +79,7 @@ def _store_option(command: Any) -> Any:
         default=None,
         help="Store URL.",
         show_default="$MEMFS_STORE, else the SQLite file in $MEMFS_STATE_DIR",
-    )(command)
+    )(key_file_option(command))
 
 
 def _org_option(command: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -267,3 +268,30 @@ def test_other_acts_on_the_folder_store_still_say_it_keeps_no_history(tmp_path: 
     )
     assert result.exit_code == ConfigError.exit_code
     assert "keeps no history" in result.stderr
+
+
+def test_a_command_names_the_store_key_file_by_flag_or_env_and_another_key_is_refused(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memfs.db"
+    keys = tmp_path / "keys"
+    store = f"sqlite://{db}"
+    added = cli(
+        "people", "add", "ada", "--role", "viewer", "--store", store,
+        "--store-key-file", str(keys / "a.key"),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    listed = cli(
+        "people", "list", "--store", store, env={"MEMFS_STORE_KEY_FILE": str(keys / "a.key")}
+    )
+    assert listed.exit_code == 0 and "ada" in listed.stdout
+    for args, env in [
+        (("--store-key-file", str(keys / "b.key")), None),
+        ((), {"MEMFS_STORE_KEY_FILE": str(keys / "b.key")}),
+        ((), None),  # the default: store.key beside the database, another key
+    ]:
+        refused = cli("people", "list", "--store", store, *args, env=env)
+        assert refused.exit_code == 78, refused.output
+        assert "store_key_file" in refused.output
+        assert ("b.key" if env or args else "store.key") in refused.output
+    assert stat.S_IMODE((keys / "a.key").stat().st_mode) == 0o600

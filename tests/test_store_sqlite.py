@@ -306,6 +306,20 @@ def _wal(path: Path) -> Path:
     return path.with_name(path.name + "-wal")
 
 
+def _sealed_heads(path: Path) -> list[bytes]:
+    """The first bytes of every sealed content in the file: what forgetting must zero.
+
+    A person's content is never in the file in the clear (it is sealed under
+    their key), so what the tests of forgetting look for in the raw bytes is
+    its ciphertext. The head of each: a large one runs on in overflow pages.
+    """
+    with raw(path) as conn:
+        rows = conn.execute(
+            "SELECT content FROM revisions WHERE sealed = 1 AND content IS NOT NULL"
+        ).fetchall()
+    return [bytes(content)[:32] for (content,) in rows]
+
+
 def _file_bytes(path: Path) -> bytes:
     """The database file's bytes and its write-ahead log's, as anyone with the files sees them."""
     wal = _wal(path)
@@ -339,8 +353,11 @@ async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
     # Closing the last connection checkpoints: this revision is now in the main
     # file's pages, as everything is in a store that has run for a while.
     await store.aclose()
-    assert b"zebra-7f3a9c" in path.read_bytes()
-    assert b"quokka-91d2" in path.read_bytes()
+    # Sealed: the content and the prompt are not in the file even before the forget.
+    assert b"zebra-7f3a9c" not in path.read_bytes()
+    assert b"quokka-91d2" not in path.read_bytes()
+    heads = _sealed_heads(path)
+    assert heads and all(head in path.read_bytes() for head in heads)
 
     store = SqliteStore(path)
     # Larger than a page, so it lives in overflow pages; and only in the log so far.
@@ -349,16 +366,23 @@ async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
     await store.store(
         DANA, ChangeSet(updated={"health.md": large}), cursor=loaded.cursor, provenance=said
     )
-    assert b"okapi-001234-4be1" in _wal(path).read_bytes()
+    assert b"okapi-001234-4be1" not in _wal(path).read_bytes()
+    heads = _sealed_heads(path)
+    assert all(head in _file_bytes(path) for head in heads)
+    with raw(path) as conn:
+        kept = conn.execute(
+            "SELECT content FROM revisions WHERE path = 'keep.md' AND content IS NOT NULL"
+        ).fetchone()[0]
+    heads.remove(bytes(kept)[:32])
 
     await store.forget_file(DANA, "health.md", by=By(id="dana"))
 
     assert await store.history(DANA, "health.md") == []
     assert not _wal(path).exists() or _wal(path).stat().st_size == 0
     after = _file_bytes(path)
-    for marker in (b"zebra-7f3a9c", b"okapi-", b"quokka-91d2"):
+    for marker in (b"zebra-7f3a9c", b"okapi-", b"quokka-91d2", *heads):
         assert marker not in after, marker
-    assert b"capybara-kept" in after  # what was not forgotten is still there
+    assert bytes(kept)[:32] in after  # what was not forgotten is still there, sealed
     assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
     await store.aclose()
 
@@ -413,7 +437,7 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
         )
     # Into the main file's pages, as in a store that has run for a while.
     await store.aclose()
-    assert b"zebra-7f3a9c" in path.read_bytes()
+    assert b"zebra-7f3a9c" not in path.read_bytes()  # sealed under their key
     assert who.encode() in path.read_bytes()
 
     store = SqliteStore(path)
@@ -423,20 +447,26 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
     await store.store(
         mine, ChangeSet(updated={"health.md": large}), cursor=loaded.cursor, provenance=said
     )
-    assert b"okapi-001234-4be1" in _wal(path).read_bytes()
+    assert b"okapi-001234-4be1" not in _wal(path).read_bytes()
+    with raw(path) as conn:
+        keep = conn.execute(
+            "SELECT content FROM revisions WHERE path = 'keep.md' AND content IS NOT NULL"
+        ).fetchone()[0]
+    heads = [head for head in _sealed_heads(path) if head != bytes(keep)[:32]]
+    assert len(heads) == 3 and all(head in _file_bytes(path) for head in heads)
 
     forgot = await store.forget_user(who, "bank-1", by=None)
     assert forgot == Forgot(spaces=tuple(sorted([mine, drafts], key=str)), files=2)
 
     assert not _wal(path).exists() or _wal(path).stat().st_size == 0
     after = _file_bytes(path)
-    for marker in (b"zebra-7f3a9c", b"ibex-2c5d", b"okapi-", b"quokka-91d2"):
+    for marker in (b"zebra-7f3a9c", b"ibex-2c5d", b"okapi-", b"quokka-91d2", *heads):
         assert marker not in after, marker
     # The one trace of them left is the audit entry recording the erasure, on purpose.
     assert after.count(who.encode()) == 1
     [entry] = await store.audit()
     assert (entry.action, entry.target) == ("forget-user", who)
-    assert b"capybara-kept" in after  # another person's memory is still there
+    assert bytes(keep)[:32] in after  # another person's memory is still there, sealed
     assert await store.user_files(who, "bank-1") == {}
     assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
     await store.aclose()

@@ -82,7 +82,8 @@ async def test_after_forgetting_a_persons_files_and_then_the_person_no_byte_of_t
     secrets = [FIRST_NAME, LATER_NAME, *PROMPTS]
     for secret in secrets:
         assert secret.encode() in before, f"the test needs {secret} stored first"
-    assert FIRST_CONTENT in before and LATER_CONTENT in before
+    # Sealed under the person's key: their contents are never in the file in the clear.
+    assert FIRST_CONTENT not in before and LATER_CONTENT not in before
 
     store = SqliteStore(db)
     admin = memfs.act_as(store, "root", "admin", org="bank_17")

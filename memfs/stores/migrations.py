@@ -122,8 +122,12 @@ def schema_status(url: str) -> SchemaStatus:
     )
 
 
-def migrate(url: str) -> SchemaStatus:
-    """Apply the pending migrations of the store ``url`` names; its status after."""
+def migrate(url: str, *, key_file: Path | None = None) -> SchemaStatus:
+    """Apply the pending migrations of the store ``url`` names; its status after.
+
+    ``key_file``: the store key file a SQLite store is sealed under (its
+    default: ``store.key`` beside the database).
+    """
     scheme, path = parse_store_url(url)
     if scheme == "sqlite":
         from memfs.private import make_private_dirs
@@ -131,7 +135,7 @@ def migrate(url: str) -> SchemaStatus:
 
         assert path is not None
         make_private_dirs(path.parent)  # as open_store would
-        store = SqliteStore(path)
+        store = SqliteStore(path, key_file=key_file)
         try:
             store.migrate()
         finally:

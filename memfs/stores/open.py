@@ -67,8 +67,14 @@ def _check_postgres_url(url: str) -> None:
         ) from None
 
 
-def open_store(url: str) -> Store:
-    """Open the store ``url`` names."""
+def open_store(url: str, *, key_file: Path | None = None) -> Store:
+    """Open the store ``url`` names.
+
+    ``key_file`` is the store key file (``store_key_file``) that seals people's
+    memory in a SQLite store (``memfs.core.sealing``); by default ``store.key``
+    beside the database. The PostgreSQL store does not seal yet; memory and
+    folder stores keep nothing to seal (nothing on disk; plain files by design).
+    """
     scheme, path = parse_store_url(url)
     if scheme == "postgresql":
         from memfs.stores.postgres import PostgresStore
@@ -88,7 +94,7 @@ def open_store(url: str) -> Store:
     # A fresh machine has no folder for the file yet: it is made here, 0700
     # like state_dir (the file is memory), as SQLite makes the file itself.
     make_private_dirs(path.parent)
-    return SqliteStore(path)
+    return SqliteStore(path, key_file=key_file)
 
 
 __all__ = ["SCHEMES", "open_store", "parse_store_url"]

@@ -16,6 +16,7 @@ import errno
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 from hypercorn.config import Config, Sockets
@@ -158,12 +159,16 @@ def run_web(
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES,
     read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS,
+    key_file: Path | None = None,
 ) -> None:
-    """Serve until interrupted; the address is checked and bound before the store is opened."""
+    """Serve until interrupted; the address is checked and bound before the store is opened.
+
+    ``key_file``: the store key file (the daemons' ``store_key_file``).
+    """
     bound = bind_web(listen, tls_cert, tls_key, read_timeout_seconds=read_timeout_seconds)
 
     async def main() -> None:
-        store = open_store(store_url)
+        store = open_store(store_url, key_file=key_file)
         try:
             await serve_web(web_app(store, max_body_bytes=max_body_bytes), bound)
         finally:

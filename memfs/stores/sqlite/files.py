@@ -33,6 +33,7 @@ from memfs.core.models import (
     Stored,
 )
 from memfs.core.review import ReviewMode
+from memfs.core.sealing import SealBroken
 from memfs.stores.managed import by_of as _by
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import row_id as _row_id
@@ -53,6 +54,7 @@ from memfs.stores.sqlite.rows import (
     _record,
     _space_id,
 )
+from memfs.stores.sqlite.sealed import _opened, _sealer
 
 
 def _load_lean(
@@ -85,13 +87,15 @@ def _load_lean(
         if sha not in have
     }
     ids = list(wanted)
+    sealer = _sealer(conn, space_id, create=False) if ids else None
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        for revision_id, content in conn.execute(
-            f"SELECT id, content FROM revisions WHERE id IN ({marks})", chunk
+        for revision_id, content, sealed in conn.execute(
+            f"SELECT id, content, sealed FROM revisions WHERE id IN ({marks})", chunk
         ):
-            files[wanted[revision_id]] = bytes(content)
+            path = wanted[revision_id]
+            files[path] = _opened(sealer, path, revision_id, content, sealed)
     # model_construct: these dicts come straight from the store's own tables,
     # and validating 10,000 entries three times would cost more than the query.
     # Copies: the cached manifest is shared by every load at its version.
@@ -212,14 +216,17 @@ def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) ->
     if space_id is None:
         return found
     wanted = list(dict.fromkeys(shas))
+    sealer = _sealer(conn, space_id, create=False)
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        for sha, content in conn.execute(
-            f"SELECT sha256, content FROM revisions WHERE space_id = ? AND sha256 IN ({marks})",
+        for sha, content, revision_id, path, sealed in conn.execute(
+            "SELECT sha256, content, id, path, sealed FROM revisions"
+            f" WHERE space_id = ? AND sha256 IN ({marks})",
             (space_id, *chunk),
         ):
-            found.setdefault(sha, bytes(content))
+            if sha not in found:
+                found[sha] = _opened(sealer, path, revision_id, content, sealed)
     return found
 
 
@@ -253,16 +260,18 @@ def _restore(
     if space_id is None or row_id is None:
         raise unknown
     row = conn.execute(
-        "SELECT content, mode FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
+        "SELECT content, mode, sealed FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
         (row_id, space_id, path),
     ).fetchone()
     if row is None:
         raise unknown
     if row["content"] is None:
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
+    sealer = _sealer(conn, space_id, create=False)
+    content = _opened(sealer, path, row_id, row["content"], row["sealed"])
     # The mode comes back with the bytes; the times are the restore's own.
     mode = FileMeta(mode=0o644 if row["mode"] is None else row["mode"])
-    current = _record(conn, space_id, path, bytes(row["content"]), provenance, meta=mode)
+    current = _record(conn, space_id, path, content, provenance, meta=mode)
     _make_live(conn, space_id, path, current)
     target, detail = audit_rules.about_file(ref, path, revision)
     _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
@@ -275,10 +284,19 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
         return []
     rows = conn.execute(
         "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
-        " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns"
-        " FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
+        " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns,"
+        " sealed FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
         (space_id, path),
     ).fetchall()
+    sealer = _sealer(conn, space_id, create=False)
+
+    def text(row: sqlite3.Row, column: str) -> str | None:
+        if not row["sealed"]:
+            return row[column]  # type: ignore[no-any-return]
+        if sealer is None:
+            raise SealBroken("a sealed revision has no person key to open it")
+        return sealer.open_text(column, path, row["id"], row[column])
+
     return [
         Revision(
             id=str(row["id"]),
@@ -290,12 +308,12 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
                 origin=row["origin"],
                 session=row["session"],
                 turn=row["turn"],
-                prompt=row["prompt"],
-                by=_by(row["by_id"], row["by_label"], row["by_role"]),
+                prompt=text(row, "prompt"),
+                by=_by(row["by_id"], text(row, "by_label"), row["by_role"]),
                 at=datetime.fromisoformat(row["created_at"]),
             ),
             approved_by=_by(
-                row["approved_by_id"], row["approved_by_label"], row["approved_by_role"]
+                row["approved_by_id"], text(row, "approved_by_label"), row["approved_by_role"]
             ),
             mode=(None if row["sha256"] is None else 0o644 if row["mode"] is None else row["mode"]),
             mtime_ns=None if row["sha256"] is None else row["mtime_ns"],

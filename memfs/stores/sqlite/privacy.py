@@ -39,6 +39,7 @@ from memfs.stores.sqlite.rows import (
     _space_id,
     _tick,
 )
+from memfs.stores.sqlite.sealed import _forget_person_key
 from memfs.stores.sqlite.traces import _forget_file_in_traces, _forget_in_traces
 
 
@@ -111,6 +112,9 @@ def _forget_user(conn: sqlite3.Connection, user: str, org: str, by: By | None) -
         # Last, so nothing of their memory left in the file names the person.
         conn.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
     _forget_in_traces(conn, user, org)
+    # The key goes with the rows: any copy of them left anywhere is ciphertext
+    # under a key nobody holds any more (``memfs.core.sealing``).
+    _forget_person_key(conn, org, user)
     _mark_forgotten(conn, org, user, "")
     # The audit entry does name them, on purpose: an erasure must be accountable.
     # How many spaces went, never what they held.

@@ -46,6 +46,7 @@ from memfs.stores.sqlite.rows import (
     _tick,
     _timestamp,
 )
+from memfs.stores.sqlite.sealed import _opened, _sealer
 
 
 def _own_waiting(
@@ -375,7 +376,7 @@ def _decide(
                 _delete_live(conn, space_id, path, put_back)
                 continue
             row = conn.execute(
-                "SELECT content, mode, mtime_ns, ctime_ns FROM revisions"
+                "SELECT content, mode, mtime_ns, ctime_ns, sealed FROM revisions"
                 " WHERE id = ? AND space_id = ? AND path = ?",
                 (_row_id(base), space_id, path),
             ).fetchone()
@@ -384,7 +385,14 @@ def _decide(
                     f"revision {base!r} of {path!r} is gone; cannot put it back", path=path
                 )
             meta = _meta(row["mode"], row["mtime_ns"], row["ctime_ns"])
-            revision_id = _record(conn, space_id, path, bytes(row["content"]), put_back, meta=meta)
+            content = _opened(
+                _sealer(conn, space_id, create=False),
+                path,
+                int(base),
+                row["content"],
+                row["sealed"],
+            )
+            revision_id = _record(conn, space_id, path, content, put_back, meta=meta)
             _make_live(conn, space_id, path, revision_id)
     _set_folders(conn, space_id, review.decided_folders(change, effect, paths))
     _save_change(conn, decided)

@@ -32,6 +32,7 @@ from memfs.core.models import (
 from memfs.core.policy import moved_on, purged_since
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import forgotten_key as _forgotten_key
+from memfs.stores.sqlite.sealed import _opened, _sealer
 
 
 def _timestamp(at: datetime) -> str:
@@ -93,13 +94,15 @@ def _live_files(
     files: dict[str, bytes] = {}
     revisions: dict[str, str] = {}
     shas: dict[str, str] = {}
-    for path, revision_id, content, sha in conn.execute(
-        "SELECT live.path, live.revision_id, revisions.content, revisions.sha256 FROM live"
+    sealer = _sealer(conn, space_id, create=False)
+    for path, revision_id, content, sha, sealed in conn.execute(
+        "SELECT live.path, live.revision_id, revisions.content, revisions.sha256,"
+        " revisions.sealed FROM live"
         " JOIN revisions ON revisions.id = live.revision_id"
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
     ):
-        files[path] = bytes(content)
+        files[path] = _opened(sealer, path, revision_id, content, sealed)
         revisions[path] = str(revision_id)
         if sha is not None:
             shas[path] = sha
@@ -218,32 +221,50 @@ def _record(
     )
     # The id comes from the shared clock, so it orders against change edits too.
     revision_id = _tick(conn)
+    # A person's memory is sealed under their key, bound to this row (``sealed``).
+    sealer = _sealer(conn, space_id, create=True)
+    prompt: object = provenance.prompt
+    by_label: object = None if by is None else by.label
+    approved_label: object = None if approved_by is None else approved_by.label
+    stored_content: bytes | None = content
+    if sealer is not None:
+        if content is not None:
+            stored_content = sealer.content(path, revision_id, content)
+        prompt = sealer.text("prompt", path, revision_id, provenance.prompt)
+        by_label = sealer.text("by_label", path, revision_id, None if by is None else by.label)
+        approved_label = sealer.text(
+            "approved_by_label",
+            path,
+            revision_id,
+            None if approved_by is None else approved_by.label,
+        )
     conn.execute(
         "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
         " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
-        " created_at, mode, mtime_ns, ctime_ns)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, mode, mtime_ns, ctime_ns, sealed)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             revision_id,
             space_id,
             path,
-            content,
+            stored_content,
             None if content is None else digest(content),
             0 if content is None else len(content),
             provenance.origin,
             provenance.session,
             provenance.turn,
-            provenance.prompt,
+            prompt,
             None if by is None else by.id,
-            None if by is None else by.label,
+            by_label,
             None if by is None else by.role,
             None if approved_by is None else approved_by.id,
-            None if approved_by is None else approved_by.label,
+            approved_label,
             None if approved_by is None else approved_by.role,
             _timestamp(provenance.at),
             None if settled is None else settled.mode,
             None if settled is None else settled.mtime_ns,
             None if settled is None else settled.ctime_ns,
+            0 if sealer is None else 1,
         ),
     )
     return revision_id

@@ -26,6 +26,15 @@ understands is refused. These tables hold everything::
     members          (org, id) -> role and label of a person who may sign in (schema 10)
     tokens           sha256 of a sign-in token -> (org, member) it signs in as, never the
                      token itself (schema 10; the format is ``memfs.core.members``)
+    person_keys      (org, user) -> the person's data key, wrapped by the store key (schema 11;
+                     the format is ``memfs.core.sealing``); forgetting the person deletes it
+    store_key_check  one row: the key check value of the store key (schema 11), so a store
+                     opened with another ``store_key_file`` is refused at open
+
+Schema 11 gives every revision ``sealed``: 1 where its content, prompt and
+labels are ciphertexts under its person's key (``memfs.stores.sqlite.sealed``).
+The step cannot see the store key, so rows an older memfs wrote in people's
+spaces in the clear are sealed at the first open with the key.
 
 Schema 7 also gives every revision its file's ``mode`` (the permission bits)
 and ``mtime_ns``/``ctime_ns`` (see ``memfs.core.models.FileMeta``); revisions
@@ -404,6 +413,31 @@ def _add_turn_records(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Schema 11: a person's memory sealed under a key of its own (``memfs.core.sealing``).
+_SCHEMA_SEALING = (
+    "ALTER TABLE revisions ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0",
+    """
+    CREATE TABLE person_keys (
+        org TEXT NOT NULL,
+        "user" TEXT NOT NULL,
+        wrapped BLOB NOT NULL,
+        PRIMARY KEY (org, "user")
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE store_key_check (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        value TEXT NOT NULL
+    )
+    """,
+)
+
+
+def _add_sealing(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_SEALING:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
@@ -415,6 +449,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_turn_records,
     _add_space_versions,
     _add_members,
+    _add_sealing,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -51,6 +51,7 @@ from memfs.core.names import check_identity, check_path
 from memfs.core.policy import parse_cursor
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.private import create_private_file, narrow_if_ours
+from memfs.stores.keyfile import default_key_file, load_store_key
 from memfs.stores.manifests import DEFAULT_MAX_FILES, ManifestCache
 from memfs.stores.sqlite.asof import _files_as_of, _find_traces, _open_files_as_of
 from memfs.stores.sqlite.audit import _audit, _verify_audit
@@ -93,6 +94,7 @@ from memfs.stores.sqlite.review import (
 )
 from memfs.stores.sqlite.rows import _forgotten_at, _live_origins, _space_id
 from memfs.stores.sqlite.schema import _migrate
+from memfs.stores.sqlite.sealed import KeyedConnection, _check_store_key
 from memfs.stores.sqlite.traces import _record_trace, _traces
 
 T = TypeVar("T")
@@ -128,7 +130,13 @@ class SqliteStore:
     call opens what is at the path now, if it is a memfs store (a restore).
     """
 
-    def __init__(self, path: Path, *, manifest_cache_files: int = DEFAULT_MAX_FILES) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        manifest_cache_files: int = DEFAULT_MAX_FILES,
+        key_file: Path | None = None,
+    ) -> None:
         self.path = Path(os.path.abspath(path))
         # Checked now, not on first use, so a mistyped state dir fails at start.
         if not self.path.parent.is_dir():
@@ -137,6 +145,11 @@ class SqliteStore:
             )
         if self.path.is_dir():
             raise ConfigError("the sqlite store's path is a folder", path=str(self.path))
+        # The store key (``store_key_file``): read, or made, now, so a key file
+        # that cannot be read fails at start. Beside the database by default.
+        named = key_file if key_file is not None else default_key_file(self.path.parent)
+        self.key_file = Path(os.path.abspath(named))
+        self._store_key = load_store_key(self.key_file)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -184,7 +197,14 @@ class SqliteStore:
         uri = f"file:{urllib.parse.quote(str(self.path))}?mode={mode}"
         # isolation_level=None: the sqlite3 module must not open transactions of
         # its own; every transaction here is begun explicitly, with the mode it needs.
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            check_same_thread=False,
+            isolation_level=None,
+            factory=KeyedConnection,
+        )
+        conn.store_key = self._store_key
         try:
             # First, before any pragma that writes: an empty file where the store
             # was would otherwise be made into a fresh one.
@@ -207,6 +227,7 @@ class SqliteStore:
             # forgotten file cannot be read back from the database file's free space.
             conn.execute("PRAGMA secure_delete = ON")
             _migrate(conn, self.path)
+            _check_store_key(conn, str(self.key_file))
             info = os.stat(self.path)
         except BaseException:
             conn.close()
@@ -221,6 +242,15 @@ class SqliteStore:
         """Open the database now, applying pending migrations (``memfs db migrate``). Blocking."""
         with self._lock, _map_exceptions(self.path):
             self._connect()
+
+    def check_key(self) -> None:
+        """Open the database now, so a wrong ``store_key_file`` is refused at start. Blocking.
+
+        ``ConfigError`` names the key file; a database that cannot be opened
+        now is ``StoreUnavailable``, which a daemon starts through (it is
+        checked again at every open).
+        """
+        self.migrate()
 
     def _same_file(self) -> bool:
         """Whether ``path`` is still the file the connection has open (one stat)."""
