@@ -132,6 +132,16 @@ def daemon(root: Path, url: str, config: str = CONFIG) -> DaemonProcess:
     return DaemonProcess(root, {"MEMFS_STORE": url}, config=config)
 
 
+@contextmanager
+def running(*daemons: DaemonProcess) -> Iterator[None]:
+    """The daemons serve for the block; after it each is stopped, and each must exit 0."""
+    try:
+        yield
+    finally:
+        codes = [d.stop() for d in daemons]  # every one stopped, even if one fails
+        assert codes == [0] * len(daemons)
+
+
 def listening(url: str, pid: int) -> list[int]:
     """The backends of the daemon ``pid``'s listening connection."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -209,7 +219,7 @@ def test_a_change_waiting_through_daemon_a_is_approved_through_b_memfs_web_or_th
     b = DaemonProcess(
         b_root, {"MEMFS_STORE": url, "MEMFS_WEB_LISTEN": f"127.0.0.1:{b_port}"}, config=CONFIG
     )
-    try:
+    with running(a, b):
         # B reads the handbook first: its store holds the manifest, its blob cache the bytes.
         mnt, _ = turn(b_root, "b1")
         assert listing(mnt / "handbook") == []
@@ -230,9 +240,6 @@ def test_a_change_waiting_through_daemon_a_is_approved_through_b_memfs_web_or_th
                 assert cat(mnt / "handbook" / "income.md") == f"{text}\n"
                 end(b_root, f"b{round_ + 2}")
         assert memfs("status", root=b_root)["store_health"] == {"ok": True, "error": None}
-    finally:
-        assert a.stop() == 0
-        assert b.stop() == 0
 
 
 def test_two_daemons_turns_conflict_per_file_as_two_sessions_of_one_daemon_do(
@@ -241,7 +248,7 @@ def test_two_daemons_turns_conflict_per_file_as_two_sessions_of_one_daemon_do(
     url = postgres_databases.url()
     a_root, b_root = hosts
     a, b = daemon(a_root, url), daemon(b_root, url)
-    try:
+    with running(a, b):
         turn(a_root, "a0", "echo v1 > lending-rules/a.md && echo v1 > lending-rules/b.md")
         assert end(a_root, "a0")["lending-rules"]["status"] == "saved"
         turn(a_root, "a1", "echo from-a > lending-rules/a.md")
@@ -261,9 +268,6 @@ def test_two_daemons_turns_conflict_per_file_as_two_sessions_of_one_daemon_do(
         assert cat(mnt / "lending-rules" / "a.md") == "from-a\n"
         assert cat(mnt / "lending-rules" / "c.md") == "from-b2\n"
         end(a_root, "a2")
-    finally:
-        assert a.stop() == 0
-        assert b.stop() == 0
 
 
 def test_a_forget_elsewhere_reaches_b_at_once_even_after_its_listener_was_killed(
@@ -272,7 +276,7 @@ def test_a_forget_elsewhere_reaches_b_at_once_even_after_its_listener_was_killed
     url = postgres_databases.url()
     a_root, b_root = hosts
     a, b = daemon(a_root, url), daemon(b_root, url)
-    try:
+    with running(a, b):
         for attempt in range(2):
             turn(a_root, f"a{attempt}", "echo 'my diagnosis' > me/g.md")
             assert end(a_root, f"a{attempt}")["me"]["status"] == "saved"
@@ -297,9 +301,6 @@ def test_a_forget_elsewhere_reaches_b_at_once_even_after_its_listener_was_killed
             # And it listens again (listen_retry_seconds = 0.2): the second forget is heard too.
             back = lambda old=backend: listening(url, b.proc.pid) not in ([], [old])  # noqa: E731
             assert within(5, back)
-    finally:
-        assert a.stop() == 0
-        assert b.stop() == 0
 
 
 def test_postgresql_stopped_mid_turn_keeps_the_turn_and_status_says_so_until_it_is_back(
@@ -308,7 +309,7 @@ def test_postgresql_stopped_mid_turn_keeps_the_turn_and_status_says_so_until_it_
     url = postgres_databases.url()
     a_root, _ = hosts
     a = daemon(a_root, url, OUTAGE_CONFIG)
-    try:
+    with running(a):
         turn(a_root, "s1", "echo v1 > lending-rules/a.md")
         assert end(a_root, "s1")["lending-rules"]["status"] == "saved"
         mnt, _ = turn(a_root, "s2", "echo during-the-outage > lending-rules/a.md")
@@ -334,5 +335,3 @@ def test_postgresql_stopped_mid_turn_keeps_the_turn_and_status_says_so_until_it_
         assert cat(mnt / "lending-rules" / "a.md") == "during-the-outage\n"  # loaded fresh
         assert listing(mnt / "lending-rules") == ["a.md"]
         end(a_root, "s4")
-    finally:
-        assert a.stop() == 0
