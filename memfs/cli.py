@@ -139,6 +139,7 @@ def demo(
     import trio
 
     from memfs.demo import run_copy_demo, run_daemon_demo
+    from memfs.stores.keyfile import default_key_file
     from memfs.stores.open import parse_store_url
 
     state_dir = state_dir.absolute()
@@ -154,7 +155,8 @@ def demo(
     try:
         parse_store_url(url)
         if copy_mode:
-            trio.run(run_copy_demo, url, state_dir / "turns", say)
+            key_file = default_key_file(state_dir)
+            trio.run(run_copy_demo, url, key_file, state_dir / "turns", say)
         else:
             run_daemon_demo(state_dir, url, say, web_listen=web_listen, keep_running=not exit_after)
     except MemfsError as exc:

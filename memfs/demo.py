@@ -40,6 +40,7 @@ from memfs.core.specs import org_memory, user_memory
 from memfs.engine.turns import Memory
 from memfs.private import open_private
 from memfs.stores.base import ManagedStore, Members, ReviewingStore, Store
+from memfs.stores.keyfile import default_key_file
 from memfs.stores.open import open_store, parse_store_url
 
 Say = Callable[[str, Any], None]
@@ -158,6 +159,9 @@ def run_daemon_demo(
     if parse_store_url(store_url)[0] == "folder":
         web_listen = ""  # it keeps no members to sign in: the daemon would refuse the tab
     config = state_dir / "demo.toml"
+    # The daemon's store key (its default, <state_dir>/store.key); the demo's own
+    # reviews and sign-in open the store with the same one.
+    key_file = default_key_file(state_dir)
     with os.fdopen(open_private(config, os.O_WRONLY | os.O_TRUNC), "w") as out:
         out.write(
             CONFIG.format(
@@ -173,7 +177,7 @@ def run_daemon_demo(
     # the finally below, which stops the daemon, never leaving it behind.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        _run_and_keep(config, log, socket, store_url, say, web_listen, keep_running)
+        _run_and_keep(config, log, socket, store_url, key_file, say, web_listen, keep_running)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -183,6 +187,7 @@ def _run_and_keep(
     log: Path,
     socket: Path,
     store_url: str,
+    key_file: Path,
     say: Say,
     web_listen: str,
     keep_running: bool,
@@ -205,10 +210,10 @@ def _run_and_keep(
                 )
                 client.close_session(session)
                 if person is DANA:
-                    trio.run(_review, store_url, say)
-        trio.run(_show_history, store_url, say)
+                    trio.run(_review, store_url, key_file, say)
+        trio.run(_show_history, store_url, key_file, say)
         if web_listen:
-            trio.run(_sign_in_ada, store_url, web_listen, say)
+            trio.run(_sign_in_ada, store_url, key_file, web_listen, say)
         if keep_running:
             _wait_for_stop(proc, log, web_listen, say)
     finally:
@@ -217,11 +222,11 @@ def _run_and_keep(
         proc.wait(timeout=30)
 
 
-async def _sign_in_ada(store_url: str, web_listen: str, say: Say) -> None:
+async def _sign_in_ada(store_url: str, key_file: Path, web_listen: str, say: Say) -> None:
     """Let Ada sign in to the Memory tab, as ``memfs people add`` and ``memfs token create`` do."""
     from memfs.cli_people import operator
 
-    store = open_store(store_url)
+    store = open_store(store_url, key_file=key_file)
     try:
         if not isinstance(store, Members):
             return
@@ -256,9 +261,9 @@ def _wait_for_stop(proc: subprocess.Popen[bytes], log: Path, web_listen: str, sa
     raise DaemonUnavailable(f"the daemon stopped by itself{_why(log)}; see {log}")
 
 
-async def _review(store_url: str, say: Say) -> None:
+async def _review(store_url: str, key_file: Path, say: Say) -> None:
     """A person reviews what waits: the lending rules are shared, so a change waits for one."""
-    store = open_store(store_url)
+    store = open_store(store_url, key_file=key_file)
     try:
         await _review_with(store, say)
     finally:
@@ -276,8 +281,8 @@ async def _review_with(store: Store, say: Say) -> None:
             )
 
 
-async def _show_history(store_url: str, say: Say) -> None:
-    store = open_store(store_url)
+async def _show_history(store_url: str, key_file: Path, say: Say) -> None:
+    store = open_store(store_url, key_file=key_file)
     try:
         if isinstance(store, ManagedStore):
             history = await store.history(RULES, "income/self-employed.md")
@@ -289,9 +294,9 @@ async def _show_history(store_url: str, say: Say) -> None:
         await store.aclose()
 
 
-async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
+async def run_copy_demo(store_url: str, key_file: Path, workdir: Path, say: Say) -> None:
     """The same story in copy mode: no FUSE, the spaces copied into folders."""
-    store = open_store(store_url)
+    store = open_store(store_url, key_file=key_file)
     memory = Memory(
         store,
         [
@@ -324,7 +329,7 @@ async def run_copy_demo(store_url: str, workdir: Path, say: Say) -> None:
                 await _review_with(store, say)
     finally:
         await store.aclose()
-    await _show_history(store_url, say)
+    await _show_history(store_url, key_file, say)
 
 
 def _say_root_wrote_a_copy(person: str, name: str, outcome: dict[str, Any], say: Say) -> None:

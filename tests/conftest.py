@@ -9,6 +9,9 @@
   record at ERROR or above that the test did not declare with
   ``@pytest.mark.error_log("regex", ...)`` fails it, and so does a declared
   pattern that never matched, so a declaration cannot outlive its cause.
+- **No system state.** A test that leaves the daemon's default state dir
+  (``/var/lib/memfs``, where a store key would go by default) behind where
+  there was none fails: tests name their own folders and key files.
 - **Tiers.** Tests that really mount FUSE are marked ``fuse`` and ``slow``
   automatically (their module uses the mount helpers), and so are tests
   that drive a browser ``browser`` and ``slow`` (they use the ``browser``
@@ -22,10 +25,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
+from memfs.core.defaults import DEFAULT_STATE_DIR
 from tests import daemon_harness
 
 # Names whose use in a test module means it mounts (the module is read, not run).
@@ -107,6 +112,17 @@ def check_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(f"declared ERROR log lines never logged: {unused}", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def never_touches_system_state() -> Iterator[None]:
+    """Fail a test that made the daemon's default state dir (a key file there, say)."""
+    existed = os.path.lexists(DEFAULT_STATE_DIR)
+    yield
+    if not existed and os.path.lexists(DEFAULT_STATE_DIR):
+        shutil.rmtree(DEFAULT_STATE_DIR)  # made by this test: gone, so the next is checked too
+        pytest.fail(f"the test made {DEFAULT_STATE_DIR}, system state", pytrace=False)
+
+
 # The throwaway PostgreSQL server, shared by the whole session (tests/postgres_fixtures.py).
 from tests.postgres_fixtures import postgres_databases as postgres_databases  # noqa: E402
+from tests.postgres_fixtures import postgres_key_file as postgres_key_file  # noqa: E402
 from tests.postgres_fixtures import postgres_server as postgres_server  # noqa: E402

@@ -8,6 +8,10 @@ migrates on first use. Schemas, not databases: a database costs a checkpoint
 to drop and some hundred files to remove, and a session makes hundreds.
 Where PostgreSQL is missing the tests that need it skip, and under ``CI``
 they fail (``memfs.testing.postgres.missing_postgres_action``).
+
+Every store on the server seals people's memory under one store key, the
+file ``key_file`` names (``store_key_file``), as every daemon and command on
+one shared store must: a store opened with another key is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +59,7 @@ class Databases:
     """Fresh, empty schemas on the session's server, each named by a store URL of its own."""
 
     server: ThrowawayPostgres
+    key_file: Path
     made: list[str] = field(default_factory=list)
 
     def url(self) -> str:
@@ -64,9 +70,19 @@ class Databases:
         return url
 
     def store(self, **options: object) -> PostgresStore:
-        return PostgresStore(self.url(), **options)  # type: ignore[arg-type]
+        return self.open(self.url(), **options)
+
+    def open(self, url: str, **options: object) -> PostgresStore:
+        """A store on ``url`` (one of these schemas) under the suite's store key."""
+        return PostgresStore(url, key_file=self.key_file, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def postgres_key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store key file every store of the session's server is opened with."""
+    return tmp_path_factory.mktemp("store-key") / "store.key"
 
 
 @pytest.fixture
-def postgres_databases(postgres_server: ThrowawayPostgres) -> Databases:
-    return Databases(postgres_server)
+def postgres_databases(postgres_server: ThrowawayPostgres, postgres_key_file: Path) -> Databases:
+    return Databases(postgres_server, postgres_key_file)

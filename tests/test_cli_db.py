@@ -66,25 +66,35 @@ def test_status_and_migrate_of_a_postgresql_store(postgres_databases: Databases)
     assert before["kind"] == "postgresql" and before["version"] == 0
     assert [s["name"] for s in before["pending"]] == [m.name for m in PG_MIGRATIONS]  # type: ignore[attr-defined]
 
-    done = db("migrate", "--store", url)
+    done = db("migrate", "--store", url, "--store-key-file", str(postgres_databases.key_file))
     assert done.exit_code == 0, done.output
     after = json.loads(done.output)
     assert after["version"] == len(PG_MIGRATIONS) and after["pending"] == []
     assert versions(after["applied"]) == list(range(1, len(PG_MIGRATIONS) + 1))
     assert status(url) == after
-    assert db("migrate", "--store", url).exit_code == 0  # nothing pending: nothing happens
+    assert (
+        db(
+            "migrate", "--store", url, "--store-key-file", str(postgres_databases.key_file)
+        ).exit_code
+        == 0
+    )  # nothing pending: nothing happens
 
 
 def test_a_database_newer_than_this_memfs_is_shown_and_never_migrated(
     postgres_databases: Databases,
 ) -> None:
     url = postgres_databases.url()
-    assert db("migrate", "--store", url).exit_code == 0
+    assert (
+        db(
+            "migrate", "--store", url, "--store-key-file", str(postgres_databases.key_file)
+        ).exit_code
+        == 0
+    )
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO memfs_migrations (version, name) VALUES (99, 'from the future')")
     shown = status(url)
     assert shown["version"] == 99 and shown["newer_than_this_memfs"] is True
-    done = db("migrate", "--store", url)
+    done = db("migrate", "--store", url, "--store-key-file", str(postgres_databases.key_file))
     assert done.exit_code == 78 and "newer than this memfs" in done.output
 
 

@@ -11,6 +11,7 @@ fresh, and the listener comes back.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -72,6 +73,12 @@ review = "none"
 """
 
 
+@pytest.fixture(autouse=True)
+def one_store_key(monkeypatch: pytest.MonkeyPatch, postgres_key_file: Path) -> None:
+    """Every daemon and command here names the same store key, as on real hosts they must."""
+    monkeypatch.setenv("MEMFS_STORE_KEY_FILE", str(postgres_key_file))
+
+
 @pytest.fixture
 def hosts(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     require_fuse()
@@ -95,7 +102,11 @@ def cli(url: str, *args: str) -> Any:
         timeout=60,
         check=False,
         # No daemon to tell: a forget reaches the daemons through the store only.
-        env={"PATH": "/usr/bin:/bin", "MEMFS_SOCKET": "/nonexistent/memfs.sock"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "MEMFS_SOCKET": "/nonexistent/memfs.sock",
+            "MEMFS_STORE_KEY_FILE": os.environ["MEMFS_STORE_KEY_FILE"],
+        },
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

@@ -64,13 +64,18 @@ async def test_sqlite_url_in_a_folder_not_made_yet_makes_it_0700(tmp_path: Path)
         await store.aclose()
 
 
-async def test_postgresql_url_opens_a_postgres_store_without_connecting() -> None:
+async def test_postgresql_url_opens_a_postgres_store_without_connecting(tmp_path: Path) -> None:
     from memfs.stores.postgres import PostgresStore
 
     # Nothing listens there: making the store must not connect.
-    store = memfs.open_store("postgresql://memfs@/memfs?host=/nonexistent-socket-folder")
+    key = tmp_path / "keys" / "store.key"
+    store = memfs.open_store(
+        "postgresql://memfs@/memfs?host=/nonexistent-socket-folder", key_file=key
+    )
     assert isinstance(store, PostgresStore)
     assert isinstance(store, memfs.ManagedStore)
+    # The store key is read, or made, at once: a key file that cannot be read fails at start.
+    assert store.key_file == key and key.is_file()
     await store.aclose()
 
 

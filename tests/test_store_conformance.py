@@ -11,7 +11,6 @@ import trio
 from memfs.stores.base import Store
 from memfs.stores.folder import FolderStore
 from memfs.stores.open import open_store
-from memfs.stores.postgres import PostgresStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.testing import (
     COMMON_CHECKS,
@@ -46,7 +45,7 @@ def _postgres(request: pytest.FixtureRequest) -> MakeStore:
     databases: Databases = request.getfixturevalue("postgres_databases")
 
     async def make() -> Store:
-        return PostgresStore(await trio.to_thread.run_sync(databases.url))
+        return databases.open(await trio.to_thread.run_sync(databases.url))
 
     return make
 

@@ -16,7 +16,6 @@ import trio
 
 from memfs.core.errors import StoreUnavailable
 from memfs.core.models import ChangeSet
-from memfs.stores.postgres import PostgresStore
 from memfs.stores.postgres.listen import APPLICATION_NAME, SpaceListener, SpaceNotice, parse_notice
 from tests.postgres_fixtures import DATABASE, Databases
 from tests.test_store_manifests import ADA, DANA, ORG, save
@@ -82,7 +81,7 @@ async def test_a_terminated_listening_connection_is_unavailable_and_listens_agai
     postgres_databases: Databases,
 ) -> None:
     url = postgres_databases.url()
-    store = PostgresStore(url)
+    store = postgres_databases.open(url)
     await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
     listener = store.listener()
     try:
@@ -109,7 +108,7 @@ async def test_a_notice_drops_the_cached_manifest_and_a_load_without_one_is_stil
     postgres_databases: Databases,
 ) -> None:
     store = postgres_databases.store()
-    other = PostgresStore(store.url)
+    other = postgres_databases.open(store.url)
     listener = store.listener()
     try:
         await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
@@ -142,7 +141,7 @@ async def test_a_listener_over_tcp_hears_notices_as_over_the_socket(
     socket_url = postgres_databases.url()
     query = socket_url.split("?", 1)[1]  # the schema of its own
     tcp_url = f"{postgres_databases.server.tcp_url(DATABASE)}?{query}"
-    store, other = PostgresStore(tcp_url), PostgresStore(socket_url)
+    store, other = postgres_databases.open(tcp_url), postgres_databases.open(socket_url)
     await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
     listener = store.listener()
     try:

@@ -370,8 +370,10 @@ async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
     heads = _sealed_heads(path)
     assert all(head in _file_bytes(path) for head in heads)
     with raw(path) as conn:
+        # Rows keep a person's paths by name: keep.md is the 13-byte file.
         kept = conn.execute(
-            "SELECT content FROM revisions WHERE path = 'keep.md' AND content IS NOT NULL"
+            "SELECT content FROM revisions WHERE size = ? AND content IS NOT NULL",
+            (len(b"capybara-kept"),),
         ).fetchone()[0]
     heads.remove(bytes(kept)[:32])
 
@@ -380,7 +382,7 @@ async def test_forgotten_user_file_cannot_be_read_back_from_the_database_file(
     assert await store.history(DANA, "health.md") == []
     assert not _wal(path).exists() or _wal(path).stat().st_size == 0
     after = _file_bytes(path)
-    for marker in (b"zebra-7f3a9c", b"okapi-", b"quokka-91d2", *heads):
+    for marker in (b"zebra-7f3a9c", b"okapi-", b"quokka-91d2", b"health.md", *heads):
         assert marker not in after, marker
     assert bytes(kept)[:32] in after  # what was not forgotten is still there, sealed
     assert await store.files(DANA) == {"keep.md": b"capybara-kept"}
@@ -438,6 +440,7 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
     # Into the main file's pages, as in a store that has run for a while.
     await store.aclose()
     assert b"zebra-7f3a9c" not in path.read_bytes()  # sealed under their key
+    assert b"health.md" not in path.read_bytes()  # and so is the file's name
     assert who.encode() in path.read_bytes()
 
     store = SqliteStore(path)
@@ -449,8 +452,10 @@ async def test_forgotten_user_cannot_be_read_back_from_the_database_file(
     )
     assert b"okapi-001234-4be1" not in _wal(path).read_bytes()
     with raw(path) as conn:
+        # Rows keep a person's paths by name: keep.md is the 13-byte file.
         keep = conn.execute(
-            "SELECT content FROM revisions WHERE path = 'keep.md' AND content IS NOT NULL"
+            "SELECT content FROM revisions WHERE size = ? AND content IS NOT NULL",
+            (len(b"capybara-kept"),),
         ).fetchone()[0]
     heads = [head for head in _sealed_heads(path) if head != bytes(keep)[:32]]
     assert len(heads) == 3 and all(head in _file_bytes(path) for head in heads)
@@ -519,11 +524,14 @@ async def test_forgotten_user_file_names_cannot_be_read_back_from_stored_traces(
     await store.record_trace(trace("t1", "heron-rules.md"))
     # Into the main file's pages, as in a store that has run for a while.
     await store.aclose()
-    assert secret.encode() in path.read_bytes()
+    # Sealed under her key from the start: the file's name, in her rows and her part of the trace.
+    assert secret.encode() not in path.read_bytes()
+    assert b"heron-rules.md" in path.read_bytes()  # the org's part is the org's record
 
     store = SqliteStore(path)
     await store.record_trace(trace("t2", "egret-rules.md"))  # only in the log so far
-    assert secret.encode() in _wal(path).read_bytes()
+    assert secret.encode() not in _wal(path).read_bytes()
+    assert {tuple(t.mounts) for t in await store.traces()} == {("rules", "me")}
 
     await store.forget_user("dana", "bank-1", by=None)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.stores.sql.asof import _as_of_query
 from memfs.stores.sqlite import SqliteStore
-from memfs.stores.sqlite.asof import AS_OF_QUERY
+from memfs.stores.sqlite.db import SqliteDb
 from tests.test_store_sqlite import raw
 
 RULES = SpaceRef(layer="org", space="rules", org="bank")
@@ -34,8 +35,7 @@ async def test_files_as_of_a_cursor_over_ten_thousand_files_reads_indexes_only(
     finally:
         await store.aclose()
     with raw(path) as conn:
-        plan = " ".join(
-            str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + AS_OF_QUERY, (1, 1))
-        )
+        query = _as_of_query(SqliteDb(conn, store_key=b""))
+        plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + query, (1, 1)))
     assert "COVERING INDEX revisions_by_path" in plan
     assert "COVERING INDEX revisions_manifest" in plan

@@ -547,6 +547,52 @@ class Trace(Frozen):
     mounts: dict[str, TraceMount]
     files: dict[str, TraceFile]
 
+    def people(self) -> list[tuple[str, str]]:
+        """(org, user) of every person whose own memory the turn mounted, sorted."""
+        return sorted(
+            {
+                (mount.ref.org, mount.ref.user)
+                for mount in self.mounts.values()
+                if mount.ref.layer == "user" and mount.ref.user is not None
+            }
+        )
+
+    def _mounts_of(self, org: str, user: str) -> set[str]:
+        return {
+            name
+            for name, mount in self.mounts.items()
+            if mount.ref.layer == "user" and mount.ref.org == org and mount.ref.user == user
+        }
+
+    def part_of(self, org: str, user: str) -> Trace:
+        """What of this trace is ``user``'s in ``org``: their mounts, those files, the prompt.
+
+        The person's part, kept sealed under their key (a store seals it), so
+        forgetting them destroys it wherever a copy is; ``without_user`` is
+        the rest, and ``with_part`` puts the two together again.
+        """
+        theirs = self._mounts_of(org, user)
+        return self.model_copy(
+            update={
+                "mounts": {n: m for n, m in self.mounts.items() if n in theirs},
+                "files": {
+                    key: entry
+                    for key, entry in self.files.items()
+                    if any(key == name or key.startswith(f"{name}/") for name in theirs)
+                },
+            }
+        )
+
+    def with_part(self, part: Trace) -> Trace:
+        """This trace with a person's ``part`` (``part_of``) laid back over it."""
+        return self.model_copy(
+            update={
+                "prompt": part.prompt if part.prompt is not None else self.prompt,
+                "mounts": {**self.mounts, **part.mounts},
+                "files": {**self.files, **part.files},
+            }
+        )
+
     def without_user(self, user: str, org: str) -> Trace | None:
         """This trace with nothing left of ``user``'s own memory in ``org``; None if it had none.
 
@@ -558,11 +604,7 @@ class Trace(Frozen):
         time, and its other mounts (the org's, dirs) with what the turn did to
         them, which is the org's record, not the person's memory.
         """
-        gone = {
-            name
-            for name, mount in self.mounts.items()
-            if mount.ref.layer == "user" and mount.ref.org == org and mount.ref.user == user
-        }
+        gone = self._mounts_of(org, user)
         if not gone:
             return None
         return self.model_copy(

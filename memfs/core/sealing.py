@@ -20,6 +20,11 @@ few million values in a store's life, far below the 2**32 random nonces past
 which AES-GCM's nonce collisions become a concern, and random nonces need no
 counter shared between processes or hosts.
 
+A person's file names are sealed too: rows keep a path of a person's space
+under its name (:func:`name_of`, a keyed digest), and the path itself sealed
+once per space and name, so no table holds a person's file name in readable
+form, and a backup of any of them holds none once the key is gone.
+
 Associated data (:func:`bound`) names where a ciphertext belongs: the kind of
 value (``content``, ``prompt``, ``label``), org, user, space, path and the
 revision id, each length-prefixed so no two tuples encode alike. A ciphertext
@@ -39,6 +44,7 @@ get wrong. Randomness comes from ``secrets``.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -99,6 +105,19 @@ def seal_text(key: bytes, text: str | None, aad: bytes) -> bytes | None:
 
 def unseal_text(key: bytes, sealed: bytes | None, aad: bytes) -> str | None:
     return None if sealed is None else unseal(key, sealed, aad).decode()
+
+
+def name_of(key: bytes, *parts: str) -> str:
+    """The name a person's path is kept under: ``~`` and a keyed digest of where it is.
+
+    HMAC-SHA256 under the person's key over ``bound("name", org, user, space,
+    path)``, in URL-safe base64 without padding. The same path in the same
+    space always has the same name, so rows are found by it; without the key
+    nobody can tell which path a name stands for, and once the key is
+    destroyed nobody can. The ``~`` marks it for whoever reads the tables.
+    """
+    mac = hmac.new(key, bound("name", *parts), hashlib.sha256).digest()
+    return "~" + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
 def person_aad(org: str, user: str) -> bytes:

@@ -125,8 +125,9 @@ def schema_status(url: str) -> SchemaStatus:
 def migrate(url: str, *, key_file: Path | None = None) -> SchemaStatus:
     """Apply the pending migrations of the store ``url`` names; its status after.
 
-    ``key_file``: the store key file a SQLite store is sealed under (its
-    default: ``store.key`` beside the database).
+    ``key_file``: the store key file the store is sealed under (its default
+    as ``open_store`` has it); sealing what an older memfs kept in the clear
+    is part of migrating, and needs the key.
     """
     scheme, path = parse_store_url(url)
     if scheme == "sqlite":
@@ -143,7 +144,7 @@ def migrate(url: str, *, key_file: Path | None = None) -> SchemaStatus:
     elif scheme == "postgresql":
         from memfs.stores.postgres import PostgresStore
 
-        PostgresStore(url).migrate()
+        PostgresStore(url, key_file=key_file).migrate()
     return schema_status(url)
 
 

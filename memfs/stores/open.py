@@ -71,15 +71,17 @@ def open_store(url: str, *, key_file: Path | None = None) -> Store:
     """Open the store ``url`` names.
 
     ``key_file`` is the store key file (``store_key_file``) that seals people's
-    memory in a SQLite store (``memfs.core.sealing``); by default ``store.key``
-    beside the database. The PostgreSQL store does not seal yet; memory and
-    folder stores keep nothing to seal (nothing on disk; plain files by design).
+    memory in a managed store (``memfs.core.sealing``); by default ``store.key``
+    beside a SQLite database, and ``/var/lib/memfs/store.key`` (the daemon's
+    default) for PostgreSQL, which has no folder of its own: every process on
+    one database must name the same file. Memory and folder stores keep
+    nothing to seal (nothing on disk; plain files by design).
     """
     scheme, path = parse_store_url(url)
     if scheme == "postgresql":
         from memfs.stores.postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, key_file=key_file)
     if path is None:
         from memfs.stores.memory import MemoryStore
 

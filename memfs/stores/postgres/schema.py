@@ -33,6 +33,12 @@ PostgreSQL's terms::
                      space '' is the whole person
     members          (org, id) -> role and label of a person who may sign in
     tokens           sha256 of a sign-in token -> (org, member), never the token itself
+    person_keys      (org, user) -> the person's data key, wrapped by the store key
+                     (``memfs.core.sealing``); forgetting the person deletes it
+    store_key_check  one row: what tells, at open, whether a store key is this store's,
+                     and how much is sealed (``memfs.stores.sql.upgrade``)
+    names            (space, name) -> a person's path, sealed; their rows keep the name
+    trace_parts      (trace, org, user) -> that person's part of the trace, sealed
 
 Names and paths are ``COLLATE "C"``: they compare and sort by code point, as
 Python and SQLite do, whatever the database's own collation. Space versions
@@ -49,15 +55,13 @@ from dataclasses import dataclass
 
 from memfs.core.audit import GENESIS
 from memfs.core.errors import ConfigError
-from memfs.stores.postgres.rows import (
-    LOCK_CLASS,
-    MIGRATION_LOCK,
-    WRITE_LOCK,
-    Conn,
-    _all,
-    _one,
-    _run,
-)
+from memfs.stores.postgres.db import Conn
+
+# pg_advisory_xact_lock keys: (memfs, what). Two ints, so they stay clear of
+# other applications' single-bigint keys on a shared database.
+LOCK_CLASS = 0x6D656D66  # "memf"
+WRITE_LOCK = 1
+MIGRATION_LOCK = 2
 
 
 @dataclass(frozen=True)
@@ -335,6 +339,62 @@ _MEMBERS = Migration(
     ),
 )
 
+_SEALING = Migration(
+    "a person's memory sealed under a key of its own",
+    (
+        # 1 where content, prompt and labels are ciphertexts under the person's
+        # key (memfs.stores.sql.sealed); rows in the clear are sealed at the
+        # first open with the store key, which the schema steps never see.
+        "ALTER TABLE revisions ADD COLUMN sealed integer NOT NULL DEFAULT 0",
+        # bytea: sealed bytes in people's spaces, UTF-8 in the clear elsewhere.
+        "ALTER TABLE revisions ALTER COLUMN prompt TYPE bytea USING convert_to(prompt, 'UTF8')",
+        "ALTER TABLE revisions ALTER COLUMN by_label TYPE bytea USING convert_to(by_label, 'UTF8')",
+        "ALTER TABLE revisions ALTER COLUMN approved_by_label TYPE bytea"
+        " USING convert_to(approved_by_label, 'UTF8')",
+        f"""
+        CREATE TABLE person_keys (
+            org {_NAME},
+            "user" {_NAME},
+            wrapped bytea NOT NULL,
+            PRIMARY KEY (org, "user")
+        )
+        """,
+        """
+        CREATE TABLE store_key_check (
+            id integer PRIMARY KEY CHECK (id = 1),
+            value text NOT NULL
+        )
+        """,
+    ),
+)
+
+_NAMES = Migration(
+    "a person's file names, turn records and traces sealed too",
+    (
+        f"""
+        CREATE TABLE names (
+            space_id bigint NOT NULL REFERENCES spaces (id),
+            name {_NAME},
+            sealed bytea NOT NULL,
+            PRIMARY KEY (space_id, name)
+        )
+        """,
+        "ALTER TABLE stored_turns ADD COLUMN sealed_stored bytea",
+        f"""
+        CREATE TABLE trace_parts (
+            trace_id bigint NOT NULL REFERENCES traces (id),
+            org {_NAME},
+            "user" {_NAME},
+            sealed bytea NOT NULL,
+            PRIMARY KEY (trace_id, org, "user")
+        )
+        """,
+        'CREATE INDEX trace_parts_by_person ON trace_parts (org, "user")',
+        "ALTER TABLE traces ADD COLUMN people integer NOT NULL DEFAULT 0",
+        "ALTER TABLE store_key_check ADD COLUMN sealing integer NOT NULL DEFAULT 1",
+    ),
+)
+
 _NOTICES = Migration(
     "a notice on the memfs_spaces channel when a space's version moves or the space goes",
     (
@@ -358,7 +418,7 @@ _NOTICES = Migration(
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
-    _CORE, _REVIEW, _AUDIT, _TURNS, _VERSIONS, _MEMBERS, _NOTICES,
+    _CORE, _REVIEW, _AUDIT, _TURNS, _VERSIONS, _MEMBERS, _NOTICES, _SEALING, _NAMES,
 )  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -373,12 +433,12 @@ _BOOKKEEPING = """
 
 def applied_migrations(conn: Conn) -> list[tuple[int, str]]:
     """The steps recorded as applied, (version, name) in order; [] for a database without any."""
-    row = _one(conn, "SELECT to_regclass('memfs_migrations')")
+    row = conn.execute("SELECT to_regclass('memfs_migrations')").fetchone()
     if row is None or row[0] is None:
         return []
     return [
         (int(v), str(n))
-        for v, n in _all(conn, "SELECT version, name FROM memfs_migrations ORDER BY version")
+        for v, n in conn.execute("SELECT version, name FROM memfs_migrations ORDER BY version")
     ]
 
 
@@ -393,9 +453,9 @@ def _migrate(conn: Conn, where: str) -> int:
         return 0  # the common case: no lock taken just to open
     with conn.transaction():
         # Locks before reading again: whoever migrated meanwhile is seen now.
-        _run(conn, "SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
-        _run(conn, "SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, WRITE_LOCK))
-        _run(conn, _BOOKKEEPING)
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, WRITE_LOCK))
+        conn.execute(_BOOKKEEPING)
         version = _version(conn)
         if version > SCHEMA_VERSION:
             raise ConfigError(
@@ -405,9 +465,8 @@ def _migrate(conn: Conn, where: str) -> int:
             )
         for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
             for statement in step.statements:
-                _run(conn, statement)
-            _run(
-                conn,
+                conn.execute(statement)
+            conn.execute(
                 "INSERT INTO memfs_migrations (version, name) VALUES (%s, %s)",
                 (number, step.name),
             )

@@ -29,10 +29,11 @@ dropped (a restart) is replaced instead of failing the call.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-from collections.abc import Callable, Collection, Container, Iterator
-from datetime import datetime
-from typing import Literal, TypeVar
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import psycopg_pool
@@ -40,81 +41,16 @@ import trio
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
-from memfs.core import members as member_rules
-from memfs.core import review
-from memfs.core import signin as signin_rules
-from memfs.core.audit import AuditCheck
+from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.errors import ConfigError, StoreUnavailable
-from memfs.core.members import IssuedToken, Member
-from memfs.core.models import (
-    AsOfFile,
-    AuditEntry,
-    By,
-    ChangeSet,
-    Forgetting,
-    Forgot,
-    Limits,
-    LiveOrigin,
-    Loaded,
-    Provenance,
-    Revision,
-    SpaceRef,
-    Stored,
-    Trace,
-)
-from memfs.core.names import check_identity, check_path
-from memfs.core.policy import parse_cursor
-from memfs.core.review import ReviewMode, WaitingChange
+from memfs.stores.keyfile import default_key_file, load_store_key
 from memfs.stores.manifests import DEFAULT_MAX_FILES
-from memfs.stores.postgres.asof import (
-    _files_as_of,
-    _find_traces,
-    _live_origins,
-    _open_files_as_of,
-)
-from memfs.stores.postgres.audit import _audit, _verify_audit
-from memfs.stores.postgres.files import (
-    LeanCache,
-    _contents,
-    _history,
-    _load,
-    _load_lean,
-    _put,
-    _restore,
-    _spaces,
-    _store_turn,
-)
+from memfs.stores.postgres.db import Conn, PostgresDb
 from memfs.stores.postgres.listen import SpaceListener, SpaceNotice
-from memfs.stores.postgres.members import (
-    _add_member,
-    _create_token,
-    _member,
-    _members,
-    _record_signin,
-    _remove_member,
-    _resolve_token,
-    _revoke_tokens,
-)
-from memfs.stores.postgres.privacy import (
-    _forget,
-    _forget_user,
-    _forgotten_files,
-    _open_history,
-    _open_person,
-    _people,
-    _purge,
-    _user_files,
-)
-from memfs.stores.postgres.review import (
-    _decide,
-    _get_change,
-    _list_changes,
-    _review_setting,
-    _set_review,
-)
-from memfs.stores.postgres.rows import LOCK_CLASS, WRITE_LOCK, Conn, _forgotten_at, _space_id
-from memfs.stores.postgres.schema import _migrate
-from memfs.stores.postgres.traces import _record_trace, _traces
+from memfs.stores.postgres.schema import LOCK_CLASS, WRITE_LOCK, _migrate
+from memfs.stores.sql.db import Db
+from memfs.stores.sql.store import SqlStore
+from memfs.stores.sql.upgrade import _check_store_key
 
 T = TypeVar("T")
 
@@ -147,12 +83,7 @@ def _map_exceptions(where: str) -> Iterator[None]:
         raise StoreUnavailable(f"the postgresql store failed: {exc}", path=where) from exc
 
 
-def _check_member(id: str, org: str) -> None:
-    member_rules.check_member_id(id)
-    member_rules.check_member_id(org, what="org id")
-
-
-class PostgresStore:
+class PostgresStore(SqlStore):
     """A managed store in the PostgreSQL database ``url`` names (``postgresql://...``).
 
     Nothing connects until the first call, which migrates the schema (once,
@@ -170,7 +101,9 @@ class PostgresStore:
         connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         manifest_cache_files: int = DEFAULT_MAX_FILES,
+        key_file: Path | None = None,
     ) -> None:
+        super().__init__(manifest_cache_files=manifest_cache_files)
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
@@ -179,6 +112,12 @@ class PostgresStore:
             raise ConfigError(f"pool_size must be 1 or more, not {pool_size}", path=redacted(url))
         self.url = url
         self._where = redacted(url)
+        # The store key (``store_key_file``), read or made now, so a key file that
+        # cannot be read fails at start. Every process on one database names the
+        # same file; the database refuses another key at first use.
+        named = key_file if key_file is not None else default_key_file(Path(DEFAULT_STATE_DIR))
+        self.key_file = Path(os.path.abspath(named))
+        self._store_key = load_store_key(self.key_file)
         self._connect_timeout = connect_timeout_seconds
         self._lock_timeout_ms = max(1, round(lock_timeout_seconds * 1000))
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
@@ -195,7 +134,6 @@ class PostgresStore:
         self._state_lock = threading.Lock()
         self._ready = False
         self._closed = False
-        self._lean = LeanCache(manifest_cache_files)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r})"
@@ -226,6 +164,7 @@ class PostgresStore:
                 with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
                     self._configure(conn)
                     _migrate(conn, self._where)
+                    self._transaction(conn, self._checked_key, write=True)
                 self._pool.open(wait=False)
             self._ready = True
 
@@ -236,9 +175,14 @@ class PostgresStore:
                 raise StoreUnavailable("the postgresql store is closed", path=self._where)
             with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
                 self._configure(conn)
-                return _migrate(conn, self._where)
+                applied = _migrate(conn, self._where)
+                self._transaction(conn, self._checked_key, write=True)
+                return applied
 
-    def _run(self, fn: Callable[[Conn], T], *, write: bool) -> T:
+    def _checked_key(self, db: Db) -> bool:
+        return _check_store_key(db, str(self.key_file))
+
+    def _run(self, fn: Callable[[Db], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""
         self._ensure_ready()
         for attempt in range(1, RETRIES + 1):
@@ -250,8 +194,7 @@ class PostgresStore:
                     raise
         raise AssertionError("unreachable: the last try returns or raises")
 
-    @staticmethod
-    def _transaction(conn: Conn, fn: Callable[[Conn], T], *, write: bool) -> T:
+    def _transaction(self, conn: Conn, fn: Callable[[Db], T], *, write: bool) -> T:
         if write:
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             # Before anything is read: the conflict check must see every earlier write.
@@ -259,7 +202,7 @@ class PostgresStore:
         else:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
-            result = fn(conn)
+            result = fn(PostgresDb(conn, self._store_key))
             conn.execute("COMMIT")
         except BaseException:
             if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
@@ -268,215 +211,6 @@ class PostgresStore:
                     conn.execute("ROLLBACK")
             raise
         return result
-
-    async def _call(self, fn: Callable[[Conn], T], *, write: bool) -> T:
-        # Not cancellable once started (run_sync's default): the transaction
-        # either commits or rolls back before this returns.
-        return await trio.to_thread.run_sync(lambda: self._run(fn, write=write))
-
-    async def load(self, ref: SpaceRef, session: str) -> Loaded:
-        return await self._call(lambda conn: _load(conn, ref, session), write=False)
-
-    async def load_lean(self, ref: SpaceRef, session: str, have: Container[str]) -> Loaded:
-        return await self._call(
-            lambda conn: _load_lean(conn, ref, session, have, self._lean), write=False
-        )
-
-    async def contents(self, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
-        return await self._call(lambda conn: _contents(conn, ref, shas), write=False)
-
-    async def store(
-        self,
-        ref: SpaceRef,
-        changes: ChangeSet,
-        *,
-        cursor: str | None,
-        provenance: Provenance,
-        review: ReviewMode = "none",
-    ) -> Stored:
-        base = parse_cursor(cursor)
-        # The review setting is read in the same transaction as the write.
-        return await self._call(
-            lambda conn: _store_turn(conn, ref, changes, base, provenance, review), write=True
-        )
-
-    async def put(
-        self,
-        ref: SpaceRef,
-        changes: ChangeSet,
-        *,
-        provenance: Provenance,
-        limits: Limits | None = None,
-    ) -> Stored:
-        within = limits or Limits()
-        return await self._call(
-            lambda conn: _put(conn, ref, changes, provenance, within), write=True
-        )
-
-    async def history(self, ref: SpaceRef, path: str) -> list[Revision]:
-        check_path(path)
-        return await self._call(lambda conn: _history(conn, ref, path), write=False)
-
-    async def open_history(self, ref: SpaceRef, path: str, *, by: By | None) -> list[Revision]:
-        check_path(path)
-        # A write transaction: the revisions are read and the look recorded together.
-        return await self._call(lambda conn: _open_history(conn, ref, path, by), write=True)
-
-    async def files(self, ref: SpaceRef) -> dict[str, bytes]:
-        return (await self._call(lambda conn: _load(conn, ref, None), write=False)).files
-
-    async def spaces(self) -> list[SpaceRef]:
-        return await self._call(_spaces, write=False)
-
-    async def restore(self, ref: SpaceRef, path: str, revision: str, *, by: By | None) -> Stored:
-        check_path(path)
-        provenance = Provenance(origin="edited", by=by)
-        return await self._call(
-            lambda conn: _restore(conn, ref, path, revision, provenance), write=True
-        )
-
-    async def forget_file(self, ref: SpaceRef, path: str, *, by: By | None) -> Stored:
-        check_path(path)
-        if ref.layer == "user":
-            return await self._call(lambda conn: _purge(conn, ref, path, by), write=True)
-        provenance = Provenance(origin="edited", by=by)
-        return await self._call(lambda conn: _forget(conn, ref, path, provenance), write=True)
-
-    async def forget_user(self, user: str, org: str, *, by: By | None) -> Forgot:
-        check_identity(user, what="user id")
-        check_identity(org, what="org id")
-        return await self._call(lambda conn: _forget_user(conn, user, org, by), write=True)
-
-    async def forgotten_since(self, ref: SpaceRef, cursor: str | None) -> bool:
-        base = parse_cursor(cursor)
-        if base is None:
-            return False
-        return await self._call(lambda conn: _forgotten_at(conn, ref), write=False) > base
-
-    async def forgotten_files_since(
-        self, ref: SpaceRef, cursor: str | None, paths: Collection[str]
-    ) -> Forgetting:
-        base = parse_cursor(cursor)
-        if base is None:
-            return Forgetting()
-        return await self._call(lambda conn: _forgotten_files(conn, ref, base, paths), write=False)
-
-    async def record_trace(self, trace: Trace) -> None:
-        await self._call(lambda conn: _record_trace(conn, trace), write=True)
-
-    async def traces(self, *, session: str | None = None) -> list[Trace]:
-        return await self._call(lambda conn: _traces(conn, session), write=False)
-
-    async def find_traces(
-        self,
-        *,
-        turn: str | None = None,
-        space: SpaceRef | None = None,
-        since: datetime | None = None,
-    ) -> list[Trace]:
-        return await self._call(lambda conn: _find_traces(conn, turn, space, since), write=False)
-
-    async def files_as_of(self, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
-        return await self._call(lambda conn: _files_as_of(conn, ref, cursor), write=False)
-
-    async def open_files_as_of(
-        self, ref: SpaceRef, cursor: str, *, by: By | None
-    ) -> dict[str, AsOfFile]:
-        # A write transaction: the files are read and the look recorded together.
-        return await self._call(lambda conn: _open_files_as_of(conn, ref, cursor, by), write=True)
-
-    async def live_origins(self, ref: SpaceRef) -> dict[str, LiveOrigin]:
-        return await self._call(lambda conn: _live_origins(conn, ref), write=False)
-
-    async def user_files(self, user: str, org: str) -> dict[str, dict[str, bytes]]:
-        check_identity(user, what="user id")
-        check_identity(org, what="org id")
-        return await self._call(lambda conn: _user_files(conn, user, org), write=False)
-
-    async def open_person(
-        self, user: str, org: str, *, by: By | None
-    ) -> dict[str, dict[str, bytes]]:
-        check_identity(user, what="user id")
-        check_identity(org, what="org id")
-        return await self._call(lambda conn: _open_person(conn, user, org, by), write=True)
-
-    async def people(self, org: str) -> dict[SpaceRef, int]:
-        check_identity(org, what="org id")
-        return await self._call(lambda conn: _people(conn, org), write=False)
-
-    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
-        return await self._call(lambda conn: _audit(conn, org), write=False)
-
-    async def verify_audit(self) -> AuditCheck:
-        return await self._call(_verify_audit, write=False)
-
-    async def set_review(self, ref: SpaceRef, mode: ReviewMode, *, by: By | None) -> None:
-        mode = review.check_mode(mode)
-        await self._call(lambda conn: _set_review(conn, ref, mode, by), write=True)
-
-    async def review_mode(self, ref: SpaceRef) -> ReviewMode | None:
-        return await self._call(
-            lambda conn: _review_setting(conn, _space_id(conn, ref)), write=False
-        )
-
-    async def list_changes(
-        self, *, org: str | None = None, open_only: bool = True
-    ) -> list[WaitingChange]:
-        return await self._call(lambda conn: _list_changes(conn, org, open_only), write=False)
-
-    async def get_change(self, id: str) -> WaitingChange:
-        return await self._call(lambda conn: _get_change(conn, id), write=False)
-
-    async def decide(
-        self,
-        id: str,
-        action: Literal["approve", "edit", "reject"],
-        *,
-        by: By | None,
-        paths: list[str] | None = None,
-        edits: dict[str, bytes | None] | None = None,
-        force: bool = False,
-        limits: Limits | None = None,
-    ) -> WaitingChange:
-        for path in [*(paths or ()), *(edits or {})]:
-            check_path(path)
-        within = limits or Limits()
-        return await self._call(
-            lambda conn: _decide(conn, id, action, by, paths, edits, force, within), write=True
-        )
-
-    async def add_member(self, member: Member, *, by: By | None) -> Member:
-        return await self._call(lambda conn: _add_member(conn, member, by), write=True)
-
-    async def member(self, id: str, org: str) -> Member:
-        _check_member(id, org)
-        return await self._call(lambda conn: _member(conn, id, org), write=False)
-
-    async def members(self, org: str) -> list[Member]:
-        member_rules.check_member_id(org, what="org id")
-        return await self._call(lambda conn: _members(conn, org), write=False)
-
-    async def remove_member(self, id: str, org: str, *, by: By | None) -> Member:
-        _check_member(id, org)
-        return await self._call(lambda conn: _remove_member(conn, id, org, by), write=True)
-
-    async def create_token(self, id: str, org: str, *, by: By | None) -> IssuedToken:
-        _check_member(id, org)
-        return await self._call(lambda conn: _create_token(conn, id, org, by), write=True)
-
-    async def revoke_tokens(self, id: str, org: str, *, by: By | None) -> int:
-        _check_member(id, org)
-        return await self._call(lambda conn: _revoke_tokens(conn, id, org, by), write=True)
-
-    async def resolve_token(self, token: str) -> Member | None:
-        if not member_rules.looks_like_token(token):
-            return None  # not a token at all: no need to ask the database
-        hashed = member_rules.token_hash(token)
-        return await self._call(lambda conn: _resolve_token(conn, hashed), write=False)
-
-    async def record_signin(self, member: Member | None, *, client: str) -> None:
-        key = signin_rules.client_key(client)
-        await self._call(lambda conn: _record_signin(conn, member, key), write=True)
 
     def listener(self) -> SpaceListener:
         """A connection of its own that listens for other processes' changes (``listen.py``)."""

@@ -29,12 +29,18 @@ understands is refused. These tables hold everything::
     person_keys      (org, user) -> the person's data key, wrapped by the store key (schema 11;
                      the format is ``memfs.core.sealing``); forgetting the person deletes it
     store_key_check  one row: the key check value of the store key (schema 11), so a store
-                     opened with another ``store_key_file`` is refused at open
+                     opened with another ``store_key_file`` is refused at open, and
+                     how much is sealed (schema 12; ``memfs.stores.sql.upgrade``)
+    names            (space, name) -> a person's path, sealed (schema 12); the rows of
+                     a person's space keep the name, never the path
+    trace_parts      (trace, org, user) -> that person's part of a trace, sealed (schema 12)
 
 Schema 11 gives every revision ``sealed``: 1 where its content, prompt and
-labels are ciphertexts under its person's key (``memfs.stores.sqlite.sealed``).
+labels are ciphertexts under its person's key (``memfs.stores.sql.sealed``).
 The step cannot see the store key, so rows an older memfs wrote in people's
 spaces in the clear are sealed at the first open with the key.
+Schema 12 seals a person's file names, turn records and their part of
+every trace as well, the same way: at the first open with the key.
 
 Schema 7 also gives every revision its file's ``mode`` (the permission bits)
 and ``mtime_ns``/``ctime_ns`` (see ``memfs.core.models.FileMeta``); revisions
@@ -55,7 +61,8 @@ from memfs.core.audit import GENESIS
 from memfs.core.errors import (
     ConfigError,
 )
-from memfs.stores.sqlite.audit import _audit_entry
+from memfs.stores.sql.audit import _COLUMNS, _audit_entry
+from memfs.stores.sqlite.db import SqliteDb
 
 # Each step takes the schema from version i to i + 1 (``PRAGMA user_version``).
 # Steps run inside one write transaction with the version bump, so a crash or a
@@ -390,13 +397,12 @@ def _chain_audit(conn: sqlite3.Connection) -> None:
         (audit_rules.count(1, "file"),),
     )
     prev = GENESIS
-    rows = conn.cursor()
-    rows.row_factory = sqlite3.Row  # the migration may run on a connection without it
-    for row in rows.execute("SELECT * FROM audit ORDER BY id").fetchall():
-        sealed = audit_rules.seal(_audit_entry(row), prev)
+    db = SqliteDb(conn, store_key=b"")  # nothing sealed is read here
+    for row in db.tuples(_COLUMNS + " ORDER BY id"):
+        sealed = audit_rules.seal(_audit_entry(db, row), prev)
         conn.execute(
             "UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?",
-            (sealed.prev_hash, sealed.hash, row["id"]),
+            (sealed.prev_hash, sealed.hash, row[0]),
         )
         prev = sealed.hash
     for statement in _AUDIT_TRIGGERS:
@@ -438,6 +444,38 @@ def _add_sealing(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Schema 12: a person's file names, turn records and traces sealed too
+# (``memfs.stores.sql.upgrade`` seals what is in the clear at the next open).
+_SCHEMA_NAMES = (
+    """
+    CREATE TABLE names (
+        space_id INTEGER NOT NULL REFERENCES spaces (id),
+        name TEXT NOT NULL,
+        sealed BLOB NOT NULL,
+        PRIMARY KEY (space_id, name)
+    ) WITHOUT ROWID
+    """,
+    "ALTER TABLE stored_turns ADD COLUMN sealed_stored BLOB",
+    """
+    CREATE TABLE trace_parts (
+        trace_id INTEGER NOT NULL REFERENCES traces (id),
+        org TEXT NOT NULL,
+        "user" TEXT NOT NULL,
+        sealed BLOB NOT NULL,
+        PRIMARY KEY (trace_id, org, "user")
+    ) WITHOUT ROWID
+    """,
+    'CREATE INDEX trace_parts_by_person ON trace_parts (org, "user")',
+    "ALTER TABLE traces ADD COLUMN people integer NOT NULL DEFAULT 0",
+    "ALTER TABLE store_key_check ADD COLUMN sealing INTEGER NOT NULL DEFAULT 1",
+)
+
+
+def _seal_names(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_NAMES:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
@@ -450,6 +488,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_space_versions,
     _add_members,
     _add_sealing,
+    _seal_names,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

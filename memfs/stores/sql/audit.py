@@ -1,10 +1,9 @@
-"""The PostgreSQL store's audit log: appending to its hash chain, reading and verifying it.
+"""A managed store's audit log: appending to its hash chain, reading and verifying it.
 
 The chain is :mod:`memfs.core.audit`'s: ``_log`` links each entry to the
-last, and the schema's triggers refuse what would rewrite the log.
-``audit_head`` keeps the id of the last entry ever written (it only grows),
-so ``_verify_audit`` sees entries cut off the end, as the SQLite store sees
-them against its sequence.
+last, and each store's schema refuses what would rewrite the log (triggers).
+The id of the last entry ever written only grows (``Db.last_audit_id``), so
+``_verify_audit`` sees entries cut off the end too.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from memfs.core import audit as audit_rules
 from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import AuditTampered
 from memfs.core.models import AuditAction, AuditEntry, By
-from memfs.stores.managed import by_of
-from memfs.stores.postgres.rows import Conn, _all, _one, _run
+from memfs.stores.managed import by_of as _by
+from memfs.stores.sql.db import Db
 
 _COLUMNS = (
     "SELECT id, at, actor_id, actor_label, actor_role, action, org, space, target, detail,"
@@ -26,7 +25,7 @@ _COLUMNS = (
 
 
 def _log(
-    conn: Conn,
+    db: Db,
     action: AuditAction,
     org: str,
     *,
@@ -35,15 +34,18 @@ def _log(
     target: str | None = None,
     detail: str | None = None,
 ) -> None:
-    """Add one audit entry; called inside the act's own transaction, so both or neither commit."""
-    head = _one(conn, "SELECT last_id FROM audit_head FOR UPDATE")
-    assert head is not None  # the schema makes the one row
-    prev = _one(conn, "SELECT hash FROM audit ORDER BY id DESC LIMIT 1")
+    """Add one audit entry; called inside the act's own transaction, so both or neither commit.
+
+    The id is the next after the last ever written, given explicitly because
+    it is part of what the entry's hash covers.
+    """
+    last = db.last_audit_id()
+    prev = db.one("SELECT hash FROM audit ORDER BY id DESC LIMIT 1")
     entry = audit_rules.seal(
         AuditEntry(
-            id=str(int(head[0]) + 1),
-            # Microseconds, as timestamptz keeps them: verify reads back what was hashed.
-            at=datetime.now(UTC),
+            id=str(int(last) + 1),
+            # As the store keeps it, so the hash is over what verify will read.
+            at=db.instant(db.stamp(datetime.now(UTC))),
             actor=by,
             action=action,
             org=org,
@@ -53,14 +55,12 @@ def _log(
         ),
         GENESIS if prev is None else prev[0],
     )
-    _run(
-        conn,
+    db.execute(
         "INSERT INTO audit (id, at, actor_id, actor_label, actor_role, action, org, space,"
-        " target, detail, prev_hash, hash)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " target, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             int(entry.id),
-            entry.at,
+            db.stamp(entry.at),
             None if by is None else by.id,
             None if by is None else by.label,
             None if by is None else by.role,
@@ -73,19 +73,19 @@ def _log(
             entry.hash,
         ),
     )
-    _run(conn, "UPDATE audit_head SET last_id = %s", (int(entry.id),))
+    db.audit_appended(int(entry.id))
 
 
 # Read back as the Literal it was written from, so a row's action type-checks.
 _ACTIONS: dict[str, AuditAction] = {action: action for action in get_args(AuditAction)}
 
 
-def _audit_entry(row: tuple[Any, ...]) -> AuditEntry:
-    id_, at, actor_id, actor_label, actor_role, action, org, space, target, detail = row[:10]
+def _audit_entry(db: Db, row: Any) -> AuditEntry:
+    (id_, at, actor_id, actor_label, actor_role, action, org, space, target, detail) = row[:10]
     return AuditEntry(
         id=str(id_),
-        at=at.astimezone(UTC),
-        actor=by_of(actor_id, actor_label, actor_role),
+        at=db.instant(at),
+        actor=_by(actor_id, actor_label, actor_role),
         action=_ACTIONS[action],
         org=org,
         space=space,
@@ -96,29 +96,29 @@ def _audit_entry(row: tuple[Any, ...]) -> AuditEntry:
     )
 
 
-def _audit(conn: Conn, org: str | None) -> list[AuditEntry]:
+def _audit(db: Db, org: str | None) -> list[AuditEntry]:
     if org is None:
-        return [_audit_entry(row) for row in _all(conn, _COLUMNS + " ORDER BY id")]
+        return [_audit_entry(db, row) for row in db.tuples(_COLUMNS + " ORDER BY id")]
     return [
-        _audit_entry(row) for row in _all(conn, _COLUMNS + " WHERE org = %s ORDER BY id", (org,))
+        _audit_entry(db, row) for row in db.tuples(_COLUMNS + " WHERE org = ? ORDER BY id", (org,))
     ]
 
 
-def _verify_audit(conn: Conn) -> AuditCheck:
+def _verify_audit(db: Db) -> AuditCheck:
     """The chain over every entry (every org), and no entry cut off its end."""
     entries: list[AuditEntry] = []
-    for row in _all(conn, _COLUMNS + " ORDER BY id"):
+    for row in db.tuples(_COLUMNS + " ORDER BY id"):
         try:
-            entries.append(_audit_entry(row))
+            entries.append(_audit_entry(db, row))
         except (KeyError, ValueError, TypeError) as exc:
             raise AuditTampered(
                 f"this audit entry cannot be read back: {exc}", path=str(row[0])
             ) from exc
     check = audit_rules.verify_chain(entries)
-    head = _one(conn, "SELECT last_id FROM audit_head")
-    written = 0 if head is None else int(head[0])
+    written = db.last_audit_id()
     last = int(entries[-1].id) if entries else 0
     if written != last:
+        # Ids are handed out in order and never passed without a row.
         raise AuditTampered(
             f"the audit log ends at entry {last}, but entries up to {written} were written: "
             "the last entries were removed",

@@ -11,9 +11,8 @@ from a turn that loaded before a person's space was forgotten is refused
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Container
-from datetime import datetime
+from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
@@ -38,15 +37,17 @@ from memfs.stores.managed import by_of as _by
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import row_id as _row_id
 from memfs.stores.managed import turn_key as _turn_key
-from memfs.stores.manifests import Manifest, ManifestCache
-from memfs.stores.sqlite.audit import _log
-from memfs.stores.sqlite.review import _own_waiting, _store_reviewed
-from memfs.stores.sqlite.rows import (
-    _CHUNK,
+from memfs.stores.manifests import Manifest
+from memfs.stores.sql.audit import _log
+from memfs.stores.sql.db import Db, chunks, marks
+from memfs.stores.sql.lean import LeanCache
+from memfs.stores.sql.review import _own_waiting, _store_reviewed
+from memfs.stores.sql.rows import (
     _cursor,
     _ensure_space,
     _folders,
     _forgotten_at,
+    _in_path_order,
     _live_files,
     _live_metas,
     _live_sizes,
@@ -54,32 +55,33 @@ from memfs.stores.sqlite.rows import (
     _record,
     _space_id,
 )
-from memfs.stores.sqlite.sealed import _opened, _sealer
+from memfs.stores.sql.sealed import _names, _opened, _sealer
 
 
 def _load_lean(
-    conn: sqlite3.Connection,
+    db: Db,
     ref: SpaceRef,
     session: str,
     have: Container[str],
-    manifests: ManifestCache,
+    lean: LeanCache,
 ) -> Loaded:
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
-    row = conn.execute(
+    row = db.one(
         'SELECT id, version FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
         (ref.layer, ref.org, ref.user or "", ref.space),
-    ).fetchone()
+    )
     if row is None:
-        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
+        return Loaded(files={}, cursor=str(_forgotten_at(db, ref)), revisions={})
     space_id, version = int(row[0]), int(row[1])
-    held = manifests.held(space_id)
-    manifest = manifests.get(space_id, version)
+    generation = db.generation()
+    held = lean.held(generation, space_id)
+    manifest = lean.get(generation, space_id, version)
     if manifest is None:
         if held is None:
-            manifest = _read_manifest(conn, space_id, version)
+            manifest = _read_manifest(db, space_id, version)
         else:
-            manifest = _refresh_manifest(conn, space_id, version, held)
-        manifests.put(space_id, manifest)
+            manifest = _refresh_manifest(db, space_id, version, held)
+        lean.put(generation, space_id, manifest)
     files: dict[str, bytes] = {}
     wanted = {
         int(manifest.revisions[path]): path
@@ -87,12 +89,10 @@ def _load_lean(
         if sha not in have
     }
     ids = list(wanted)
-    sealer = _sealer(conn, space_id, create=False) if ids else None
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for revision_id, content, sealed in conn.execute(
-            f"SELECT id, content, sealed FROM revisions WHERE id IN ({marks})", chunk
+    sealer = _sealer(db, space_id, create=False) if ids else None
+    for chunk in chunks(ids):
+        for revision_id, content, sealed in db.tuples(
+            f"SELECT id, content, sealed FROM revisions WHERE id IN ({marks(len(chunk))})", chunk
         ):
             path = wanted[revision_id]
             files[path] = _opened(sealer, path, revision_id, content, sealed)
@@ -101,45 +101,43 @@ def _load_lean(
     # Copies: the cached manifest is shared by every load at its version.
     live = Loaded.model_construct(
         files=files,
-        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
+        cursor=str(max(_cursor(db, space_id), _forgotten_at(db, ref))),
         revisions=dict(manifest.revisions),
         shas=dict(manifest.shas),
         sizes=dict(manifest.sizes),
         meta=dict(manifest.meta),
         folders=tuple(sorted(manifest.folders)),
     )
-    own = _own_waiting(conn, space_id, ref, session)
+    own = _own_waiting(db, space_id, ref, session)
     if own is None:
         return live  # ordered by path already
     loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
 
 
-def _read_manifest(conn: sqlite3.Connection, space_id: int, version: int) -> Manifest:
+def _read_manifest(db: Db, space_id: int, version: int) -> Manifest:
     """Every live file of the space without its bytes, in path order, and its folders."""
     # Plain tuples and comprehensions: this runs over every file of a space.
-    cursor = conn.cursor()
-    cursor.row_factory = None
-    rows = cursor.execute(
+    rows = db.tuples(
         "SELECT live.path, live.revision_id, revisions.sha256, revisions.size,"
         " revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
-        " JOIN revisions INDEXED BY revisions_manifest ON revisions.id = live.revision_id"
+        f" JOIN revisions{db.index('revisions_manifest')} ON revisions.id = live.revision_id"
         " WHERE live.space_id = ? ORDER BY live.path",
         (space_id,),
-    ).fetchall()
+    )
+    if (names := _names(db, space_id, create=False)).sealed:
+        rows = _in_path_order(rows, names)
     return Manifest(
         version=version,
         revisions={row[0]: str(row[1]) for row in rows},
         shas={row[0]: row[2] for row in rows},
-        sizes={row[0]: row[3] for row in rows},
+        sizes={row[0]: int(row[3]) for row in rows},
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
-        folders=frozenset(_folders(conn, space_id)),
+        folders=frozenset(_folders(db, space_id)),
     )
 
 
-def _refresh_manifest(
-    conn: sqlite3.Connection, space_id: int, version: int, old: Manifest
-) -> Manifest:
+def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Manifest:
     """The manifest at ``version``, from ``old`` (read at an earlier one) and the rows that moved.
 
     A live row names a revision, and a revision never changes once written
@@ -148,16 +146,17 @@ def _refresh_manifest(
     ``old`` has holds what ``old`` says. So only each live path's revision id
     is read (the primary key alone), and whole rows for the paths that moved.
     """
-    cursor = conn.cursor()
-    cursor.row_factory = None
-    live = cursor.execute(
-        "SELECT path, revision_id FROM live WHERE space_id = ? ORDER BY path", (space_id,)
-    ).fetchall()
+    live = _in_path_order(
+        db.tuples(
+            "SELECT path, revision_id FROM live WHERE space_id = ? ORDER BY path", (space_id,)
+        ),
+        _names(db, space_id, create=False),
+    )
     revisions = {path: str(revision_id) for path, revision_id in live}
     was = old.revisions
     moved = [path for path, revision in revisions.items() if was.get(path) != revision]
     if len(moved) > len(revisions) // 2:
-        return _read_manifest(conn, space_id, version)  # most moved: read it all at once
+        return _read_manifest(db, space_id, version)  # most moved: read it all at once
     shas, sizes, meta = dict(old.shas), dict(old.sizes), dict(old.meta)
     added = sum(path not in was for path in moved)
     if len(was) + added != len(revisions):  # some went
@@ -165,12 +164,10 @@ def _refresh_manifest(
             del shas[path], sizes[path], meta[path]
     wanted = {int(revisions[path]): path for path in moved}
     ids = list(wanted)
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for revision_id, sha, size, mode, mtime, ctime in cursor.execute(
+    for chunk in chunks(ids):
+        for revision_id, sha, size, mode, mtime, ctime in db.tuples(
             "SELECT id, sha256, size, mode, mtime_ns, ctime_ns FROM revisions"
-            f" WHERE id IN ({marks})",
+            f" WHERE id IN ({marks(len(chunk))})",
             chunk,
         ):
             path = wanted[revision_id]
@@ -186,12 +183,12 @@ def _refresh_manifest(
         shas=shas,
         sizes=sizes,
         meta=meta,
-        folders=frozenset(_folders(conn, space_id)),
+        folders=frozenset(_folders(db, space_id)),
     )
 
 
 def _put(
-    conn: sqlite3.Connection,
+    db: Db,
     ref: SpaceRef,
     changes: ChangeSet,
     provenance: Provenance,
@@ -201,98 +198,94 @@ def _put(
 
     Origin ``edited`` is audited (``put``) in the write's own transaction.
     """
-    require_within(changes, _live_sizes(conn, _space_id(conn, ref)), limits)
-    stored = _store_reviewed(conn, ref, changes, None, provenance, "none")
+    require_within(changes, _live_sizes(db, _space_id(db, ref)), limits)
+    stored = _store_reviewed(db, ref, changes, None, provenance, "none")
     about = audit_rules.about_put(ref, changes, provenance)
     if about is not None:  # a person's edit: recorded in the same transaction
         target, detail = about
-        _log(conn, "put", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
+        _log(db, "put", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
     return stored
 
 
-def _contents(conn: sqlite3.Connection, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
-    space_id = _space_id(conn, ref)
+def _contents(db: Db, ref: SpaceRef, shas: Collection[str]) -> dict[str, bytes]:
+    space_id = _space_id(db, ref)
     found: dict[str, bytes] = {}
     if space_id is None:
         return found
     wanted = list(dict.fromkeys(shas))
-    sealer = _sealer(conn, space_id, create=False)
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for sha, content, revision_id, path, sealed in conn.execute(
+    names = _names(db, space_id, create=False)
+    for chunk in chunks(wanted):
+        for sha, content, revision_id, kept, sealed in db.tuples(
             "SELECT sha256, content, id, path, sealed FROM revisions"
-            f" WHERE space_id = ? AND sha256 IN ({marks})",
+            f" WHERE space_id = ? AND sha256 IN ({marks(len(chunk))})",
             (space_id, *chunk),
         ):
             if sha not in found:
-                found[sha] = _opened(sealer, path, revision_id, content, sealed)
+                found[sha] = _opened(names.sealer, names.path(kept), revision_id, content, sealed)
     return found
 
 
-def _load(conn: sqlite3.Connection, ref: SpaceRef, session: str | None) -> Loaded:
+def _load(db: Db, ref: SpaceRef, session: str | None) -> Loaded:
     """The live files; with ``session``, that conversation's waiting change laid over them."""
-    space_id = _space_id(conn, ref)
+    space_id = _space_id(db, ref)
     if space_id is None:
-        return Loaded(files={}, cursor=str(_forgotten_at(conn, ref)), revisions={})
-    files, revisions, shas = _live_files(conn, space_id)
+        return Loaded(files={}, cursor=str(_forgotten_at(db, ref)), revisions={})
+    files, revisions, shas = _live_files(db, space_id)
     live = Loaded(
         files=files,
-        cursor=str(max(_cursor(conn, space_id), _forgotten_at(conn, ref))),
+        cursor=str(max(_cursor(db, space_id), _forgotten_at(db, ref))),
         revisions=revisions,
         shas=shas,
-        meta=_live_metas(conn, space_id),
-        folders=tuple(sorted(_folders(conn, space_id))),
+        meta=_live_metas(db, space_id),
+        folders=tuple(sorted(_folders(db, space_id))),
     )
-    own = _own_waiting(conn, space_id, ref, session)
+    own = _own_waiting(db, space_id, ref, session)
     if own is None:
         return live  # ordered by path already
     loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"files": dict(sorted(loaded.files.items()))})
 
 
-def _restore(
-    conn: sqlite3.Connection, ref: SpaceRef, path: str, revision: str, provenance: Provenance
-) -> Stored:
+def _restore(db: Db, ref: SpaceRef, path: str, revision: str, provenance: Provenance) -> Stored:
     unknown = NotFound(f"{path!r} in {ref} has no revision {revision!r}", path=path)
-    space_id = _space_id(conn, ref)
+    space_id = _space_id(db, ref)
     row_id = _row_id(revision)
     if space_id is None or row_id is None:
         raise unknown
-    row = conn.execute(
+    row = db.execute(
         "SELECT content, mode, sealed FROM revisions WHERE id = ? AND space_id = ? AND path = ?",
-        (row_id, space_id, path),
+        (row_id, space_id, _names(db, space_id, create=False).kept(path)),
     ).fetchone()
     if row is None:
         raise unknown
     if row["content"] is None:
         raise NotFound(f"revision {revision!r} deleted {path!r}; it has no content", path=path)
-    sealer = _sealer(conn, space_id, create=False)
+    sealer = _sealer(db, space_id, create=False)
     content = _opened(sealer, path, row_id, row["content"], row["sealed"])
     # The mode comes back with the bytes; the times are the restore's own.
     mode = FileMeta(mode=0o644 if row["mode"] is None else row["mode"])
-    current = _record(conn, space_id, path, content, provenance, meta=mode)
-    _make_live(conn, space_id, path, current)
+    current = _record(db, space_id, path, content, provenance, meta=mode)
+    _make_live(db, space_id, path, current)
     target, detail = audit_rules.about_file(ref, path, revision)
-    _log(conn, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
+    _log(db, "restore", ref.org, by=provenance.by, space=ref.space, target=target, detail=detail)
     return Stored(status="saved", revisions={path: str(current)}, cursor=str(current))
 
 
-def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revision]:
-    space_id = _space_id(conn, ref)
+def _history(db: Db, ref: SpaceRef, path: str) -> list[Revision]:
+    space_id = _space_id(db, ref)
     if space_id is None:
         return []
-    rows = conn.execute(
+    rows = db.execute(
         "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
         " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns,"
         " sealed FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
-        (space_id, path),
+        (space_id, _names(db, space_id, create=False).kept(path)),
     ).fetchall()
-    sealer = _sealer(conn, space_id, create=False)
+    sealer = _sealer(db, space_id, create=False)
 
-    def text(row: sqlite3.Row, column: str) -> str | None:
+    def text(row: Any, column: str) -> str | None:
         if not row["sealed"]:
-            return row[column]  # type: ignore[no-any-return]
+            return db.read_text(row[column])
         if sealer is None:
             raise SealBroken("a sealed revision has no person key to open it")
         return sealer.open_text(column, path, row["id"], row[column])
@@ -310,7 +303,7 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
                 turn=row["turn"],
                 prompt=text(row, "prompt"),
                 by=_by(row["by_id"], text(row, "by_label"), row["by_role"]),
-                at=datetime.fromisoformat(row["created_at"]),
+                at=db.instant(row["created_at"]),
             ),
             approved_by=_by(
                 row["approved_by_id"], text(row, "approved_by_label"), row["approved_by_role"]
@@ -322,8 +315,8 @@ def _history(conn: sqlite3.Connection, ref: SpaceRef, path: str) -> list[Revisio
     ]
 
 
-def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
-    rows = conn.execute(
+def _spaces(db: Db) -> list[SpaceRef]:
+    rows = db.execute(
         'SELECT layer, org, "user", space FROM spaces'
         " WHERE EXISTS (SELECT 1 FROM revisions WHERE revisions.space_id = spaces.id)"
     ).fetchall()
@@ -335,7 +328,7 @@ def _spaces(conn: sqlite3.Connection) -> list[SpaceRef]:
 
 
 def _store_turn(
-    conn: sqlite3.Connection,
+    db: Db,
     ref: SpaceRef,
     changes: ChangeSet,
     base: int | None,
@@ -345,30 +338,55 @@ def _store_turn(
     """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
     key = _turn_key(provenance)
     if key is not None:
-        space_id = _space_id(conn, ref)
+        space_id = _space_id(db, ref)
         row = (
             None
             if space_id is None
-            else conn.execute(
-                "SELECT changes, stored FROM stored_turns"
+            else db.execute(
+                "SELECT changes, stored, sealed_stored FROM stored_turns"
                 " WHERE space_id = ? AND session = ? AND turn = ?",
                 (space_id, *key),
             ).fetchone()
         )
         if row is not None and row["changes"] == changes.fingerprint():
-            return Stored.model_validate_json(row["stored"])
-    if base is not None and _forgotten_at(conn, ref) > base:
+            assert space_id is not None
+            return _stored_of(db, space_id, key, row["stored"], row["sealed_stored"])
+    if base is not None and _forgotten_at(db, ref) > base:
         raise Forgotten(
             "this person's memory was forgotten after the turn loaded it; nothing of the "
             "turn is stored in it",
             path=str(ref),
         )
-    stored = _store_reviewed(conn, ref, changes, base, provenance, requested)
+    stored = _store_reviewed(db, ref, changes, base, provenance, requested)
     if key is not None and stored.status != "conflict" and not changes.is_empty():
-        conn.execute(
-            "INSERT INTO stored_turns (space_id, session, turn, changes, stored)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
-            " SET changes = excluded.changes, stored = excluded.stored",
-            (_ensure_space(conn, ref), *key, changes.fingerprint(), stored.model_dump_json()),
+        space_id = _ensure_space(db, ref)
+        plain, sealed = _kept_stored(db, space_id, key, stored)
+        db.execute(
+            "INSERT INTO stored_turns (space_id, session, turn, changes, stored, sealed_stored)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
+            " SET changes = excluded.changes, stored = excluded.stored,"
+            " sealed_stored = excluded.sealed_stored",
+            (space_id, *key, changes.fingerprint(), plain, sealed),
         )
     return stored
+
+
+def _kept_stored(
+    db: Db, space_id: int, key: tuple[str, str], stored: Stored
+) -> tuple[str, bytes | None]:
+    """A turn's ``Stored`` as ``stored_turns`` keeps it: sealed in a person's space."""
+    sealer = _sealer(db, space_id, create=True)
+    if sealer is None:
+        return stored.model_dump_json(), None
+    return "", sealer.seal_json("stored-turn", key, stored.model_dump_json())
+
+
+def _stored_of(
+    db: Db, space_id: int, key: tuple[str, str], plain: str, sealed: bytes | None
+) -> Stored:
+    if sealed is None:
+        return Stored.model_validate_json(plain)
+    sealer = _sealer(db, space_id, create=False)
+    if sealer is None:
+        raise SealBroken("a sealed turn record has no person key to open it")
+    return Stored.model_validate_json(sealer.open_json("stored-turn", key, sealed))

@@ -1,0 +1,55 @@
+"""The files of a space as of a cursor, and the traces of one turn or one space.
+
+A cursor is a number of the store's one sequence (``rows``), and so is every
+revision id, so the files as of a cursor are, per path, the revision with the
+largest id at or below it, unless that revision is a deletion. Two covering
+indexes answer it without touching a byte of content: ``revisions_by_path``
+(space, path, id) finds each path's revision, ``revisions_manifest`` gives its
+sha256 and size. The cost grows with the space's revisions, not with its bytes.
+Purged files (a person's forgotten file) and forgotten people left no rows,
+so they are gone from the past as well.
+"""
+
+from __future__ import annotations
+
+from memfs.core import audit as audit_rules
+from memfs.core.models import AsOfFile, By, SpaceRef
+from memfs.core.story import as_of_cursor
+from memfs.stores.sql.audit import _log
+from memfs.stores.sql.db import Db
+from memfs.stores.sql.rows import _in_path_order, _space_id
+from memfs.stores.sql.sealed import _names
+
+
+def _as_of_query(db: Db) -> str:
+    """Parameters: the space's id, the cursor's number.
+
+    Both sides are covering indexes, so no row (and no byte of content) of
+    revisions is read.
+    """
+    return (
+        "SELECT latest.path, revisions.id, revisions.sha256, revisions.size FROM ("
+        f" SELECT path, MAX(id) AS id FROM revisions{db.index('revisions_by_path')}"
+        " WHERE space_id = ? AND id <= ? GROUP BY path) AS latest"
+        f" JOIN revisions{db.index('revisions_manifest')} ON revisions.id = latest.id"
+        " WHERE revisions.sha256 IS NOT NULL ORDER BY latest.path"
+    )
+
+
+def _files_as_of(db: Db, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
+    at = as_of_cursor(cursor, db.clock())
+    space_id = _space_id(db, ref)
+    if space_id is None:
+        return {}
+    rows = _in_path_order(
+        db.tuples(_as_of_query(db), (space_id, at)), _names(db, space_id, create=False)
+    )
+    return {path: AsOfFile(str(rid), sha, int(size)) for path, rid, sha, size in rows}
+
+
+def _open_files_as_of(db: Db, ref: SpaceRef, cursor: str, by: By | None) -> dict[str, AsOfFile]:
+    found = _files_as_of(db, ref, cursor)
+    if ref.layer == "user":
+        detail = audit_rules.count(len(found), "file")
+        _log(db, "open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
+    return found

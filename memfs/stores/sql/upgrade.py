@@ -1,0 +1,113 @@
+"""The store key at open: refusing a wrong one, and sealing what an older memfs kept in the clear.
+
+``store_key_check`` holds one row: the key check (``sealing.key_check``) and
+``sealing``, how much of a person's memory the database keeps sealed::
+
+    1  revisions' content, prompt and labels (SQLite schema 11)
+    2  also file names (``names``), turn records and traces (``trace_parts``)
+
+A database opened with the key is brought to ``SEALING`` in one write
+transaction: what it kept in the clear is sealed now, because the schema
+steps never see the key. The store then empties its logs of the clear
+copies where it can (SQLite checkpoints its WAL).
+"""
+
+from __future__ import annotations
+
+from memfs.core import sealing
+from memfs.stores.sql.db import Db
+from memfs.stores.sql.sealed import Sealer, _names, _sealer, _store_key
+from memfs.stores.sql.traces import _seal_trace_rows
+
+SEALING = 2
+
+
+def _check_store_key(db: Db, path: str) -> bool:
+    """Refuse a key the database was not sealed under; seal what is in the clear. Sealed any?
+
+    Run in a write transaction at open.
+    """
+    store_key = _store_key(db)
+    row = db.one("SELECT value, sealing FROM store_key_check WHERE id = 1")
+    if row is not None:
+        sealing.require_key_check(str(row[0]), store_key, path=path)
+        if int(row[1]) >= SEALING:
+            return False
+    sealed = _seal_plain_rows(db) + _seal_names(db) + _seal_turn_records(db) + _seal_trace_rows(db)
+    if row is None:
+        db.execute(
+            "INSERT INTO store_key_check (id, value, sealing) VALUES (1, ?, ?)",
+            (sealing.key_check(store_key), SEALING),
+        )
+    else:
+        db.execute("UPDATE store_key_check SET sealing = ? WHERE id = 1", (SEALING,))
+    return sealed > 0
+
+
+def _person_spaces(db: Db) -> list[int]:
+    return [int(row[0]) for row in db.tuples("SELECT id FROM spaces WHERE layer = 'user'")]
+
+
+def _seal_names(db: Db) -> int:
+    """Keep every path of a person's space by name (revisions, live files, folders)."""
+    renamed = 0
+    for space_id in _person_spaces(db):
+        names = _names(db, space_id, create=True)
+        for table in ("revisions", "live", "folders"):
+            for (path,) in db.tuples(
+                f"SELECT DISTINCT path FROM {table} WHERE space_id = ?", (space_id,)
+            ):
+                db.execute(
+                    f"UPDATE {table} SET path = ? WHERE space_id = ? AND path = ?",
+                    (names.kept(path, write=True), space_id, path),
+                )
+                renamed += 1
+    return renamed
+
+
+def _seal_turn_records(db: Db) -> int:
+    """Seal the turn records of people's spaces (a ``Stored`` names the turn's paths)."""
+    sealed = 0
+    for space_id in _person_spaces(db):
+        sealer = _sealer(db, space_id, create=True)
+        assert sealer is not None  # a person's space, key made if it had none
+        for session, turn, plain in db.tuples(
+            "SELECT session, turn, stored FROM stored_turns"
+            " WHERE space_id = ? AND sealed_stored IS NULL",
+            (space_id,),
+        ):
+            db.execute(
+                "UPDATE stored_turns SET stored = '', sealed_stored = ?"
+                " WHERE space_id = ? AND session = ? AND turn = ?",
+                (sealer.seal_json("stored-turn", (session, turn), plain), space_id, session, turn),
+            )
+            sealed += 1
+    return sealed
+
+
+def _seal_plain_rows(db: Db) -> int:
+    """Seal every revision of a person's space written in the clear; how many."""
+    rows = db.tuples(
+        "SELECT revisions.id, revisions.space_id, revisions.path, revisions.content,"
+        " revisions.prompt, revisions.by_label, revisions.approved_by_label"
+        " FROM revisions JOIN spaces ON spaces.id = revisions.space_id"
+        " WHERE spaces.layer = 'user' AND revisions.sealed = 0"
+    )
+    sealers: dict[int, Sealer | None] = {}
+    for rid, space_id, path, content, prompt, by_label, approved_label in rows:
+        if space_id not in sealers:
+            sealers[space_id] = _sealer(db, space_id, create=True)
+        sealer = sealers[space_id]
+        assert sealer is not None  # a user-layer space, key made just above
+        db.execute(
+            "UPDATE revisions SET content = ?, prompt = ?, by_label = ?,"
+            " approved_by_label = ?, sealed = 1 WHERE id = ?",
+            (
+                None if content is None else sealer.content(path, rid, bytes(content)),
+                sealer.text("prompt", path, rid, db.read_text(prompt)),
+                sealer.text("by_label", path, rid, db.read_text(by_label)),
+                sealer.text("approved_by_label", path, rid, db.read_text(approved_label)),
+                rid,
+            ),
+        )
+    return len(rows)
