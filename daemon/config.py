@@ -33,6 +33,14 @@ from pydantic_core import PydanticCustomError
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES
 from memfs.core import defaults
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+    STORE_CONNECTION_ENV,
+    pool_size_problem,
+    timeout_problem,
+)
 from memfs.core.defaults import (
     DEFAULT_WEB_LISTEN,
     DEFAULT_WEB_MAX_BODY_BYTES,
@@ -66,6 +74,7 @@ ENV_VARS = {
     "state_dir": "MEMFS_STATE_DIR",
     "store": "MEMFS_STORE",
     "store_key_file": "MEMFS_STORE_KEY_FILE",
+    **STORE_CONNECTION_ENV,  # MEMFS_STORE_POOL_SIZE, ...
     "forget_poll_seconds": "MEMFS_FORGET_POLL_SECONDS",
     "listen_retry_seconds": "MEMFS_LISTEN_RETRY_SECONDS",
     "web_listen": "MEMFS_WEB_LISTEN",
@@ -275,6 +284,12 @@ class DaemonConfig(BaseModel):
     # the database. None: <state_dir>/store.key, made 0600 if missing. Every
     # daemon and memfs command on one shared store names the same file.
     store_key_file: Path | None = None
+    # A postgresql:// store's connections (memfs.core.connection): how many it
+    # keeps at most, how long a call waits to connect or for a free one, how
+    # long a write waits for the write lock. Other stores ignore them.
+    store_pool_size: int = DEFAULT_STORE_POOL_SIZE
+    store_connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS
+    store_lock_timeout_seconds: float = DEFAULT_STORE_LOCK_TIMEOUT_SECONDS
     app: str | None = None
     limits: Limits = Field(default_factory=Limits)
     memory: list[MemoryTable] = Field(default_factory=list)
@@ -341,6 +356,22 @@ class DaemonConfig(BaseModel):
     @classmethod
     def _check_store_key_file(cls, value: Path | None) -> Path | None:
         return None if value is None else _absolute(value)
+
+    @field_validator("store_pool_size", mode="before")
+    @classmethod
+    def _check_store_pool_size(cls, value: Any) -> Any:
+        problem = pool_size_problem(value)
+        if problem is not None:
+            raise _invalid(problem)
+        return int(value)
+
+    @field_validator("store_connect_timeout_seconds", "store_lock_timeout_seconds", mode="before")
+    @classmethod
+    def _check_store_timeout(cls, value: Any) -> Any:
+        problem = timeout_problem(value)
+        if problem is not None:
+            raise _invalid(problem)
+        return float(value)
 
     @property
     def key_file(self) -> Path:

@@ -30,6 +30,11 @@ import trio
 from watchfiles import awatch
 
 from memfs.api.control import DEFAULT_MAX_BODY_BYTES, control_app
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+)
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
 from memfs.core.errors import ConfigError, MemfsError, StoreUnavailable
 from memfs.core.models import Limits
@@ -86,6 +91,11 @@ class Settings:
     web_required: bool = False
     # The store key file (config key store_key_file); None: <state_dir>/store.key.
     store_key_file: Path | None = None
+    # A postgresql:// store's connections (config keys store_pool_size,
+    # store_connect_timeout_seconds, store_lock_timeout_seconds).
+    store_pool_size: int = DEFAULT_STORE_POOL_SIZE
+    store_connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS
+    store_lock_timeout_seconds: float = DEFAULT_STORE_LOCK_TIMEOUT_SECONDS
 
 
 def bind_memory_tab(settings: Settings, store: Store) -> BoundWeb | None:
@@ -227,7 +237,13 @@ async def serve(
     # Agents must reach the mount whatever the daemon's umask (0o077).
     make_dirs(settings.mount_root, REACHABLE_DIR_MODE)
     key_file = settings.store_key_file or default_key_file(settings.state_dir)
-    store = open_store(settings.store, key_file=key_file)
+    store = open_store(
+        settings.store,
+        key_file=key_file,
+        pool_size=settings.store_pool_size,
+        connect_timeout_seconds=settings.store_connect_timeout_seconds,
+        lock_timeout_seconds=settings.store_lock_timeout_seconds,
+    )
     # A store key that is not the store's stops the start by name; a store
     # that cannot be reached now is started through, as at any other time.
     check_key = getattr(store, "check_key", None)
@@ -423,6 +439,9 @@ def run_daemon(config: Any) -> None:
         web_read_timeout_seconds=config.web_read_timeout_seconds,
         web_required=config.web_required,
         store_key_file=config.key_file,
+        store_pool_size=config.store_pool_size,
+        store_connect_timeout_seconds=config.store_connect_timeout_seconds,
+        store_lock_timeout_seconds=config.store_lock_timeout_seconds,
     )
     trio.run(serve, settings)
 

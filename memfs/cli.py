@@ -19,8 +19,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 import click
 
 from memfs.cli_db import register as register_db
-from memfs.cli_manage import key_file_option, register
+from memfs.cli_manage import connection_options, key_file_option, register
 from memfs.cli_people import register as register_people
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+)
 from memfs.core.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STATE_DIR,
@@ -196,6 +201,29 @@ def demo(
     "$MEMFS_STORE_KEY_FILE; default <state_dir>/store.key).",
 )
 @click.option(
+    "--store-pool-size",
+    type=int,
+    default=None,
+    help="Connections to a postgresql:// store, at most (overrides store_pool_size and "
+    f"$MEMFS_STORE_POOL_SIZE; default {DEFAULT_STORE_POOL_SIZE}).",
+)
+@click.option(
+    "--store-connect-timeout-seconds",
+    type=float,
+    default=None,
+    help="Seconds to wait to connect to a postgresql:// store, or for a free connection "
+    "(overrides store_connect_timeout_seconds and $MEMFS_STORE_CONNECT_TIMEOUT_SECONDS; "
+    f"default {DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS:g}).",
+)
+@click.option(
+    "--store-lock-timeout-seconds",
+    type=float,
+    default=None,
+    help="Seconds a write to a postgresql:// store waits for its write lock (overrides "
+    "store_lock_timeout_seconds and $MEMFS_STORE_LOCK_TIMEOUT_SECONDS; "
+    f"default {DEFAULT_STORE_LOCK_TIMEOUT_SECONDS:g}).",
+)
+@click.option(
     "--app",
     default=None,
     metavar="MODULE:ATTR",
@@ -232,6 +260,9 @@ def daemon(
     state_dir: Path | None,
     store_url: str | None,
     store_key_file: Path | None,
+    store_pool_size: int | None,
+    store_connect_timeout_seconds: float | None,
+    store_lock_timeout_seconds: float | None,
     app: str | None,
     web_listen: str | None,
     web_tls_cert: Path | None,
@@ -251,6 +282,9 @@ def daemon(
         "state_dir": None if state_dir is None else state_dir.absolute(),
         "store": store_url,
         "store_key_file": None if store_key_file is None else store_key_file.absolute(),
+        "store_pool_size": store_pool_size,
+        "store_connect_timeout_seconds": store_connect_timeout_seconds,
+        "store_lock_timeout_seconds": store_lock_timeout_seconds,
         "app": app,
         "web_listen": web_listen,
         "web_tls_cert": None if web_tls_cert is None else web_tls_cert.absolute(),
@@ -295,6 +329,7 @@ def daemon(
     help="Hang up on a client silent this long mid-request (web_read_timeout_seconds).",
 )
 @key_file_option
+@connection_options
 def web(
     store_url: str | None,
     listen: str,
@@ -305,10 +340,11 @@ def web(
 ) -> None:
     """Serve the Memory tab's API over a store, without FUSE (a review host)."""
     with reported():
-        from memfs.cli_manage import default_store, store_key_file
+        from memfs.cli_manage import default_store, store_connection, store_key_file
         from memfs.core.listen import require_tls
 
         require_tls(listen, tls_cert, tls_key)  # before the web stack is even imported
+        connection = store_connection()  # a bad setting, too, before anything is bound
         from memfs.web.serve import run_web
 
         run_web(
@@ -319,6 +355,7 @@ def web(
             max_body_bytes=max_body_bytes,
             read_timeout_seconds=read_timeout_seconds,
             key_file=store_key_file(),
+            **connection,
         )
 
 

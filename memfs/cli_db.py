@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from memfs.cli_manage import key_file_option
+from memfs.cli_manage import connection_options, key_file_option
 
 
 def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[], Any]) -> None:
@@ -36,25 +36,39 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
 
     @db.command("status")
     @store_option
+    @connection_options
     def db_status(store_url: str | None) -> None:
-        """Show the migrations the store's database has applied and those pending."""
-        from memfs.cli_manage import default_store
+        """Show the migrations the store's database has applied and those pending.
+
+        Of the connection settings only ``--store-connect-timeout-seconds``
+        matters here: one connection, no writes.
+        """
+        from memfs.cli_manage import default_store, store_connection
         from memfs.stores.migrations import schema_status
 
         with guard():
-            echo(schema_status(store_url or default_store()).as_json())
+            timeout = store_connection()["connect_timeout_seconds"]
+            echo(
+                schema_status(
+                    store_url or default_store(), connect_timeout_seconds=timeout
+                ).as_json()
+            )
 
     @db.command("migrate")
     @store_option
     @key_file_option
+    @connection_options
     def db_migrate(store_url: str | None) -> None:
         """Apply the pending migrations now; prints the status after.
 
         A SQLite store opens with its key (``--store-key-file``): rows an older
         memfs wrote in people's spaces in the clear are sealed here.
         """
-        from memfs.cli_manage import default_store, store_key_file
+        from memfs.cli_manage import default_store, store_connection, store_key_file
         from memfs.stores.migrations import migrate
 
         with guard():
-            echo(migrate(store_url or default_store(), key_file=store_key_file()).as_json())
+            done = migrate(
+                store_url or default_store(), key_file=store_key_file(), **store_connection()
+            )
+            echo(done.as_json())

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+    STORE_CONNECTION_ENV,
+    check_pool_size,
+    check_timeout,
+)
 from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.diff import unified
 from memfs.core.errors import MemfsError
@@ -79,6 +87,97 @@ def key_file_option(command: F) -> F:
     )(command)
 
 
+# A shared store's connection settings (memfs.core.connection): each flag,
+# the config key it sets, and where it leaves its value in ctx.meta.
+_CONNECTION_FLAGS = {
+    "store_pool_size": ("--store-pool-size", "memfs.store_pool_size"),
+    "store_connect_timeout_seconds": (
+        "--store-connect-timeout-seconds",
+        "memfs.store_connect_timeout_seconds",
+    ),
+    "store_lock_timeout_seconds": (
+        "--store-lock-timeout-seconds",
+        "memfs.store_lock_timeout_seconds",
+    ),
+}
+
+
+def store_connection() -> dict[str, Any]:
+    """The connection settings a command opens a ``postgresql://`` store with.
+
+    Each is its flag (``--store-pool-size``, ...), else its variable
+    (``$MEMFS_STORE_POOL_SIZE``, ...), else its default: the keywords of
+    ``open_store`` (``pool_size``, ``connect_timeout_seconds``,
+    ``lock_timeout_seconds``). A bad value is a ``ConfigError`` naming the
+    setting and where it came from. Other stores ignore them.
+    """
+    ctx = click.get_current_context(silent=True)
+
+    def given(key: str, default: object) -> tuple[object, str]:
+        """The value for ``key`` and how to name it in an error."""
+        flag, meta = _CONNECTION_FLAGS[key]
+        var = STORE_CONNECTION_ENV[key]
+        if ctx is not None and ctx.meta.get(meta) is not None:
+            return ctx.meta[meta], f"{key} (from {flag})"
+        if os.environ.get(var):
+            return os.environ[var], f"{key} (from {var})"
+        return default, key
+
+    pool, pool_key = given("store_pool_size", DEFAULT_STORE_POOL_SIZE)
+    connect, connect_key = given(
+        "store_connect_timeout_seconds", DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS
+    )
+    lock, lock_key = given("store_lock_timeout_seconds", DEFAULT_STORE_LOCK_TIMEOUT_SECONDS)
+    return {
+        "pool_size": check_pool_size(pool, key=pool_key),
+        "connect_timeout_seconds": check_timeout(connect, key=connect_key),
+        "lock_timeout_seconds": check_timeout(lock, key=lock_key),
+    }
+
+
+def _remember(meta: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def remember(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[meta] = value
+
+    return remember
+
+
+def connection_options(command: F) -> F:
+    """``--store-pool-size`` and the two timeouts: a ``postgresql://`` store's connections."""
+    helps = {
+        "store_pool_size": (
+            click.INT,
+            f"$MEMFS_STORE_POOL_SIZE, else {DEFAULT_STORE_POOL_SIZE}",
+            "Connections to a postgresql:// store, at most (the daemon's store_pool_size).",
+        ),
+        "store_connect_timeout_seconds": (
+            click.FLOAT,
+            f"$MEMFS_STORE_CONNECT_TIMEOUT_SECONDS, else {DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS:g}",
+            "Seconds to wait to connect to a postgresql:// store, or for a free connection "
+            "(store_connect_timeout_seconds).",
+        ),
+        "store_lock_timeout_seconds": (
+            click.FLOAT,
+            f"$MEMFS_STORE_LOCK_TIMEOUT_SECONDS, else {DEFAULT_STORE_LOCK_TIMEOUT_SECONDS:g}",
+            "Seconds a write to a postgresql:// store waits for its write lock "
+            "(store_lock_timeout_seconds).",
+        ),
+    }
+    for key, (flag, meta) in reversed(_CONNECTION_FLAGS.items()):
+        kind, default, text = helps[key]
+        command = click.option(
+            flag,
+            type=kind,
+            default=None,
+            expose_value=False,
+            callback=_remember(meta),
+            help=text,
+            show_default=default,
+        )(command)
+    return command
+
+
 FORGET_NOTICE_TIMEOUT = 10.0  # seconds: the daemon only drops files it already holds
 
 
@@ -124,7 +223,7 @@ def actor_options(command: F) -> F:
         ]
     ):
         command = option(command)
-    return key_file_option(command)
+    return connection_options(key_file_option(command))
 
 
 def limits_option(command: F) -> F:
@@ -211,7 +310,9 @@ def run(store_url: str | None, act: Callable[[Store], Awaitable[T]]) -> T:
     from memfs.stores.open import open_store
 
     async def main() -> T:
-        store = open_store(store_url or default_store(), key_file=store_key_file())
+        store = open_store(
+            store_url or default_store(), key_file=store_key_file(), **store_connection()
+        )
         try:
             return await act(store)
         finally:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from memfs.cli_manage import key_file_option
+from memfs.cli_manage import connection_options, key_file_option
 
 if TYPE_CHECKING:
     from memfs.core.members import Member
@@ -79,7 +79,7 @@ def _store_option(command: Any) -> Any:
         default=None,
         help="Store URL.",
         show_default="$MEMFS_STORE, else the SQLite file in $MEMFS_STATE_DIR",
-    )(key_file_option(command))
+    )(connection_options(key_file_option(command)))
 
 
 def _org_option(command: Any) -> Any:

@@ -19,6 +19,13 @@ from pathlib import Path
 
 import trio
 
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+    check_pool_size,
+    check_timeout,
+)
 from memfs.core.errors import ConfigError, StoreUnavailable
 from memfs.stores.open import parse_store_url
 
@@ -77,21 +84,35 @@ def _sqlite_version(path: Path) -> int:
         raise StoreUnavailable(f"the sqlite store failed: {exc}", path=str(path)) from exc
 
 
-def _postgres_status(url: str) -> tuple[int, tuple[Step, ...], tuple[Step, ...]]:
+def _postgres_status(
+    url: str, connect_timeout_seconds: float
+) -> tuple[int, tuple[Step, ...], tuple[Step, ...]]:
     import psycopg
 
     from memfs.stores.postgres.schema import MIGRATIONS, applied_migrations
     from memfs.stores.postgres.store import _map_exceptions, redacted
 
-    with _map_exceptions(redacted(url)), psycopg.connect(url, autocommit=True) as conn:
+    # libpq counts whole seconds, as the store's own connections do.
+    timeout = max(1, round(connect_timeout_seconds))
+    with (
+        _map_exceptions(redacted(url)),
+        psycopg.connect(url, autocommit=True, connect_timeout=timeout) as conn,
+    ):
         applied = applied_migrations(conn)
     steps = tuple(Step(n, m.name) for n, m in enumerate(MIGRATIONS, start=1))
     version = applied[-1][0] if applied else 0
     return version, tuple(Step(v, name) for v, name in applied), steps
 
 
-def schema_status(url: str) -> SchemaStatus:
-    """The schema of the store ``url`` names; nothing is created or changed."""
+def schema_status(
+    url: str, *, connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS
+) -> SchemaStatus:
+    """The schema of the store ``url`` names; nothing is created or changed.
+
+    ``connect_timeout_seconds``: how long to wait to connect to a PostgreSQL
+    store (``store_connect_timeout_seconds``).
+    """
+    connect_timeout_seconds = check_timeout(connect_timeout_seconds, key="connect_timeout_seconds")
     scheme, path = parse_store_url(url)
     if scheme == "sqlite":
         assert path is not None
@@ -108,7 +129,7 @@ def schema_status(url: str) -> SchemaStatus:
     if scheme == "postgresql":
         from memfs.stores.postgres.store import redacted
 
-        version, applied, steps = _postgres_status(url)
+        version, applied, steps = _postgres_status(url, connect_timeout_seconds)
         return SchemaStatus(
             store=redacted(url),
             kind="postgresql",
@@ -122,13 +143,24 @@ def schema_status(url: str) -> SchemaStatus:
     )
 
 
-def migrate(url: str, *, key_file: Path | None = None) -> SchemaStatus:
+def migrate(
+    url: str,
+    *,
+    key_file: Path | None = None,
+    pool_size: int = DEFAULT_STORE_POOL_SIZE,
+    connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    lock_timeout_seconds: float = DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+) -> SchemaStatus:
     """Apply the pending migrations of the store ``url`` names; its status after.
 
     ``key_file``: the store key file the store is sealed under (its default
     as ``open_store`` has it); sealing what an older memfs kept in the clear
-    is part of migrating, and needs the key.
+    is part of migrating, and needs the key. The connection settings are a
+    PostgreSQL store's, as for ``open_store``; other stores ignore them.
     """
+    pool_size = check_pool_size(pool_size, key="pool_size")
+    connect_timeout_seconds = check_timeout(connect_timeout_seconds, key="connect_timeout_seconds")
+    lock_timeout_seconds = check_timeout(lock_timeout_seconds, key="lock_timeout_seconds")
     scheme, path = parse_store_url(url)
     if scheme == "sqlite":
         from memfs.private import make_private_dirs
@@ -144,8 +176,14 @@ def migrate(url: str, *, key_file: Path | None = None) -> SchemaStatus:
     elif scheme == "postgresql":
         from memfs.stores.postgres import PostgresStore
 
-        PostgresStore(url, key_file=key_file).migrate()
-    return schema_status(url)
+        PostgresStore(
+            url,
+            key_file=key_file,
+            pool_size=pool_size,
+            connect_timeout_seconds=connect_timeout_seconds,
+            lock_timeout_seconds=lock_timeout_seconds,
+        ).migrate()
+    return schema_status(url, connect_timeout_seconds=connect_timeout_seconds)
 
 
 __all__ = ["SchemaStatus", "Step", "migrate", "schema_status"]

@@ -15,6 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+    check_pool_size,
+    check_timeout,
+)
 from memfs.core.errors import ConfigError
 from memfs.stores.base import Store
 
@@ -67,7 +74,14 @@ def _check_postgres_url(url: str) -> None:
         ) from None
 
 
-def open_store(url: str, *, key_file: Path | None = None) -> Store:
+def open_store(
+    url: str,
+    *,
+    key_file: Path | None = None,
+    pool_size: int = DEFAULT_STORE_POOL_SIZE,
+    connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    lock_timeout_seconds: float = DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+) -> Store:
     """Open the store ``url`` names.
 
     ``key_file`` is the store key file (``store_key_file``) that seals people's
@@ -76,12 +90,26 @@ def open_store(url: str, *, key_file: Path | None = None) -> Store:
     default) for PostgreSQL, which has no folder of its own: every process on
     one database must name the same file. Memory and folder stores keep
     nothing to seal (nothing on disk; plain files by design).
+
+    ``pool_size``, ``connect_timeout_seconds`` and ``lock_timeout_seconds`` are
+    a PostgreSQL store's connection settings (``store_pool_size``, ...;
+    ``memfs.core.connection``); other stores ignore them. A bad one is a
+    ``ConfigError`` naming it, whatever the store.
     """
+    pool_size = check_pool_size(pool_size, key="pool_size")
+    connect_timeout_seconds = check_timeout(connect_timeout_seconds, key="connect_timeout_seconds")
+    lock_timeout_seconds = check_timeout(lock_timeout_seconds, key="lock_timeout_seconds")
     scheme, path = parse_store_url(url)
     if scheme == "postgresql":
         from memfs.stores.postgres import PostgresStore
 
-        return PostgresStore(url, key_file=key_file)
+        return PostgresStore(
+            url,
+            key_file=key_file,
+            pool_size=pool_size,
+            connect_timeout_seconds=connect_timeout_seconds,
+            lock_timeout_seconds=lock_timeout_seconds,
+        )
     if path is None:
         from memfs.stores.memory import MemoryStore
 

@@ -23,6 +23,11 @@ from hypercorn.config import Config, Sockets
 from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 
+from memfs.core.connection import (
+    DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
+    DEFAULT_STORE_POOL_SIZE,
+)
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
 from memfs.core.errors import ConfigError
 from memfs.core.listen import require_tls
@@ -160,15 +165,26 @@ def run_web(
     max_body_bytes: int = DEFAULT_WEB_MAX_BODY_BYTES,
     read_timeout_seconds: float = DEFAULT_WEB_READ_TIMEOUT_SECONDS,
     key_file: Path | None = None,
+    pool_size: int = DEFAULT_STORE_POOL_SIZE,
+    connect_timeout_seconds: float = DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
+    lock_timeout_seconds: float = DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
 ) -> None:
     """Serve until interrupted; the address is checked and bound before the store is opened.
 
     ``key_file``: the store key file (the daemons' ``store_key_file``).
+    ``pool_size``, ``connect_timeout_seconds``, ``lock_timeout_seconds``: a
+    ``postgresql://`` store's connections, as ``open_store`` takes them.
     """
     bound = bind_web(listen, tls_cert, tls_key, read_timeout_seconds=read_timeout_seconds)
 
     async def main() -> None:
-        store = open_store(store_url, key_file=key_file)
+        store = open_store(
+            store_url,
+            key_file=key_file,
+            pool_size=pool_size,
+            connect_timeout_seconds=connect_timeout_seconds,
+            lock_timeout_seconds=lock_timeout_seconds,
+        )
         try:
             await serve_web(web_app(store, max_body_bytes=max_body_bytes), bound)
         finally:
