@@ -12,7 +12,7 @@ DDL is transactional). A database newer than this memfs understands is
 refused (``ConfigError``).
 
 The tables are the SQLite store's (:mod:`memfs.stores.sqlite.schema`), in
-PostgreSQL's terms::
+PostgreSQL's terms, and both run the same statements (:mod:`memfs.stores.sql`)::
 
     spaces           one row per (layer, org, user, space); user is '' outside the user layer;
                      ``version`` moves with every write to what a lean load reads
