@@ -1,4 +1,6 @@
-"""Forgetting reaches every copy PostgreSQL keeps: heap pages, the WAL, and a dump taken before.
+"""A person's memory sealed in PostgreSQL: no copy the server keeps holds it readable.
+
+Forgetting reaches every copy PostgreSQL keeps: heap pages, the WAL, a dump taken before.
 
 A row deleted in PostgreSQL lives on in its heap pages until they are reused,
 in the WAL, on replicas and in backups. So a person's memory is never written
@@ -16,8 +18,18 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Trace, TraceFile, TraceMount
-from memfs.stores.postgres import PostgresStore
+from memfs.core.errors import ConfigError
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    Provenance,
+    SpaceRef,
+    Trace,
+    TraceFile,
+    TraceMount,
+    digest,
+)
+from memfs.stores.postgres import PostgresStore, schema
 from memfs.testing.postgres import ThrowawayPostgres, postgres_bindir, throwaway_postgres
 
 DANA = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
@@ -151,3 +163,66 @@ async def test_a_persons_memory_is_in_no_file_of_the_server_and_no_dump_before_o
     assert after.count(ORG_CONTENT) >= 2  # the store's copy and the restored one
     for secret in SECRETS:
         assert not readable(after, secret), secret
+
+
+async def test_a_second_store_on_the_database_with_another_key_is_refused_naming_the_key_file(
+    server: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    url = server.new_database()
+    ours = PostgresStore(url, key_file=tmp_path / "a.key")
+    theirs = PostgresStore(url, key_file=tmp_path / "b.key")
+    try:
+        await ours.put(RULES, ChangeSet(created={"r.md": b"r"}), provenance=Provenance())
+        with pytest.raises(ConfigError, match="store_key_file") as refused:
+            await theirs.files(RULES)
+        assert str(tmp_path / "b.key") in str(refused.value)
+        assert await ours.files(RULES) == {"r.md": b"r"}  # the store itself is untouched
+    finally:
+        await ours.aclose()
+        await theirs.aclose()
+
+
+async def test_a_database_an_older_memfs_kept_in_the_clear_is_sealed_at_the_first_open(
+    server: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    url = server.new_database()
+    before_sealing = schema.MIGRATIONS[: schema.MIGRATIONS.index(schema._SEALING)]
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        conn.execute(schema._BOOKKEEPING)
+        for number, step in enumerate(before_sealing, start=1):
+            for statement in step.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO memfs_migrations (version, name) VALUES (%s, %s)", (number, step.name)
+            )
+        conn.execute(
+            'INSERT INTO spaces (layer, org, "user", space)'
+            " VALUES ('user', 'bank-1', 'dana', 'me')"
+        )
+        conn.execute(
+            "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, prompt,"
+            " by_id, by_label, created_at) SELECT nextval('clock'), id, %s, %s, %s, %s,"
+            " 'conversation', %s, 'dana', %s, now() FROM spaces",
+            (NAME, CONTENT, digest(CONTENT), len(CONTENT), PROMPT, LABEL),
+        )
+        conn.execute(
+            "INSERT INTO live (space_id, path, revision_id)"
+            " SELECT space_id, path, id FROM revisions"
+        )
+    checkpoint(url)
+    assert CONTENT in raw_bytes(server.data)  # what an older memfs left readable
+
+    store = PostgresStore(url, key_file=tmp_path / "store.key")
+    try:
+        assert await store.files(DANA) == {NAME: CONTENT}
+        [revision] = await store.history(DANA, NAME)
+        assert revision.provenance.prompt == PROMPT
+        assert revision.provenance.by == By(id="dana", label=LABEL)
+    finally:
+        await store.aclose()
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT path, content, prompt, by_label FROM revisions").fetchall()
+    [(path, content, prompt, label)] = rows
+    assert path != NAME and path.startswith("~")
+    for kept, secret in ((content, CONTENT), (prompt, PROMPT.encode()), (label, LABEL.encode())):
+        assert secret not in bytes(kept)

@@ -20,7 +20,17 @@ import pytest
 
 from memfs.core import sealing
 from memfs.core.errors import ConfigError
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, digest
+from memfs.core.models import (
+    By,
+    ChangeSet,
+    Provenance,
+    SpaceRef,
+    Stored,
+    Trace,
+    TraceFile,
+    TraceMount,
+    digest,
+)
 from memfs.core.sealing import SealBroken
 from memfs.stores.keyfile import load_store_key
 from memfs.stores.open import open_store
@@ -245,3 +255,79 @@ def test_two_stores_on_one_file_open_with_one_key_file(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         (check,) = conn.execute("SELECT value FROM store_key_check").fetchone()
     assert check == sealing.key_check(load_store_key(tmp_path / "store.key"))
+
+
+async def test_migration_from_v11_seals_a_persons_file_names_turn_records_and_traces(
+    tmp_path: Path,
+) -> None:
+    # Schema 11 sealed contents; paths, turn records and traces were kept in the clear.
+    path = tmp_path / "memfs.db"
+    schema_at(path, 11)
+    dana = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
+    rules = SpaceRef(layer="org", space="rules", org="bank-1")
+    name, folder, prompt = "tapir-diagnosis-3f9e.md", "margay-notes-61c4", "kiwi-prompt-0d7a"
+    stored = Stored(status="saved", revisions={name: "1"}, cursor="1")
+    trace = Trace(
+        session="s1",
+        turn="t1",
+        prompt=prompt,
+        mounts={
+            "me": TraceMount(
+                ref=dana, read_only=False, from_last_known_copy=False, snapshot={}, status="saved"
+            ),
+            "rules": TraceMount(
+                ref=rules, read_only=True, from_last_known_copy=False, snapshot={}, status="saved"
+            ),
+        },
+        files={f"me/{name}": TraceFile(wrote=True), "rules/heron.md": TraceFile(read="2")},
+    )
+    with raw(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO spaces (id, layer, org, \"user\", space) VALUES (1, 'user', 'bank-1',"
+            " 'dana', 'me')"
+        )
+        conn.execute("INSERT INTO clock DEFAULT VALUES")
+        conn.execute(
+            "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session,"
+            " turn, prompt, created_at, mode, mtime_ns, ctime_ns)"
+            " VALUES (1, 1, ?, ?, ?, ?, 'conversation', 's1', 't1', ?,"
+            " '2025-01-01T00:00:00+00:00', 420, 0, 0)",
+            (name, b"dugong-old", digest(b"dugong-old"), len(b"dugong-old"), prompt),
+        )
+        conn.execute("INSERT INTO live (space_id, path, revision_id) VALUES (1, ?, 1)", (name,))
+        conn.execute("INSERT INTO folders (space_id, path) VALUES (1, ?)", (folder,))
+        conn.execute(
+            "INSERT INTO stored_turns (space_id, session, turn, changes, stored)"
+            " VALUES (1, 's1', 't1', 'fp', ?)",
+            (stored.model_dump_json(),),
+        )
+        conn.execute(
+            "INSERT INTO traces (session, turn, at, data) VALUES ('s1', 't1', ?, ?)",
+            ("2025-01-01T00:00:00+00:00", trace.model_dump_json()),
+        )
+        conn.execute("DELETE FROM clock")
+        conn.execute("COMMIT")
+    assert name.encode() in _file_bytes(path)
+
+    store = SqliteStore(path)
+    try:
+        assert await store.files(dana) == {name: b"dugong-old"}
+        assert (await store.load(dana, "s1")).folders == (folder,)
+        [kept] = await store.traces()
+        assert kept == trace
+        again = ChangeSet(created={name: b"dugong-old"})
+        provenance = Provenance(origin="conversation", session="s1", turn="t1")
+        with pytest.MonkeyPatch.context() as patch:
+            # The turn record opens: a repeated turn end is answered from it.
+            patch.setattr(ChangeSet, "fingerprint", lambda self: "fp")
+            assert await store.store(dana, again, cursor="1", provenance=provenance) == stored
+    finally:
+        await store.aclose()
+    after = _file_bytes(path)
+    for secret in (name.encode(), folder.encode(), prompt.encode(), b"dugong-old"):
+        assert secret not in after, secret
+    assert b"heron.md" in after  # the org's part of the trace is the org's record
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT sealing FROM store_key_check").fetchone() == (2,)

@@ -50,7 +50,7 @@ from memfs.stores.postgres.listen import SpaceListener, SpaceNotice
 from memfs.stores.postgres.schema import LOCK_CLASS, WRITE_LOCK, _migrate
 from memfs.stores.sql.db import Db
 from memfs.stores.sql.store import SqlStore
-from memfs.stores.sql.upgrade import _check_store_key
+from memfs.stores.sql.upgrade import _check_store_key, _key_is_current
 
 T = TypeVar("T")
 
@@ -164,7 +164,7 @@ class PostgresStore(SqlStore):
                 with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
                     self._configure(conn)
                     _migrate(conn, self._where)
-                    self._transaction(conn, self._checked_key, write=True)
+                    self._checked_key(conn)
                 self._pool.open(wait=False)
             self._ready = True
 
@@ -176,11 +176,15 @@ class PostgresStore(SqlStore):
             with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
                 self._configure(conn)
                 applied = _migrate(conn, self._where)
-                self._transaction(conn, self._checked_key, write=True)
+                self._checked_key(conn)
                 return applied
 
-    def _checked_key(self, db: Db) -> bool:
-        return _check_store_key(db, str(self.key_file))
+    def _checked_key(self, conn: Conn) -> bool:
+        """Check the store key at open; seal what is in the clear. Whether it sealed any."""
+        where = str(self.key_file)
+        if self._transaction(conn, lambda db: _key_is_current(db, where), write=False):
+            return False  # the common case: no write lock taken just to open
+        return self._transaction(conn, lambda db: _check_store_key(db, where), write=True)
 
     def _run(self, fn: Callable[[Db], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""

@@ -22,6 +22,19 @@ from memfs.stores.sql.traces import _seal_trace_rows
 SEALING = 2
 
 
+def _key_is_current(db: Db, path: str) -> bool:
+    """Whether the database is sealed under this key to the current level (a read).
+
+    A key it was not sealed under is refused here (``ConfigError``); False
+    means ``_check_store_key`` has sealing to do, in a write transaction.
+    """
+    row = db.one("SELECT value, sealing FROM store_key_check WHERE id = 1")
+    if row is None:
+        return False
+    sealing.require_key_check(str(row[0]), _store_key(db), path=path)
+    return int(row[1]) >= SEALING
+
+
 def _check_store_key(db: Db, path: str) -> bool:
     """Refuse a key the database was not sealed under; seal what is in the clear. Sealed any?
 

@@ -27,7 +27,7 @@ from memfs.stores.keyfile import default_key_file, load_store_key
 from memfs.stores.manifests import DEFAULT_MAX_FILES
 from memfs.stores.sql.db import Db
 from memfs.stores.sql.store import SqlStore
-from memfs.stores.sql.upgrade import _check_store_key
+from memfs.stores.sql.upgrade import _check_store_key, _key_is_current
 from memfs.stores.sqlite.db import SqliteDb
 from memfs.stores.sqlite.schema import _migrate
 
@@ -151,7 +151,7 @@ class SqliteStore(SqlStore):
             # forgotten file cannot be read back from the database file's free space.
             conn.execute("PRAGMA secure_delete = ON")
             _migrate(conn, self.path)
-            if self._transaction(conn, self._checked_key, write=True):
+            if self._checked_key(conn):
                 # The clear copies were overwritten (secure_delete); none may stay in the log.
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             info = os.stat(self.path)
@@ -179,8 +179,12 @@ class SqliteStore(SqlStore):
         """
         self.migrate()
 
-    def _checked_key(self, db: Db) -> bool:
-        return _check_store_key(db, str(self.key_file))
+    def _checked_key(self, conn: sqlite3.Connection) -> bool:
+        """Check the store key at open; seal what is in the clear. Whether it sealed any."""
+        where = str(self.key_file)
+        if self._transaction(conn, lambda db: _key_is_current(db, where), write=False):
+            return False  # the common case: no write lock taken just to open
+        return self._transaction(conn, lambda db: _check_store_key(db, where), write=True)
 
     def _same_file(self) -> bool:
         """Whether ``path`` is still the file the connection has open (one stat)."""
