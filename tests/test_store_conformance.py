@@ -20,7 +20,7 @@ from memfs.testing import (
     check_store,
     run_check,
 )
-from memfs.testing.conformance import MakeStore
+from memfs.testing.conformance import GROUP_COMMIT_CHECKS, MakeStore
 from tests.postgres_fixtures import Databases
 
 BACKENDS: dict[str, tuple[bool, Callable[[Path, pytest.FixtureRequest], MakeStore]]] = {
@@ -67,7 +67,9 @@ def _cases() -> list[tuple[str, str]]:
         # every store here forgets people; managed stores (memory, sqlite, postgresql) also
         # keep history and hold org changes for review
         extra = (*MANAGED_CHECKS, *REVIEW_CHECKS) if managed else ()
-        names = [*COMMON_CHECKS, *FORGET_CHECKS, *extra]
+        # the SQL stores also commit many turn ends' stores in one transaction
+        batched = GROUP_COMMIT_CHECKS if backend in ("sqlite", "postgresql") else ()
+        names = [*COMMON_CHECKS, *FORGET_CHECKS, *extra, *batched]
         cases.extend((backend, name) for name in names)
     return cases
 

@@ -46,7 +46,15 @@ from memfs.core.models import (
     digest,
     now,
 )
-from memfs.stores.base import ForgetLog, ManagedStore, PersonForgetting, ReviewingStore, Store
+from memfs.stores.base import (
+    ForgetLog,
+    GroupCommitStore,
+    ManagedStore,
+    PersonForgetting,
+    ReviewingStore,
+    Store,
+    StoreRequest,
+)
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
 Check = Callable[[Store], Awaitable[None]]
@@ -1999,6 +2007,67 @@ MANAGED_CHECKS: dict[str, Check] = {
 }
 
 
+# Group commit (GroupCommitStore): many turn ends' stores and traces in one transaction.
+
+
+def _request(ref: SpaceRef, changes: ChangeSet, session: str, cursor: str | None) -> StoreRequest:
+    return StoreRequest(ref=ref, changes=changes, cursor=cursor, provenance=_prov(session))
+
+
+async def check_a_batch_answers_each_item_as_its_own_call_would(store: Store) -> None:
+    assert isinstance(store, GroupCommitStore) and isinstance(store, ManagedStore)
+    trace = _trace("s1", "t1", {"rules": ORG, "me": DANA})
+    items: list[StoreRequest | Trace] = [
+        _request(ORG, ChangeSet(created={"a.md": b"org"}), "s1", None),
+        _request(DANA, ChangeSet(created={"me.md": b"dana's"}), "s1", None),
+        trace,
+    ]
+    first = await store.store_batch(items)
+    assert [type(answer) for answer in first] == [Stored, Stored, type(None)]
+    assert all(isinstance(a, Stored) and a.status == "saved" for a in first[:2])
+    assert await store.files(ORG) == {"a.md": b"org"}
+    assert await store.files(DANA) == {"me.md": b"dana's"}
+    assert await store.traces() == [trace]
+    # The same batch again (a turn end repeated after a crash): stored and traced once.
+    assert await store.store_batch(items) == first
+    assert len(await store.history(ORG, "a.md")) == 1
+    assert await store.traces() == [trace]
+
+
+async def check_an_item_of_a_batch_that_fails_fails_alone(store: Store) -> None:
+    assert isinstance(store, GroupCommitStore) and isinstance(store, ManagedStore)
+    answers = await store.store_batch(
+        [
+            _request(ORG, ChangeSet(created={"a.md": b"a"}), "s1", None),
+            # Deleting a file the space does not hold: refused, as store() refuses it.
+            _request(CAROL, ChangeSet(created={"c.md": b"c"}, deleted=("nothing.md",)), "s2", None),
+            _request(DANA, ChangeSet(created={"d.md": b"d"}), "s3", None),
+        ]
+    )
+    assert isinstance(answers[0], Stored) and answers[0].status == "saved"
+    assert isinstance(answers[1], InvalidName) and answers[1].path == "nothing.md"
+    assert isinstance(answers[2], Stored) and answers[2].status == "saved"
+    assert await store.files(ORG) == {"a.md": b"a"}
+    assert await store.files(CAROL) == {}  # nothing of the refused item was written
+    assert await store.files(DANA) == {"d.md": b"d"}
+    # A conflict is an answer like any other, not a failure of the batch.
+    stale = (await store.load(ORG, "s4")).cursor
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
+    [conflict] = await store.store_batch(
+        [_request(ORG, ChangeSet(updated={"a.md": b"stale"}), "s4", stale)]
+    )
+    assert isinstance(conflict, Stored) and conflict.status == "conflict"
+    assert await store.files(ORG) == {"a.md": b"newer"}
+
+
+GROUP_COMMIT_CHECKS: dict[str, Check] = {
+    "a_batch_answers_each_item_as_its_own_call_would": (
+        check_a_batch_answers_each_item_as_its_own_call_would
+    ),
+    "an_item_of_a_batch_that_fails_fails_alone": check_an_item_of_a_batch_that_fails_fails_alone,
+}
+
+
 def checks_for(store: Store) -> dict[str, Check]:
     """The checks that apply to ``store``: managed and reviewing stores get theirs too."""
     checks = dict(COMMON_CHECKS)
@@ -2008,6 +2077,8 @@ def checks_for(store: Store) -> dict[str, Check]:
         checks.update(MANAGED_CHECKS)
     if isinstance(store, ReviewingStore):
         checks.update(REVIEW_CHECKS)
+    if isinstance(store, GroupCommitStore):
+        checks.update(GROUP_COMMIT_CHECKS)
     return checks
 
 
@@ -2022,13 +2093,21 @@ async def run_check(make_store: MakeStore, name: str) -> None:
     """Run one named check on a fresh store, and close the store after."""
     store = await _make(make_store)
     try:
-        check = {**COMMON_CHECKS, **FORGET_CHECKS, **MANAGED_CHECKS, **REVIEW_CHECKS}[name]
+        check = {
+            **COMMON_CHECKS,
+            **FORGET_CHECKS,
+            **MANAGED_CHECKS,
+            **REVIEW_CHECKS,
+            **GROUP_COMMIT_CHECKS,
+        }[name]
         if name in FORGET_CHECKS and not isinstance(store, PersonForgetting):
             raise AssertionError(f"{name} applies only to stores that forget people; {store!r}")
         if name in MANAGED_CHECKS and not isinstance(store, ManagedStore):
             raise AssertionError(f"{name} applies only to managed stores; {store!r} is not one")
         if name in REVIEW_CHECKS and not isinstance(store, ReviewingStore):
             raise AssertionError(f"{name} applies only to reviewing stores; {store!r} is not one")
+        if name in GROUP_COMMIT_CHECKS and not isinstance(store, GroupCommitStore):
+            raise AssertionError(f"{name} applies only to group-committing stores; {store!r}")
         await check(store)
     finally:
         await store.aclose()
@@ -2049,6 +2128,7 @@ async def check_store(make_store: MakeStore) -> None:
 __all__ = [
     "COMMON_CHECKS",
     "FORGET_CHECKS",
+    "GROUP_COMMIT_CHECKS",
     "MANAGED_CHECKS",
     "REVIEW_CHECKS",
     "check_store",

@@ -1,4 +1,7 @@
-"""Loading and storing a space's files: full and lean loads, turn stores, puts, restores, history.
+"""Loading and storing a space's files: loads (full and lean), turn stores, puts, restores, history.
+
+Turn stores come one per call or many in one transaction (``_store_batch``,
+group commit: one commit, so one disk flush, for concurrent turn ends).
 
 A turn's store is exactly once: a second store of the same change set from
 the same (space, session, turn) returns the ``Stored`` the first got and
@@ -11,15 +14,12 @@ from a turn that loaded before a person's space was forgotten is refused
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container
+from collections.abc import Collection, Container, Sequence
 from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
-from memfs.core.errors import (
-    Forgotten,
-    NotFound,
-)
+from memfs.core.errors import Forgotten, MemfsError, NotFound
 from memfs.core.limits import require_within
 from memfs.core.models import (
     ChangeSet,
@@ -30,9 +30,12 @@ from memfs.core.models import (
     Revision,
     SpaceRef,
     Stored,
+    Trace,
 )
+from memfs.core.policy import parse_cursor
 from memfs.core.review import ReviewMode
 from memfs.core.sealing import SealBroken
+from memfs.stores.base import StoreRequest
 from memfs.stores.managed import by_of as _by
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import row_id as _row_id
@@ -56,6 +59,7 @@ from memfs.stores.sql.rows import (
     _space_id,
 )
 from memfs.stores.sql.sealed import _names, _opened, _sealer
+from memfs.stores.sql.traces import _record_trace
 
 
 def _load_lean(
@@ -390,3 +394,37 @@ def _stored_of(
     if sealer is None:
         raise SealBroken("a sealed turn record has no person key to open it")
     return Stored.model_validate_json(sealer.open_json("stored-turn", key, sealed))
+
+
+def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored | Exception | None]:
+    """Every item as its own call would do it, in this one transaction (group commit).
+
+    Each item runs under a savepoint: one that raises memfs's own error
+    (``Forgotten``, ``InvalidName``, ...) is undone alone and answered with
+    that error, and the rest go on. What this transaction looked up (``Db.memo``)
+    is dropped with it, since the rows it came from may be gone. Any other
+    error is the store's and fails the whole batch.
+    """
+    answers: list[Stored | Exception | None] = []
+    for item in items:
+        db.execute("SAVEPOINT batch_item")
+        try:
+            if isinstance(item, Trace):
+                _record_trace(db, item)
+                answer: Stored | Exception | None = None
+            else:
+                answer = _store_turn(
+                    db,
+                    item.ref,
+                    item.changes,
+                    parse_cursor(item.cursor),
+                    item.provenance,
+                    item.review,
+                )
+        except MemfsError as exc:
+            db.execute("ROLLBACK TO SAVEPOINT batch_item")
+            db.memo.clear()
+            answer = exc
+        db.execute("RELEASE SAVEPOINT batch_item")
+        answers.append(answer)
+    return answers

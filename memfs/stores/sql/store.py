@@ -14,7 +14,7 @@ the call returns.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Container
+from collections.abc import Callable, Collection, Container, Sequence
 from datetime import datetime
 from typing import Literal, TypeVar
 
@@ -44,6 +44,7 @@ from memfs.core.models import (
 from memfs.core.names import check_identity, check_path
 from memfs.core.policy import parse_cursor
 from memfs.core.review import ReviewMode, WaitingChange
+from memfs.stores.base import StoreRequest
 from memfs.stores.sql.asof import _files_as_of, _open_files_as_of
 from memfs.stores.sql.audit import _audit, _verify_audit
 from memfs.stores.sql.db import Db
@@ -55,6 +56,7 @@ from memfs.stores.sql.files import (
     _put,
     _restore,
     _spaces,
+    _store_batch,
     _store_turn,
 )
 from memfs.stores.sql.lean import LeanCache
@@ -143,6 +145,12 @@ class SqlStore(ABC):
         return await self._call(
             lambda db: _store_turn(db, ref, changes, base, provenance, review), write=True
         )
+
+    async def store_batch(
+        self, items: Sequence[StoreRequest | Trace]
+    ) -> list[Stored | Exception | None]:
+        # One write transaction for all: one commit, one disk flush (GroupCommitStore).
+        return await self._call(lambda db: _store_batch(db, items), write=True)
 
     async def put(
         self,
