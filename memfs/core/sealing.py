@@ -157,9 +157,14 @@ def parse_store_key(data: bytes, *, path: str) -> bytes:
     return key
 
 
+def same_key_check(stored: str, store_key: bytes) -> bool:
+    """Whether ``stored`` is the key check of ``store_key`` (compared in constant time)."""
+    return hmac.compare_digest(stored, key_check(store_key))
+
+
 def require_key_check(stored: str, store_key: bytes, *, path: str) -> None:
     """Refuse a store key that is not the one the database was sealed under."""
-    if not hmac.compare_digest(stored, key_check(store_key)):
+    if not same_key_check(stored, store_key):
         raise ConfigError(
             "store_key_file holds another key than the one this store was sealed under; "
             "every daemon and memfs command on one store must name the same store_key_file",

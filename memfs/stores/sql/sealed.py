@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memfs.core import sealing
+from memfs.core.errors import ConfigError
 from memfs.stores.sql.db import Db
 
 
@@ -152,9 +153,15 @@ def _person_key(db: Db, org: str, user: str, *, create: bool) -> bytes | None:
         'SELECT wrapped FROM person_keys WHERE org = ? AND "user" = ?', (org, user)
     ).fetchone()
     if row is not None:
-        return sealing.unwrap_person_key(store_key, org, user, bytes(row[0]))
+        try:
+            return sealing.unwrap_person_key(store_key, org, user, bytes(row[0]))
+        except sealing.SealBroken:
+            _require_current_key(db)  # rotated since this process opened: say so
+            raise
     if not create:
         return None
+    # A key wrapped under a store key that was rotated away would open for nobody.
+    _require_current_key(db)
     key = sealing.new_key()
     db.execute(
         'INSERT INTO person_keys (org, "user", wrapped) VALUES (?, ?, ?)',
@@ -192,6 +199,38 @@ def _opened(
     if sealer is None:
         raise sealing.SealBroken("a sealed revision has no person key to open it")
     return sealer.open_content(path, revision_id, raw)
+
+
+def _require_current_key(db: Db) -> None:
+    """Refuse to go on under a store key the database no longer has (``memfs db rotate-key``)."""
+    value = db.scalar("SELECT value FROM store_key_check WHERE id = 1")
+    if value is not None and not sealing.same_key_check(str(value), _store_key(db)):
+        raise ConfigError(
+            "the store key was rotated since this process opened the store; restart it "
+            "with the new store_key_file",
+            path="store_key_file",
+        )
+
+
+def _rotate_store_key(db: Db, new_key: bytes) -> int:
+    """Wrap every person's key under ``new_key`` and note it as the store's; how many keys.
+
+    Run in one write transaction: afterwards only ``new_key`` opens the
+    store, and a copy of the database from before (a backup) opens only
+    with the old key, so destroying the old key file ends every such copy.
+    """
+    old = _store_key(db)
+    rows = db.tuples('SELECT org, "user", wrapped FROM person_keys')
+    for org, user, wrapped in rows:
+        key = sealing.unwrap_person_key(old, org, user, bytes(wrapped))
+        db.execute(
+            'UPDATE person_keys SET wrapped = ? WHERE org = ? AND "user" = ?',
+            (sealing.wrap_person_key(new_key, org, user, key), org, user),
+        )
+    db.execute("UPDATE store_key_check SET value = ? WHERE id = 1", (sealing.key_check(new_key),))
+    db.store_key = new_key
+    db.memo.clear()
+    return len(rows)
 
 
 def _forget_person_key(db: Db, org: str, user: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Container, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Literal, TypeVar
 
 import trio
@@ -24,6 +25,7 @@ from memfs.core import members as member_rules
 from memfs.core import review
 from memfs.core import signin as signin_rules
 from memfs.core.audit import AuditCheck
+from memfs.core.errors import ConfigError
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     AsOfFile,
@@ -45,6 +47,7 @@ from memfs.core.names import check_identity, check_path
 from memfs.core.policy import parse_cursor
 from memfs.core.review import ReviewMode, WaitingChange
 from memfs.stores.base import StoreRequest
+from memfs.stores.keyfile import load_store_key
 from memfs.stores.sql.asof import _files_as_of, _open_files_as_of
 from memfs.stores.sql.audit import _audit, _verify_audit
 from memfs.stores.sql.db import Db
@@ -88,6 +91,7 @@ from memfs.stores.sql.review import (
     _set_review,
 )
 from memfs.stores.sql.rows import _forgotten_at, _live_origins, _space_id
+from memfs.stores.sql.sealed import _rotate_store_key
 from memfs.stores.sql.traces import _find_traces, _record_trace, _traces
 
 T = TypeVar("T")
@@ -109,13 +113,43 @@ class SqlStore(ABC):
     def _run(self, fn: Callable[[Db], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction (a write one takes the store's write lock). Blocking."""
 
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close the store's connections; later calls raise ``StoreUnavailable``."""
+
     def _run_purge(self, fn: Callable[[Db], T], *, what: str) -> T:
         """Run a purge (forgetting a person's memory) in one write transaction. Blocking.
 
-        ``what`` names what is forgotten, for a store that must say it could
-        not yet scrub every copy.
+        ``what`` says what was done (``'a.md' is forgotten``), for a store that
+        must add that it could not yet scrub every copy.
         """
         return self._run(fn, write=True)
+
+    # The subclass opens the store with these: the store key and the file it came from.
+    key_file: Path
+    _store_key: bytes
+
+    async def rotate_key(self, new_key_file: Path) -> int:
+        """Seal the store under the key in ``new_key_file`` (made if missing); how many people.
+
+        Every person's key is wrapped again under the new store key in one
+        transaction, and the store's key check moves with it: from then on
+        only the new key file opens the store (give every host the new file,
+        restart every daemon), and a copy of the database from before opens
+        only with the old one, so destroying the old key file ends them all.
+        """
+        new_key = await trio.to_thread.run_sync(load_store_key, new_key_file)
+        if new_key == self._store_key:
+            raise ConfigError(
+                "the new key file holds the key the store has now", path=str(new_key_file)
+            )
+        rotated = await trio.to_thread.run_sync(
+            lambda: self._run_purge(
+                lambda db: _rotate_store_key(db, new_key), what="the store key is rotated"
+            )
+        )
+        self._store_key, self.key_file = new_key, new_key_file
+        return rotated
 
     async def _call(self, fn: Callable[[Db], T], *, write: bool) -> T:
         return await trio.to_thread.run_sync(lambda: self._run(fn, write=write))
@@ -189,7 +223,9 @@ class SqlStore(ABC):
         check_path(path)
         if ref.layer == "user":
             return await trio.to_thread.run_sync(
-                lambda: self._run_purge(lambda db: _purge(db, ref, path, by), what=repr(path))
+                lambda: self._run_purge(
+                    lambda db: _purge(db, ref, path, by), what=f"{path!r} is forgotten"
+                )
             )
         provenance = Provenance(origin="edited", by=by)
         return await self._call(lambda db: _forget(db, ref, path, provenance), write=True)
@@ -199,7 +235,7 @@ class SqlStore(ABC):
         check_identity(org, what="org id")
         return await trio.to_thread.run_sync(
             lambda: self._run_purge(
-                lambda db: _forget_user(db, user, org, by), what="that person's memory"
+                lambda db: _forget_user(db, user, org, by), what="that person's memory is forgotten"
             )
         )
 

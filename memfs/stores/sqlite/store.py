@@ -235,9 +235,9 @@ class SqliteStore(SqlStore):
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             raise StoreUnavailable(
-                f"{what} is forgotten, but another connection kept reading an older state "
-                "of the database, so its content may stay in the write-ahead log until the "
-                "next checkpoint",
+                f"{what}, but another connection kept reading an older state of the "
+                "database, so the old rows may stay in the write-ahead log until the next "
+                "checkpoint",
                 path=str(self.path),
             )
         return result
