@@ -1,11 +1,11 @@
-"""The files of a space as of a cursor, and the traces of one turn or one space.
+"""The files of a space as of a cursor (the traces of a turn or a space are ``traces.py``'s).
 
 A cursor is a number of the store's one sequence (``rows``), and so is every
 revision id, so the files as of a cursor are, per path, the revision with the
 largest id at or below it, unless that revision is a deletion. Two covering
 indexes answer it without touching a byte of content: ``revisions_by_path``
 (space, path, id) finds each path's revision, ``revisions_manifest`` gives its
-sha256 and size. The cost grows with the space's revisions, not with its bytes.
+sha256 and size (SQLite is told to use them; PostgreSQL's planner picks them). The cost grows with the space's revisions, not with its bytes.
 Purged files (a person's forgotten file) and forgotten people left no rows,
 so they are gone from the past as well.
 """

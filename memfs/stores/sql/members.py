@@ -6,8 +6,8 @@ found by its hash through the primary key; what decides is then a
 constant-time compare of the kept hash with the presented one. (The index
 seek itself is not constant-time, but it walks SHA-256 digests of tokens
 nobody can choose a preimage for, so its timing says nothing usable.)
-Revoking deletes the row; with ``secure_delete`` on, the hash is zeroed in
-the file too. Every change is audited by ``_log`` in the same transaction.
+Revoking deletes the row; with ``secure_delete`` on (SQLite), the hash is
+zeroed in the file too. Every change is audited by ``_log`` in the same transaction.
 """
 
 from __future__ import annotations

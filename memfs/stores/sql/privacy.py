@@ -3,9 +3,11 @@
 Forgetting a file of a person's own memory deletes its rows (forgetting the
 person deletes every row of their spaces, ``spaces`` rows included, and their
 part of every trace), and ``forgotten`` keeps when, with no path or content.
-Connections run with ``secure_delete`` and a purge ends with a checkpoint
-that empties the write-ahead log, so nothing forgotten stays readable in the
-file. Reading a person's memory for someone else is an audited ``open``.
+What is forgotten was sealed under the person's key (``sealed.py``), and
+forgetting the person deletes the key; SQLite's connections also run with
+``secure_delete`` and its purges end with a checkpoint that empties the
+write-ahead log, so nothing forgotten stays in its file at all. Reading a
+person's memory for someone else is an audited ``open``.
 """
 
 from __future__ import annotations
