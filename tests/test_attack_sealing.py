@@ -10,6 +10,7 @@ one of their file names.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,3 +294,47 @@ async def test_sealing_an_older_postgres_database_then_forgetting_the_person_lea
     files = table_files(server.data)
     for secret in (name.encode(), content):
         assert secret not in files and secret.hex().encode() not in files, secret
+
+
+async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder_the_store_key_opens(  # noqa: E501
+    server: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    # The issue: "forgetting a person or a person's file destroys the key
+    # material as well as the rows". One file's rows are sealed under the
+    # person's key, which stays; PostgreSQL keeps the deleted row versions in
+    # the heap (and the WAL), so whoever holds the store key (every daemon
+    # host) and the data folder opens the forgotten file again.
+    url = server.new_database()
+    dana = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
+    key_file = tmp_path / "store.key"
+    content = b"narwhal-forgotten-alone-61d0"
+    store = PostgresStore(url, key_file=key_file)
+    try:
+        await store.put(
+            dana, ChangeSet(created={"gone.md": content, "kept.md": b"k"}), provenance=Provenance()
+        )
+    finally:
+        await store.aclose()
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT id, content FROM revisions WHERE content IS NOT NULL ORDER BY id"
+        ).fetchall()
+        (wrapped,) = conn.execute("SELECT wrapped FROM person_keys").fetchone() or (b"",)
+    store = PostgresStore(url, key_file=key_file)
+    try:
+        await store.forget_file(dana, "gone.md", by=None)
+        assert await store.files(dana) == {"kept.md": b"k"}
+    finally:
+        await store.aclose()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+    everything = b"".join(p.read_bytes() for p in sorted(server.data.rglob("*")) if p.is_file())
+    person_key = sealing.unwrap_person_key(load_store_key(key_file), "bank-1", "dana", wrapped)
+    recovered = []
+    for revision_id, sealed in rows:
+        if bytes(sealed) not in everything:
+            continue
+        aad = sealing.bound("content", "bank-1", "dana", "me", "gone.md", str(revision_id))
+        with contextlib.suppress(sealing.SealBroken):  # another file's revision
+            recovered.append(sealing.unseal(person_key, bytes(sealed), aad))
+    assert content not in recovered
