@@ -20,7 +20,16 @@ import pytest
 
 import memfs
 from memfs.core import sealing
-from memfs.core.models import ChangeSet, Provenance, SpaceRef, digest, forgotten_file_key
+from memfs.core.errors import MemfsError
+from memfs.core.models import (
+    ChangeSet,
+    Provenance,
+    SpaceRef,
+    Stored,
+    digest,
+    forgotten_file_key,
+)
+from memfs.stores.base import StoreRequest
 from memfs.stores.keyfile import load_store_key
 from memfs.stores.postgres import PostgresStore, schema
 from memfs.stores.sqlite import SqliteStore
@@ -338,3 +347,58 @@ async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder
         with contextlib.suppress(sealing.SealBroken):  # another file's revision
             recovered.append(sealing.unseal(person_key, bytes(sealed), aad))
     assert content not in recovered
+
+
+async def test_a_prompt_holding_a_lone_surrogate_fails_only_its_own_item_of_a_group_commit(
+    tmp_path: Path,
+) -> None:
+    # A prompt is whatever text the app was handed; JSON's "\ud800" decodes to a
+    # lone surrogate. Sealing it (str.encode) raises UnicodeEncodeError, which is
+    # not memfs's own error, so the whole batch fails: another person's turn end
+    # committed with it is not stored either.
+    store = SqliteStore(tmp_path / "memfs.db")
+    mallory = SpaceRef(layer="user", space="me", org="bank_17", user="u_mallory")
+    try:
+        answers = await store.store_batch(
+            [
+                StoreRequest(
+                    DANA_ME,
+                    ChangeSet(created={"dana.md": b"dana's"}),
+                    "0",
+                    Provenance(origin="conversation", session="s-d", turn="t1", prompt="fine"),
+                ),
+                StoreRequest(
+                    mallory,
+                    ChangeSet(created={"m.md": b"m"}),
+                    "0",
+                    Provenance(origin="conversation", session="s-m", turn="t1", prompt="\ud800"),
+                ),
+            ]
+        )
+        assert isinstance(answers[0], Stored) and answers[0].status == "saved"
+        assert isinstance(answers[1], MemfsError)
+        assert await store.files(DANA_ME) == {"dana.md": b"dana's"}
+    finally:
+        await store.aclose()
+
+
+async def test_a_copy_mode_turn_whose_prompt_holds_a_lone_surrogate_is_refused_at_start_or_saved(
+    tmp_path: Path,
+) -> None:
+    # Today the turn starts, and its end fails the person's space with "the store
+    # failed (the files are kept; end the turn again to retry)": every retry fails
+    # the same way, and the session is stuck (TurnOpen) until the turn is
+    # discarded, which drops what the person's agent wrote.
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        memory = memfs.Memory(store, [memfs.user_memory(org="bankId")], workdir=tmp_path / "w")
+        try:
+            turn = await memory.start_turn("s1", DANA, prompt="remember \ud800 this")
+        except MemfsError:
+            return  # refused up front, with memfs's own error: nothing written is lost
+        (turn.root / "me" / "x.md").write_bytes(b"written by the agent")
+        ended = await turn.end()
+        assert ended.spaces["me"].status == "saved", ended.spaces["me"].error
+        assert await store.files(DANA_ME) == {"x.md": b"written by the agent"}
+    finally:
+        await store.aclose()
