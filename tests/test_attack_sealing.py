@@ -17,19 +17,19 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pydantic import ValidationError
 
 import memfs
 from memfs.core import sealing
 from memfs.core.errors import MemfsError
 from memfs.core.models import (
+    By,
     ChangeSet,
     Provenance,
     SpaceRef,
-    Stored,
     digest,
     forgotten_file_key,
 )
-from memfs.stores.base import StoreRequest
 from memfs.stores.keyfile import load_store_key
 from memfs.stores.postgres import PostgresStore, schema
 from memfs.stores.sqlite import SqliteStore
@@ -349,37 +349,15 @@ async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder
     assert content not in recovered
 
 
-async def test_a_prompt_holding_a_lone_surrogate_fails_only_its_own_item_of_a_group_commit(
-    tmp_path: Path,
-) -> None:
+def test_text_a_store_keeps_refuses_a_lone_surrogate_where_it_comes_in() -> None:
     # A prompt is whatever text the app was handed; JSON's "\ud800" decodes to a
-    # lone surrogate. Sealing it (str.encode) raises UnicodeEncodeError, which is
-    # not memfs's own error, so the whole batch fails: another person's turn end
-    # committed with it is not stored either.
-    store = SqliteStore(tmp_path / "memfs.db")
-    mallory = SpaceRef(layer="user", space="me", org="bank_17", user="u_mallory")
-    try:
-        answers = await store.store_batch(
-            [
-                StoreRequest(
-                    DANA_ME,
-                    ChangeSet(created={"dana.md": b"dana's"}),
-                    "0",
-                    Provenance(origin="conversation", session="s-d", turn="t1", prompt="fine"),
-                ),
-                StoreRequest(
-                    mallory,
-                    ChangeSet(created={"m.md": b"m"}),
-                    "0",
-                    Provenance(origin="conversation", session="s-m", turn="t1", prompt="\ud800"),
-                ),
-            ]
-        )
-        assert isinstance(answers[0], Stored) and answers[0].status == "saved"
-        assert isinstance(answers[1], MemfsError)
-        assert await store.files(DANA_ME) == {"dana.md": b"dana's"}
-    finally:
-        await store.aclose()
+    # lone surrogate, which no store can keep (or seal) as UTF-8. Were it let in,
+    # sealing it would raise inside a group commit and fail every turn end in it.
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        Provenance(origin="conversation", session="s-m", turn="t1", prompt="\ud800")
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        By(id="m", label="Mallory \udfff")
+    assert Provenance(prompt="fine 🙂").prompt == "fine 🙂"
 
 
 async def test_a_copy_mode_turn_whose_prompt_holds_a_lone_surrogate_is_refused_at_start_or_saved(

@@ -22,33 +22,13 @@ from pydantic_core import PydanticCustomError
 
 from memfs.core.defaults import MAX_ID
 from memfs.core.models import Layer, Status
+from memfs.core.names import unencodable
 
 MAX_EXTRA_BODY_DEPTH = 64
 
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _unencodable(value: Any, where: str) -> str | None:
-    """Where in ``value`` a string does not encode as UTF-8 (a lone surrogate), if anywhere."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{where} holds a lone surrogate (U+{ord(value[exc.start]):04X})"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _unencodable(key, f"{where} key") or _unencodable(item, f"{where}.{key!s}")
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = _unencodable(item, f"{where}[{index}]")
-            if found is not None:
-                return found
-    return None
 
 
 def _depth(value: Any) -> int:
@@ -92,7 +72,7 @@ class StartTurnRequest(Model):
     @field_validator("session", "prompt", "extra_body")
     @classmethod
     def _utf8(cls, value: Any, info: ValidationInfo) -> Any:
-        found = _unencodable(value, info.field_name or "value")
+        found = unencodable(value, info.field_name or "value")
         if found is not None:
             # A custom error type keeps pydantic from prefixing "Value error, ".
             raise PydanticCustomError("utf8", "must be valid UTF-8 text: {found}", {"found": found})

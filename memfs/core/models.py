@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memfs.core.errors import InvalidName
 from memfs.core.names import (
@@ -38,6 +38,7 @@ from memfs.core.names import (
     check_mount_path,
     check_path,
     check_space_name,
+    unencodable,
 )
 
 Layer = Literal["org", "user", "dir"]
@@ -291,12 +292,25 @@ class ChangeSet(Frozen):
         return out
 
 
+def _text(value: str | None) -> str | None:
+    """Text a store keeps (and seals) as UTF-8: a lone surrogate is refused where it comes in."""
+    found = unencodable(value, "text")
+    if found is not None:
+        raise ValueError(f"must be valid UTF-8 text: {found}")
+    return value
+
+
 class By(Frozen):
     """Who a revision is attributed to, as the app's sign-in named them."""
 
     id: str
     label: str | None = None
     role: str | None = None
+
+    @field_validator("id", "label", "role")
+    @classmethod
+    def _utf8(cls, value: str | None) -> str | None:
+        return _text(value)
 
     @classmethod
     def coerce(cls, value: Any) -> By | None:
@@ -323,6 +337,11 @@ class Provenance(Frozen):
     prompt: str | None = None
     by: By | None = None
     at: datetime = Field(default_factory=now)
+
+    @field_validator("session", "turn", "prompt")
+    @classmethod
+    def _utf8(cls, value: str | None) -> str | None:
+        return _text(value)
 
 
 class Loaded(Frozen):

@@ -22,6 +22,7 @@ are checked as stored names are (they come back from stores' rows).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from memfs.core.errors import InvalidName, NameTooLong
 
@@ -59,6 +60,40 @@ def check_segment(segment: str, *, what: str = "name") -> str:
             f"{what} is {size} bytes; at most {MAX_SEGMENT_BYTES} are allowed", path=segment
         )
     return segment
+
+
+def unencodable(value: Any, where: str) -> str | None:
+    """Where in ``value`` a string does not encode as UTF-8 (a lone surrogate), if anywhere.
+
+    Strings at any depth of dicts (keys too), lists and tuples are looked at.
+    Text memfs keeps (a prompt, a label, an extra body) must encode: a store
+    writes it as UTF-8, and seals it that way.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where} holds a lone surrogate (U+{ord(value[exc.start]):04X})"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = unencodable(key, f"{where} key") or unencodable(item, f"{where}.{key!s}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = unencodable(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def check_text(value: str | None, *, what: str) -> str | None:
+    """``value`` if it is text that encodes as UTF-8 (or None); ``InvalidName`` naming it if not."""
+    found = unencodable(value, what)
+    if found is not None:
+        raise InvalidName(f"{what} must be valid UTF-8 text: {found}", path=what)
+    return value
 
 
 def has_control_character(text: str) -> bool:

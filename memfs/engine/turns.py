@@ -61,7 +61,7 @@ from memfs.core.models import (
     TraceMount,
     TurnContext,
 )
-from memfs.core.names import check_identity
+from memfs.core.names import check_identity, check_text
 from memfs.core.note import NoteSpace, render_note, saving_for
 from memfs.core.policy import (
     EndAction,
@@ -286,6 +286,8 @@ class Memory:
         that can, the daemon's); ``None`` keeps the workspace's own.
         """
         check_identity(session, what="session id")
+        # Before anything is mounted: the prompt is kept (and sealed) as UTF-8 at the end.
+        check_text(prompt, what="prompt")
         if session in self._open:
             kept = self._open[session].kept
             if kept:

@@ -5,7 +5,8 @@ revision id, so the files as of a cursor are, per path, the revision with the
 largest id at or below it, unless that revision is a deletion. Two covering
 indexes answer it without touching a byte of content: ``revisions_by_path``
 (space, path, id) finds each path's revision, ``revisions_manifest`` gives its
-sha256 and size (SQLite is told to use them; PostgreSQL's planner picks them). The cost grows with the space's revisions, not with its bytes.
+sha256 and size (SQLite is told to use them; PostgreSQL's planner picks
+them). The cost grows with the space's revisions, not with its bytes.
 Purged files (a person's forgotten file) and forgotten people left no rows,
 so they are gone from the past as well.
 """
