@@ -238,12 +238,13 @@ async def test_migration_from_v10_seals_a_persons_rows_written_in_the_clear(
     after = _file_bytes(path)
     for secret in (b"lynx-old-7d2b", b"puffin-prompt-5e0a", b"puffin-label"):
         assert secret not in after, secret
-    assert b"org-rule-old" in after  # an org's rows are left as they were
+    assert b"org-rule-old" in after  # an org's content is the org's, in the clear
+    assert b"an org prompt" not in after  # its author's words are sealed under their key
     with raw(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("SELECT sealed FROM revisions ORDER BY id").fetchall() == [
             (1,),
-            (0,),
+            (2,),  # the org's revision: only its author's words are sealed
             (1,),
         ]
 

@@ -337,11 +337,26 @@ class Provenance(Frozen):
     prompt: str | None = None
     by: By | None = None
     at: datetime = Field(default_factory=now)
+    # Whose own memory the turn mounted (the user id of its user layer), where
+    # that is one person: the prompt was theirs to type, wherever it is kept.
+    person: str | None = None
 
-    @field_validator("session", "turn", "prompt")
+    @field_validator("session", "turn", "prompt", "person")
     @classmethod
     def _utf8(cls, value: str | None) -> str | None:
         return _text(value)
+
+    @property
+    def author(self) -> str | None:
+        """The user id whose words the prompt and the ``by`` label are, if anyone's.
+
+        The turn's person, else whom the revision is attributed to. A managed
+        store keeps them sealed under that person's key in the space's org, so
+        forgetting the person (``forget_user``) reaches them in org memory too.
+        """
+        if self.person is not None:
+            return self.person
+        return None if self.by is None else self.by.id
 
 
 class Loaded(Frozen):
@@ -565,6 +580,9 @@ class Trace(Frozen):
     at: datetime = Field(default_factory=now)
     mounts: dict[str, TraceMount]
     files: dict[str, TraceFile]
+    # Whose words the prompt is besides the people whose memory it mounted
+    # (``Provenance.author`` of the turn): a store seals it for them too.
+    author: str | None = None
 
     def people(self) -> list[tuple[str, str]]:
         """(org, user) of every person whose own memory the turn mounted, sorted."""
@@ -583,16 +601,27 @@ class Trace(Frozen):
             if mount.ref.layer == "user" and mount.ref.org == org and mount.ref.user == user
         }
 
+    def holders(self) -> list[tuple[str, str]]:
+        """(org, user) of everyone whose words the prompt is: the people, and the author."""
+        held = set(self.people())
+        orgs = {mount.ref.org for mount in self.mounts.values()}
+        if self.author is not None and len(orgs) == 1:
+            held.add((next(iter(orgs)), self.author))
+        return sorted(held)
+
     def part_of(self, org: str, user: str) -> Trace:
-        """What of this trace is ``user``'s in ``org``: their mounts, those files, the prompt.
+        """What of this trace is ``user``'s in ``org``: their mounts and those files.
 
         The person's part, kept sealed under their key (a store seals it), so
         forgetting them destroys it wherever a copy is; ``without_user`` is
-        the rest, and ``with_part`` puts the two together again.
+        the rest, and ``with_part`` puts the two together again. The prompt is
+        in no part: it is every holder's (``holders``), and a store keeps it so
+        that forgetting any one of them destroys it.
         """
         theirs = self._mounts_of(org, user)
         return self.model_copy(
             update={
+                "prompt": None,
                 "mounts": {n: m for n, m in self.mounts.items() if n in theirs},
                 "files": {
                     key: entry
@@ -606,7 +635,6 @@ class Trace(Frozen):
         """This trace with a person's ``part`` (``part_of``) laid back over it."""
         return self.model_copy(
             update={
-                "prompt": part.prompt if part.prompt is not None else self.prompt,
                 "mounts": {**self.mounts, **part.mounts},
                 "files": {**self.files, **part.files},
             }

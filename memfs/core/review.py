@@ -616,6 +616,59 @@ def decided_folders(
     return {}
 
 
+# A person's words in a waiting change: each turn's prompt and ``by`` label,
+# kept apart from the change so a store can seal them under the person's key.
+Words = dict[str, tuple[str, str | None, str | None]]  # key -> (author, prompt, label)
+_LATEST = ""  # the key of ``provenance`` (a turn's own keys are "turn:<id>")
+
+
+def _silent(provenance: Provenance) -> Provenance:
+    by = None if provenance.by is None else provenance.by.model_copy(update={"label": None})
+    return provenance.model_copy(update={"prompt": None, "by": by})
+
+
+def without_words(change: WaitingChange) -> tuple[WaitingChange, Words]:
+    """``change`` with no prompt or ``by`` label left in it, and those words by whose they are.
+
+    Only the words of someone (``Provenance.author``); a turn nobody typed
+    (code, an edit without a name) keeps its text in the change.
+    """
+    words: Words = {}
+    turns: dict[str, Provenance] = {}
+    for key, provenance in change.turns.items():
+        author = provenance.author
+        if author is None:
+            turns[key] = provenance
+            continue
+        label = None if provenance.by is None else provenance.by.label
+        words[f"turn:{key}"] = (author, provenance.prompt, label)
+        turns[key] = _silent(provenance)
+    latest = change.provenance
+    if latest.author is not None:
+        label = None if latest.by is None else latest.by.label
+        words[_LATEST] = (latest.author, latest.prompt, label)
+        latest = _silent(latest)
+    return change.model_copy(update={"turns": turns, "provenance": latest}), words
+
+
+def with_words(change: WaitingChange, words: Words) -> WaitingChange:
+    """``change`` with the words ``without_words`` took out put back (those still known)."""
+
+    def spoken(provenance: Provenance, key: str) -> Provenance:
+        if key not in words:
+            return provenance
+        _, prompt, label = words[key]
+        by = None if provenance.by is None else provenance.by.model_copy(update={"label": label})
+        return provenance.model_copy(update={"prompt": prompt, "by": by})
+
+    return change.model_copy(
+        update={
+            "turns": {k: spoken(p, f"turn:{k}") for k, p in change.turns.items()},
+            "provenance": spoken(change.provenance, _LATEST),
+        }
+    )
+
+
 __all__ = [
     "NOTE_LINE",
     "OPEN_STATES",
@@ -628,6 +681,7 @@ __all__ = [
     "Review",
     "ReviewMode",
     "WaitingChange",
+    "Words",
     "applied_provenance",
     "check_mode",
     "conversation_of",
@@ -649,4 +703,6 @@ __all__ = [
     "taught",
     "transition",
     "update",
+    "with_words",
+    "without_words",
 ]

@@ -189,6 +189,20 @@ class Turn:
         return self.plan.extra_body
 
     @property
+    def author(self) -> str | None:
+        """Whose words the turn's prompt is (``Provenance.author``): its person, else its by."""
+        if self.person is not None:
+            return self.person
+        by = next((m.by for m in self.plan.mounts.values() if m.by is not None), None)
+        return None if by is None else by.id
+
+    @property
+    def person(self) -> str | None:
+        """The one person whose own memory the turn mounted (``Provenance.person``), if one."""
+        people = {m.ref.user for m in self.plan.mounts.values() if m.layer == "user"}
+        return next(iter(people)) if len(people) == 1 else None
+
+    @property
     def mounts(self) -> Mapping[str, Mount]:
         return self.plan.mounts
 
@@ -724,7 +738,11 @@ class Memory:
                 continue
             changes, refused = await self.workspace.collect(turn.session, mount)
             provenance = Provenance(
-                session=turn.session, turn=turn.id, prompt=turn.prompt, by=mount.by
+                session=turn.session,
+                turn=turn.id,
+                prompt=turn.prompt,
+                by=mount.by,
+                person=turn.person,
             )
             action = end_action(
                 commit=mount.commit,
@@ -808,6 +826,7 @@ class Memory:
                 session=turn.session,
                 turn=turn.id,
                 prompt=turn.prompt,
+                author=turn.author,
                 mounts={
                     name: _trace_mount(
                         mount,

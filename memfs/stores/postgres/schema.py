@@ -380,6 +380,9 @@ _NAMES = Migration(
         )
         """,
         "ALTER TABLE stored_turns ADD COLUMN sealed_stored bytea",
+        # Whose words an org revision's prompt and label are (sealed = 2: under their key).
+        'ALTER TABLE revisions ADD COLUMN author text COLLATE "C"',
+        "ALTER TABLE changes ADD COLUMN sealed_words text",
         f"""
         CREATE TABLE trace_parts (
             trace_id bigint NOT NULL REFERENCES traces (id),
@@ -391,6 +394,7 @@ _NAMES = Migration(
         """,
         'CREATE INDEX trace_parts_by_person ON trace_parts (org, "user")',
         "ALTER TABLE traces ADD COLUMN people integer NOT NULL DEFAULT 0",
+        "ALTER TABLE traces ADD COLUMN sealed_prompt bytea",
         "ALTER TABLE store_key_check ADD COLUMN sealing integer NOT NULL DEFAULT 1",
     ),
 )

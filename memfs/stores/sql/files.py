@@ -58,7 +58,14 @@ from memfs.stores.sql.rows import (
     _record,
     _space_id,
 )
-from memfs.stores.sql.sealed import _names, _opened, _sealer
+from memfs.stores.sql.sealed import (
+    SEALED_WORDS,
+    Sealer,
+    _author_sealer,
+    _names,
+    _opened,
+    _sealer,
+)
 from memfs.stores.sql.traces import _record_trace
 
 
@@ -282,14 +289,22 @@ def _history(db: Db, ref: SpaceRef, path: str) -> list[Revision]:
     rows = db.execute(
         "SELECT id, sha256, size, origin, session, turn, prompt, by_id, by_label, by_role,"
         " approved_by_id, approved_by_label, approved_by_role, created_at, mode, mtime_ns,"
-        " sealed FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
+        " sealed, author FROM revisions WHERE space_id = ? AND path = ? ORDER BY id",
         (space_id, _names(db, space_id, create=False).kept(path)),
     ).fetchall()
     sealer = _sealer(db, space_id, create=False)
+    authors: dict[str, Sealer | None] = {}
 
     def text(row: Any, column: str) -> str | None:
-        if not row["sealed"]:
+        sealed = row["sealed"]
+        if not sealed or (sealed == SEALED_WORDS and column == "approved_by_label"):
             return db.read_text(row[column])
+        if sealed == SEALED_WORDS:  # an author's words in org memory: gone once they are forgotten
+            author = row["author"]
+            if author not in authors:
+                authors[author] = _author_sealer(db, space_id, author, create=False)
+            words = authors[author]
+            return None if words is None else words.open_text(column, path, row["id"], row[column])
         if sealer is None:
             raise SealBroken("a sealed revision has no person key to open it")
         return sealer.open_text(column, path, row["id"], row[column])

@@ -9,7 +9,9 @@ its changes and applies its effects.
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal
@@ -44,7 +46,7 @@ from memfs.stores.sql.rows import (
     _space_id,
     _store,
 )
-from memfs.stores.sql.sealed import _opened, _sealer
+from memfs.stores.sql.sealed import _author_sealer, _opened, _sealer
 
 
 def _own_waiting(db: Db, space_id: int, ref: SpaceRef, session: str | None) -> WaitingChange | None:
@@ -92,9 +94,9 @@ def _open_changes(
 ) -> list[WaitingChange]:
     """The conversation's changes to the space in ``states``, oldest first (for review.joins)."""
     return [
-        WaitingChange.model_validate_json(row[0])
-        for row in db.tuples(
-            "SELECT data FROM changes WHERE space_id = ? AND session = ?"
+        _change_of(db, space_id, data, words)
+        for data, words in db.tuples(
+            "SELECT data, sealed_words FROM changes WHERE space_id = ? AND session = ?"
             f" AND state IN ({marks(len(states))})"
             " ORDER BY id",
             (space_id, session, *states),
@@ -102,13 +104,50 @@ def _open_changes(
     ]
 
 
+def _kept_change(db: Db, space_id: int, change: WaitingChange) -> tuple[str, str | None]:
+    """A change as ``changes`` keeps it: its authors' words sealed apart (``sealed_words``).
+
+    ``sealed_words`` is JSON: each key of ``review.without_words`` to the
+    author and their prompt and label (a JSON pair), sealed under the
+    author's key and bound to the change and the key, in base64.
+    """
+    silent, words = review.without_words(change)
+    if not words:
+        return silent.model_dump_json(), None
+    kept: dict[str, dict[str, str]] = {}
+    for key, (author, prompt, label) in words.items():
+        sealer = _author_sealer(db, space_id, author, create=True)
+        assert sealer is not None  # made just now if the author had no key
+        sealed = sealer.seal_json("words", (change.id, key), json.dumps([prompt, label]))
+        kept[key] = {"author": author, "sealed": base64.b64encode(sealed).decode()}
+    return silent.model_dump_json(), json.dumps(kept, sort_keys=True)
+
+
+def _change_of(db: Db, space_id: int, data: str, sealed_words: str | None) -> WaitingChange:
+    """A change read back, with the words of its authors who are not forgotten."""
+    change = WaitingChange.model_validate_json(data)
+    if not sealed_words:
+        return change
+    words: review.Words = {}
+    for key, kept in json.loads(sealed_words).items():
+        sealer = _author_sealer(db, space_id, kept["author"], create=False)
+        if sealer is None:
+            continue  # the author was forgotten: their words went with their key
+        spoken = sealer.open_json("words", (change.id, key), base64.b64decode(kept["sealed"]))
+        prompt, label = json.loads(spoken)
+        words[key] = (kept["author"], prompt, label)
+    return review.with_words(change, words)
+
+
 def _save_change(db: Db, change: WaitingChange) -> None:
     last_edited = max((file.edited for file in change.files.values()), default=0)
+    (space_id,) = db.one("SELECT space_id FROM changes WHERE id = ?", (int(change.id),))
+    data, words = _kept_change(db, int(space_id), change)
     # The larger: a partly decided change drops files, but the space's cursor must not go back.
     db.execute(
         f"UPDATE changes SET state = ?, last_edited = {db.greatest('last_edited', '?')},"
-        " data = ? WHERE id = ?",
-        (change.state, last_edited, change.model_dump_json(), int(change.id)),
+        " data = ?, sealed_words = ? WHERE id = ?",
+        (change.state, last_edited, data, words, int(change.id)),
     )
 
 
@@ -283,7 +322,7 @@ def _marked(db: Db, space_id: int, changes: list[WaitingChange]) -> list[Waiting
 
 
 def _list_changes(db: Db, org: str | None, open_only: bool) -> list[WaitingChange]:
-    query = "SELECT changes.space_id, changes.data FROM changes"
+    query = "SELECT changes.space_id, changes.data, changes.sealed_words FROM changes"
     query += " JOIN spaces ON spaces.id = changes.space_id WHERE 1 = 1"
     params: list[str] = []
     if org is not None:
@@ -295,8 +334,9 @@ def _list_changes(db: Db, org: str | None, open_only: bool) -> list[WaitingChang
     rows = db.execute(query + " ORDER BY changes.id", params).fetchall()
     by_space: dict[int, list[WaitingChange]] = {}
     for row in rows:
-        by_space.setdefault(row["space_id"], []).append(
-            WaitingChange.model_validate_json(row["data"])
+        space_id = int(row["space_id"])
+        by_space.setdefault(space_id, []).append(
+            _change_of(db, space_id, row["data"], row["sealed_words"])
         )
     marked = itertools.chain.from_iterable(
         _marked(db, space_id, changes) for space_id, changes in by_space.items()
@@ -309,11 +349,14 @@ def _change_row(db: Db, id: str) -> tuple[int, WaitingChange]:
     row = (
         None
         if row_id is None
-        else db.execute("SELECT space_id, data FROM changes WHERE id = ?", (row_id,)).fetchone()
+        else db.execute(
+            "SELECT space_id, data, sealed_words FROM changes WHERE id = ?", (row_id,)
+        ).fetchone()
     )
     if row is None:
         raise NotFound(f"no change {id!r} is held for review", path=id)
-    return int(row["space_id"]), WaitingChange.model_validate_json(row["data"])
+    space_id = int(row["space_id"])
+    return space_id, _change_of(db, space_id, row["data"], row["sealed_words"])
 
 
 def _get_change(db: Db, id: str) -> WaitingChange:

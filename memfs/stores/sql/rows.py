@@ -37,7 +37,15 @@ from memfs.core.policy import moved_on, purged_since
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import forgotten_key as _forgotten_key
 from memfs.stores.sql.db import Db, chunks, marks
-from memfs.stores.sql.sealed import Names, _names, _opened, _sealer
+from memfs.stores.sql.sealed import (
+    SEALED_CONTENT,
+    SEALED_WORDS,
+    Names,
+    _author_sealer,
+    _names,
+    _opened,
+    _sealer,
+)
 
 
 def _space_id(db: Db, ref: SpaceRef) -> int | None:
@@ -232,7 +240,9 @@ def _record(
     by_label: object = db.kept_text(None if by is None else by.label)
     approved_label: object = db.kept_text(None if approved_by is None else approved_by.label)
     stored_content: bytes | None = content
+    sealed, author = 0, None
     if sealer is not None:
+        sealed = SEALED_CONTENT
         if content is not None:
             stored_content = sealer.content(path, revision_id, content)
         prompt = sealer.text("prompt", path, revision_id, provenance.prompt)
@@ -243,11 +253,18 @@ def _record(
             revision_id,
             None if approved_by is None else approved_by.label,
         )
+    elif (author := provenance.author) is not None:
+        # Org memory is the org's; the words that taught it are the author's.
+        words = _author_sealer(db, space_id, author, create=True)
+        assert words is not None  # made just now if the author had no key
+        sealed = SEALED_WORDS
+        prompt = words.text("prompt", path, revision_id, provenance.prompt)
+        by_label = words.text("by_label", path, revision_id, None if by is None else by.label)
     db.execute(
         "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
         " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
-        " created_at, mode, mtime_ns, ctime_ns, sealed)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, mode, mtime_ns, ctime_ns, sealed, author)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             revision_id,
             space_id,
@@ -269,7 +286,8 @@ def _record(
             None if settled is None else settled.mode,
             None if settled is None else settled.mtime_ns,
             None if settled is None else settled.ctime_ns,
-            0 if sealer is None else 1,
+            sealed,
+            author,
         ),
     )
     return revision_id

@@ -2,7 +2,11 @@
 
 Every revision of a user-layer space is written with ``sealed = 1``: its
 content, prompt and labels are AES-GCM ciphertexts under the person's key,
-bound to (org, user, space, path, revision id) and the column. The person's
+bound to (org, user, space, path, revision id) and the column. A revision of
+an org or shared space that someone's words wrote (``Provenance.author``) is
+written with ``sealed = 2``: its content stays in the clear (the org's), its
+prompt and ``by`` label are sealed under the author's key, named in
+``author``; forgetting the author leaves them None. The person's
 key is kept only wrapped by the store key, in ``person_keys``; forgetting the
 person deletes that row with theirs. Org and shared spaces are not sealed:
 forgetting never reaches them.
@@ -20,6 +24,10 @@ from dataclasses import dataclass
 from memfs.core import sealing
 from memfs.core.errors import ConfigError
 from memfs.stores.sql.db import Db
+
+# revisions.sealed: what of a revision is sealed (see the module's header).
+SEALED_CONTENT = 1  # a person's revision: content, prompt and labels, under their key
+SEALED_WORDS = 2  # an org revision: its author's prompt and by label, under theirs
 
 
 @dataclass(frozen=True)
@@ -190,11 +198,20 @@ def _sealer(db: Db, space_id: int, *, create: bool) -> Sealer | None:
     return sealer
 
 
+def _author_sealer(db: Db, space_id: int, author: str, *, create: bool) -> Sealer | None:
+    """The sealer of ``author``'s words in an org or shared space (their person key)."""
+    row = db.one("SELECT org, space FROM spaces WHERE id = ?", (space_id,))
+    if row is None:
+        return None
+    key = _person_key(db, row[0], author, create=create)
+    return None if key is None else Sealer(key, row[0], author, row[1])
+
+
 def _opened(
     sealer: Sealer | None, path: str, revision_id: int, content: bytes, sealed: int
 ) -> bytes:
     raw = bytes(content)  # a memoryview, where the driver hands one out
-    if not sealed:
+    if sealed != SEALED_CONTENT:  # 0: in the clear; 2: only the author's words are sealed
         return raw
     if sealer is None:
         raise sealing.SealBroken("a sealed revision has no person key to open it")

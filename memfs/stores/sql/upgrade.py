@@ -4,7 +4,9 @@
 ``sealing``, how much of a person's memory the database keeps sealed::
 
     1  revisions' content, prompt and labels (SQLite schema 11)
-    2  also file names (``names``), turn records and traces (``trace_parts``)
+    2  also file names (``names``), turn records, traces (``trace_parts``), and
+       the words (prompt, ``by`` label) of whoever taught org memory, in its
+       revisions (``sealed = 2``) and in changes waiting for review
 
 A database opened with the key is brought to ``SEALING`` in one write
 transaction: what it kept in the clear is sealed now, because the schema
@@ -15,8 +17,10 @@ copies where it can (SQLite checkpoints its WAL).
 from __future__ import annotations
 
 from memfs.core import sealing
+from memfs.core.review import WaitingChange
 from memfs.stores.sql.db import Db
-from memfs.stores.sql.sealed import Sealer, _names, _sealer, _store_key
+from memfs.stores.sql.review import _kept_change
+from memfs.stores.sql.sealed import Sealer, _author_sealer, _names, _sealer, _store_key
 from memfs.stores.sql.traces import _seal_trace_rows
 
 SEALING = 2
@@ -46,7 +50,14 @@ def _check_store_key(db: Db, path: str) -> bool:
         sealing.require_key_check(str(row[0]), store_key, path=path)
         if int(row[1]) >= SEALING:
             return False
-    sealed = _seal_plain_rows(db) + _seal_names(db) + _seal_turn_records(db) + _seal_trace_rows(db)
+    sealed = (
+        _seal_plain_rows(db)
+        + _seal_names(db)
+        + _seal_turn_records(db)
+        + _seal_trace_rows(db)
+        + _seal_org_words(db)
+        + _seal_change_words(db)
+    )
     if row is None:
         db.execute(
             "INSERT INTO store_key_check (id, value, sealing) VALUES (1, ?, ?)",
@@ -124,3 +135,44 @@ def _seal_plain_rows(db: Db) -> int:
             ),
         )
     return len(rows)
+
+
+def _seal_org_words(db: Db) -> int:
+    """Seal the prompts and labels of org revisions under their authors' keys (``by_id``)."""
+    rows = db.tuples(
+        "SELECT revisions.id, revisions.space_id, revisions.path, revisions.prompt,"
+        " revisions.by_id, revisions.by_label FROM revisions"
+        " JOIN spaces ON spaces.id = revisions.space_id"
+        " WHERE spaces.layer != 'user' AND revisions.sealed = 0 AND revisions.by_id IS NOT NULL"
+        " AND (revisions.prompt IS NOT NULL OR revisions.by_label IS NOT NULL)"
+    )
+    for rid, space_id, path, prompt, author, label in rows:
+        words = _author_sealer(db, space_id, author, create=True)
+        assert words is not None  # made just now if the author had no key
+        db.execute(
+            "UPDATE revisions SET prompt = ?, by_label = ?, sealed = 2, author = ? WHERE id = ?",
+            (
+                words.text("prompt", path, rid, db.read_text(prompt)),
+                words.text("by_label", path, rid, db.read_text(label)),
+                author,
+                rid,
+            ),
+        )
+    return len(rows)
+
+
+def _seal_change_words(db: Db) -> int:
+    """Keep the words of every change waiting (or decided) apart, sealed (``_kept_change``)."""
+    rows = db.tuples("SELECT id, space_id, data FROM changes WHERE sealed_words IS NULL")
+    sealed = 0
+    for change_id, space_id, data in rows:
+        if not data:
+            continue  # a row whose change was never written (a crash between two statements)
+        plain, words = _kept_change(db, int(space_id), WaitingChange.model_validate_json(data))
+        if words is not None:
+            db.execute(
+                "UPDATE changes SET data = ?, sealed_words = ? WHERE id = ?",
+                (plain, words, change_id),
+            )
+            sealed += 1
+    return sealed

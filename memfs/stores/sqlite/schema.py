@@ -456,6 +456,9 @@ _SCHEMA_NAMES = (
     ) WITHOUT ROWID
     """,
     "ALTER TABLE stored_turns ADD COLUMN sealed_stored BLOB",
+    # Whose words an org revision's prompt and label are (sealed = 2: under their key).
+    "ALTER TABLE revisions ADD COLUMN author TEXT",
+    "ALTER TABLE changes ADD COLUMN sealed_words TEXT",
     """
     CREATE TABLE trace_parts (
         trace_id INTEGER NOT NULL REFERENCES traces (id),
@@ -467,6 +470,7 @@ _SCHEMA_NAMES = (
     """,
     'CREATE INDEX trace_parts_by_person ON trace_parts (org, "user")',
     "ALTER TABLE traces ADD COLUMN people integer NOT NULL DEFAULT 0",
+    "ALTER TABLE traces ADD COLUMN sealed_prompt BLOB",
     "ALTER TABLE store_key_check ADD COLUMN sealing INTEGER NOT NULL DEFAULT 1",
 )
 

@@ -1,0 +1,107 @@
+"""Whose words org memory keeps: the prompt and label of whoever taught it, sealed under their key.
+
+Org memory is the org's and stays when a person is forgotten; the words
+that taught it (``Provenance.author``: the turn's person, else ``by``) are
+the person's, and go with them: in revisions and in changes waiting for review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
+from memfs.stores.sql.store import SqlStore
+from memfs.stores.sqlite import SqliteStore
+from tests.postgres_fixtures import Databases
+
+RULES = SpaceRef(layer="org", space="rules", org="bank-1")
+DANA = By(id="dana", label="Dana Quokka", role="underwriter")
+
+Opener = Callable[[], SqlStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "memfs.db")
+    databases: Databases = request.getfixturevalue("postgres_databases")
+    url = databases.url()
+    return lambda: databases.open(url)
+
+
+def said(session: str, *, person: str | None = None) -> Provenance:
+    return Provenance(
+        session=session, turn="t1", prompt=f"words of {session}", by=DANA, person=person
+    )
+
+
+async def test_forgetting_the_author_leaves_org_memory_without_their_words(opener: Opener) -> None:
+    store = opener()
+    try:
+        loaded = await store.load(RULES, "s1")
+        await store.store(
+            RULES, ChangeSet(created={"a.md": b"org"}), cursor=loaded.cursor, provenance=said("s1")
+        )
+        [before] = await store.history(RULES, "a.md")
+        assert before.provenance.prompt == "words of s1" and before.provenance.by == DANA
+
+        await store.forget_user("dana", "bank-1", by=None)
+
+        assert await store.files(RULES) == {"a.md": b"org"}  # the org's memory stays
+        [after] = await store.history(RULES, "a.md")
+        assert after.provenance.prompt is None
+        assert after.provenance.by == By(id="dana", label=None, role="underwriter")
+        assert after.id == before.id
+    finally:
+        await store.aclose()
+
+
+async def test_a_waiting_change_keeps_its_authors_words_until_they_are_forgotten(
+    opener: Opener,
+) -> None:
+    store = opener()
+    try:
+        await store.set_review(RULES, "person", by=None)
+        loaded = await store.load(RULES, "s1")
+        held = await store.store(
+            RULES,
+            ChangeSet(created={"a.md": b"proposal"}),
+            cursor=loaded.cursor,
+            provenance=said("s1", person="dana"),
+            review="person",
+        )
+        assert held.status == "waiting" and held.change is not None
+        change = await store.get_change(held.change)
+        assert change.provenance.prompt == "words of s1"
+        assert change.provenance.by == DANA
+
+        await store.forget_user("dana", "bank-1", by=None)
+
+        [waiting] = await store.list_changes()
+        assert waiting.files["a.md"].content == b"proposal"  # the org's to decide on
+        assert waiting.provenance.prompt is None and waiting.provenance.by is not None
+        assert waiting.provenance.by.label is None
+        approved = await store.decide(held.change, "approve", by=By(id="ada", role="admin"))
+        assert approved.state == "approved"
+        [revision] = await store.history(RULES, "a.md")
+        assert revision.provenance.prompt is None
+    finally:
+        await store.aclose()
+
+
+async def test_words_of_nobody_in_particular_stay_in_the_clear(opener: Opener) -> None:
+    # Code's seed and an unnamed edit have no author: nothing to seal them under.
+    store = opener()
+    try:
+        await store.put(
+            RULES,
+            ChangeSet(created={"a.md": b"seed"}),
+            provenance=Provenance(origin="code", prompt="Version 1, from code"),
+        )
+        [revision] = await store.history(RULES, "a.md")
+        assert revision.provenance.prompt == "Version 1, from code"
+    finally:
+        await store.aclose()
