@@ -57,6 +57,8 @@ T = TypeVar("T")
 DEFAULT_POOL_SIZE = 8  # connections per store (per daemon); the server's max_connections bounds all
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0  # to connect, or to get a pooled connection
 DEFAULT_LOCK_TIMEOUT_SECONDS = 5.0  # to get the write lock: SQLite's busy timeout
+# The tables sealing at open may rewrite (``memfs.stores.sql.upgrade``).
+SEALED_TABLES = ("revisions", "live", "folders", "stored_turns", "traces", "changes")
 RETRIES = 3  # tries of a transaction that hit a serialization failure or a deadlock
 
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
@@ -184,7 +186,13 @@ class PostgresStore(SqlStore):
         where = str(self.key_file)
         if self._transaction(conn, lambda db: _key_is_current(db, where), write=False):
             return False  # the common case: no write lock taken just to open
-        return self._transaction(conn, lambda db: _check_store_key(db, where), write=True)
+        sealed = self._transaction(conn, lambda db: _check_store_key(db, where), write=True)
+        if sealed:
+            # Sealing updated rows in place: their clear versions stay in the tables'
+            # and indexes' pages until rewritten. VACUUM FULL writes each table and
+            # index anew and removes the old files (the WAL of before is beyond reach).
+            conn.execute(f"VACUUM FULL {', '.join(SEALED_TABLES)}")
+        return sealed
 
     def _run(self, fn: Callable[[Db], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction; in a worker thread, never on the trio loop."""

@@ -367,7 +367,7 @@ def _store_turn(
                 (space_id, *key),
             ).fetchone()
         )
-        if row is not None and row["changes"] == changes.fingerprint():
+        if row is not None and row["changes"] == _kept_fingerprint(db, space_id, changes):
             assert space_id is not None
             return _stored_of(db, space_id, key, row["stored"], row["sealed_stored"])
     if base is not None and _forgotten_at(db, ref) > base:
@@ -385,9 +385,21 @@ def _store_turn(
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (space_id, session, turn) DO UPDATE"
             " SET changes = excluded.changes, stored = excluded.stored,"
             " sealed_stored = excluded.sealed_stored",
-            (space_id, *key, changes.fingerprint(), plain, sealed),
+            (space_id, *key, _kept_fingerprint(db, space_id, changes), plain, sealed),
         )
     return stored
+
+
+def _kept_fingerprint(db: Db, space_id: int | None, changes: ChangeSet) -> str:
+    """The change set's fingerprint as ``stored_turns`` keeps it: keyed in a person's space.
+
+    An unkeyed digest over paths and contents' sha256 (which revisions keep
+    in the clear) would confirm a guessed file name; keyed by the person's
+    name key (``Sealer.fingerprint``) it confirms nothing.
+    """
+    sealer = None if space_id is None else _sealer(db, space_id, create=False)
+    fingerprint = changes.fingerprint()
+    return fingerprint if sealer is None else sealer.fingerprint(fingerprint)
 
 
 def _kept_stored(

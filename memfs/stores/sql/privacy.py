@@ -39,7 +39,7 @@ from memfs.stores.sql.rows import (
     _record,
     _space_id,
 )
-from memfs.stores.sql.sealed import _forget_person_key, _names
+from memfs.stores.sql.sealed import Names, _forget_person_key, _names
 from memfs.stores.sql.traces import _forget_file_in_traces, _forget_in_traces
 
 
@@ -61,24 +61,30 @@ def _purge(db: Db, ref: SpaceRef, path: str, by: By | None) -> Stored:
     space_id = _space_id(db, ref)
     if space_id is None:
         raise nothing
-    kept = _names(db, space_id, create=False).kept(path)
+    names = _names(db, space_id, create=False)
+    kept = names.kept(path)
     db.execute("DELETE FROM live WHERE space_id = ? AND path = ?", (space_id, kept))
     gone = db.execute("DELETE FROM revisions WHERE space_id = ? AND path = ?", (space_id, kept))
     if gone.rowcount == 0:
-        raise nothing
-    # Its name goes too, unless a folder of the space has that path now.
-    db.execute(
-        "DELETE FROM names WHERE space_id = ? AND name = ?"
-        " AND NOT EXISTS (SELECT 1 FROM folders WHERE space_id = ? AND path = ?)",
-        (space_id, kept, space_id, kept),
-    )
+        # Not a file's: a folder's name (a folder has no revisions), made or removed.
+        folder = db.execute("DELETE FROM folders WHERE space_id = ? AND path = ?", (space_id, kept))
+        named = db.execute("DELETE FROM names WHERE space_id = ? AND name = ?", (space_id, kept))
+        if folder.rowcount == 0 and (not names.sealed or named.rowcount == 0):
+            raise nothing
+    else:
+        # Its name goes too, unless a folder of the space has that path now.
+        db.execute(
+            "DELETE FROM names WHERE space_id = ? AND name = ?"
+            " AND NOT EXISTS (SELECT 1 FROM folders WHERE space_id = ? AND path = ?)",
+            (space_id, kept, space_id, kept),
+        )
     _forget_file_in_traces(db, ref, path)
     seq = _mark_forgotten(db, ref.org, ref.user or "", ref.space)
     # Which file, as a digest: what a daemon that holds the name asks about.
     db.execute(
         "INSERT INTO forgotten (key, seq) VALUES (?, ?)"
         " ON CONFLICT (key) DO UPDATE SET seq = excluded.seq",
-        (forgotten_file_key(ref, path), seq),
+        (_file_key(ref, path, names), seq),
     )
     _scrub_stored_turns(db, space_id, path)
     # Neither path nor content: the name can say as much as what was forgotten.
@@ -190,7 +196,9 @@ def _forgotten_files(db: Db, ref: SpaceRef, base: int, paths: Collection[str]) -
     ).fetchone()
     if person is not None and int(person[0]) > base:
         return Forgetting(everything=True)
-    keys = {forgotten_file_key(ref, path): path for path in set(paths)}
+    space_id = _space_id(db, ref)
+    names = None if space_id is None else _names(db, space_id, create=False)
+    keys = {_file_key(ref, path, names): path for path in set(paths)}
     found: set[str] = set()
     for chunk in chunks(list(keys)):
         found.update(
@@ -201,6 +209,15 @@ def _forgotten_files(db: Db, ref: SpaceRef, base: int, paths: Collection[str]) -
             if int(seq) > base
         )
     return Forgetting(paths=tuple(sorted(found)))
+
+
+def _file_key(ref: SpaceRef, path: str, names: Names | None) -> str:
+    """How ``forgotten`` keys "``path`` of ``ref`` was forgotten": by its kept name.
+
+    A person's path is kept by a name keyed by their key, so the digest says
+    nothing to whoever guesses a name, once the key is gone or without it.
+    """
+    return forgotten_file_key(ref, path if names is None else names.kept(path))
 
 
 def _scrub_stored_turns(db: Db, space_id: int, path: str) -> None:

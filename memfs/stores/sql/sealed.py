@@ -60,6 +60,10 @@ class Sealer:
         """What the rows keep for ``path`` of this space (``sealing.name_of``)."""
         return sealing.name_of(self.key, self.org, self.user, self.space, path)
 
+    def fingerprint(self, fingerprint: str) -> str:
+        """A change set's fingerprint, keyed like a name (no path holds a NUL, so none collides)."""
+        return self.name(f"\0turn changes\0{fingerprint}")
+
     def _path_aad(self, name: str) -> bytes:
         return sealing.bound("path", self.org, self.user, self.space, name)
 

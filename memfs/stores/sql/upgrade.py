@@ -95,15 +95,21 @@ def _seal_turn_records(db: Db) -> int:
     for space_id in _person_spaces(db):
         sealer = _sealer(db, space_id, create=True)
         assert sealer is not None  # a person's space, key made if it had none
-        for session, turn, plain in db.tuples(
-            "SELECT session, turn, stored FROM stored_turns"
+        for session, turn, fingerprint, plain in db.tuples(
+            "SELECT session, turn, changes, stored FROM stored_turns"
             " WHERE space_id = ? AND sealed_stored IS NULL",
             (space_id,),
         ):
             db.execute(
-                "UPDATE stored_turns SET stored = '', sealed_stored = ?"
+                "UPDATE stored_turns SET changes = ?, stored = '', sealed_stored = ?"
                 " WHERE space_id = ? AND session = ? AND turn = ?",
-                (sealer.seal_json("stored-turn", (session, turn), plain), space_id, session, turn),
+                (
+                    sealer.fingerprint(fingerprint),
+                    sealer.seal_json("stored-turn", (session, turn), plain),
+                    space_id,
+                    session,
+                    turn,
+                ),
             )
             sealed += 1
     return sealed
