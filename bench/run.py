@@ -539,8 +539,9 @@ async def turn_costs(
 
 # The syscalls that put data on disk, counted per turn by ``strace -c`` (see fsync_counts).
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "sync", "syncfs", "msync")
-# The fsync-counting run: a few sessions' turns under strace, which slows them (not timed).
-FSYNC_SESSIONS, FSYNC_TURNS = 10, 5
+# The fsync-counting run, under strace (which slows it; not timed): as many sessions
+# at once as the timed run, so syncs are shared as much, for this many turns each.
+FSYNC_TURNS = 2
 SINGLE_TURNS = 20  # turns alone on the idle daemon, after SINGLE_WARMUP untimed ones
 SINGLE_WARMUP = 3
 
@@ -615,7 +616,7 @@ async def single_turns(service: Daemon, expected: dict[str, bytes]) -> tuple[flo
 
 
 async def fsync_counts(
-    service: Daemon, expected: dict[str, bytes]
+    service: Daemon, sessions: int, expected: dict[str, bytes]
 ) -> tuple[dict[str, int], int, int] | None:
     """Syncs by syscall over a short run at once under ``strace -f -c``: (counts, turns, errors).
 
@@ -634,9 +635,7 @@ async def fsync_counts(
     )
     try:
         await trio.sleep(1.0)  # attached to every thread before the first turn
-        latencies, errors, _ = await turns_at_once(
-            service, 1000, FSYNC_SESSIONS, FSYNC_TURNS, expected
-        )
+        latencies, errors, _ = await turns_at_once(service, 1000, sessions, FSYNC_TURNS, expected)
     finally:
         tracer.send_signal(signal.SIGINT)
         await tracer.wait()
@@ -667,7 +666,7 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
     cpu = cpu_seconds(service.pid) - cpu_before
     errors += more
     print("concurrency: syncs per turn (under strace)", file=sys.stderr)
-    synced = await fsync_counts(service, expected)
+    synced = await fsync_counts(service, sizes.sessions, expected)
     if synced is not None:
         errors += synced[2]
     store = SqliteStore(db)
@@ -954,7 +953,7 @@ def report(
             f"{SINGLE_TURNS}): {c['alone'] * 1000:.1f} ms. Daemon CPU: utime + stime of the "
             "daemon process over the concurrent run, divided by its turns. Syncs: "
             f"`strace -f -c -e trace={','.join(SYNC_CALLS)}` attached to the daemon over "
-            f"{FSYNC_SESSIONS} sessions x {FSYNC_TURNS} turns at once, calls divided by turns.",
+            f"{sizes.sessions} sessions x {FSYNC_TURNS} turns at once, calls divided by turns.",
             "",
         ]
     if res.rss:

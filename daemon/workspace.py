@@ -54,6 +54,7 @@ from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
+from memfsd.durable import GroupSync, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
 from memfsd.nodes import MountTree, Snapshot
 from memfsd.overlay import Overlay
@@ -278,7 +279,7 @@ class OverlayWorkspace:
             "bases": bases,
         }
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
-        _write_atomic(self.turn_file(state.session), body)
+        _write_atomic(self.turn_file(state.session), body, self.overlay.blobs.syncs)
         return snaps
 
     def _read_state(self, text: str) -> dict[str, Any]:
@@ -366,7 +367,9 @@ class OverlayWorkspace:
         }
         target = self.turn_file(session).with_name(DONE_FILE)
         try:
-            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(record))
+            await trio.to_thread.run_sync(
+                _write_atomic, target, json.dumps(record), self.overlay.blobs.syncs
+            )
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -618,8 +621,14 @@ def _real_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
 
 
-def _write_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
+def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> None:
+    """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced.
+
+    The content is on disk before the rename, and the rename before this
+    returns. With ``syncs``, both syncs are shared with other threads
+    writing at the same moment (:mod:`memfsd.durable`); without, they are
+    this file's ``fsync`` and its folder's.
+    """
     make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
     try:
@@ -627,17 +636,19 @@ def _write_atomic(target: Path, text: str) -> None:
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if syncs is None:
+                os.fsync(fh.fileno())
+            else:
+                syncs.sync(partial(os.fsync, fh.fileno()), target.parent)
         os.replace(tmp, target)
     except BaseException:
         # A half-written copy (a full disk) must not stay behind, holding part of it.
         tmp.unlink(missing_ok=True)
         raise
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if syncs is None:
+        fsync_path(target.parent)
+    else:
+        syncs.sync(partial(fsync_path, target.parent), target.parent)
 
 
 __all__ = ["OverlayWorkspace"]

@@ -23,6 +23,7 @@ from memfs.core.models import (
 from memfs.core.names import check_path
 from memfs.core.review import ReviewMode, effective_mode
 from memfs.core.specs import PersistentDir
+from memfs.engine.commits import GroupCommit
 from memfs.stores.base import LeanStore, ReviewingStore, Store
 
 
@@ -48,13 +49,17 @@ class StoreSource:
     """A space held by a memfs store.
 
     It carries no review mode of its own: the turn's ``Mount`` does, and
-    hands it to each ``store``.
+    hands it to each ``store``. With ``commits``, a store goes through the
+    memory's group commit (:mod:`memfs.engine.commits`).
     """
 
-    def __init__(self, store: Store, ref: SpaceRef, session: str) -> None:
+    def __init__(
+        self, store: Store, ref: SpaceRef, session: str, *, commits: GroupCommit | None = None
+    ) -> None:
         self.store_ = store
         self.ref = ref
         self.session = session
+        self.commits = commits
 
     async def load(self, have: Container[str] | None = None) -> Loaded:
         if have is not None and isinstance(self.store_, LeanStore):
@@ -87,6 +92,10 @@ class StoreSource:
         provenance: Provenance,
         review: ReviewMode = "none",
     ) -> Stored:
+        if self.commits is not None:
+            return await self.commits.store_changes(
+                self.ref, changes, cursor=cursor, provenance=provenance, review=review
+            )
         return await self.store_.store(
             self.ref, changes, cursor=cursor, provenance=provenance, review=review
         )

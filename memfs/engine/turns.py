@@ -82,6 +82,7 @@ from memfs.core.specs import (
     Spec,
     as_spec,
 )
+from memfs.engine.commits import DEFAULT_MAX_ITEMS, GroupCommit
 from memfs.engine.plan import (
     HeldSpace,
     ManualHold,
@@ -94,7 +95,7 @@ from memfs.engine.plan import (
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
 from memfs.engine.sources import AppSource, Source, StoreSource
 from memfs.engine.workspace import CopyWorkspace, Workspace
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.stores.base import GroupCommitStore, ManagedStore, ReviewingStore, Store
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
@@ -228,6 +229,7 @@ class Memory:
         limits: Limits | None = None,
         workspace: Workspace | None = None,
         seed_record: Path | None = None,
+        store_batch_max: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         kinds = [as_spec(spec) for spec in specs]
         check_unique_paths(kinds)
@@ -238,6 +240,13 @@ class Memory:
         if org is not None and not (isinstance(org, str) or callable(org)):
             raise ConfigError("org must be an extra-body field name or a callable", path=repr(org))
         self.store = store
+        # Concurrent turn ends' stores and traces share one commit, where the
+        # store can take them together (memfs.engine.commits).
+        self.commits = (
+            GroupCommit(store, max_items=store_batch_max)
+            if isinstance(store, GroupCommitStore)
+            else None
+        )
         self.specs: list[Spec] = kinds
         self.org = org
         self.on_error = on_error
@@ -647,7 +656,7 @@ class Memory:
                 session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=extra_body
             )
             return AppSource(spec, ctx)
-        return StoreSource(self.store, ref, session)
+        return StoreSource(self.store, ref, session, commits=self.commits)
 
     def _source_again(
         self,
@@ -668,7 +677,7 @@ class Memory:
             gone: Source = (
                 _GoneSource(name)
                 if mount.ref.layer == "dir"
-                else StoreSource(self.store, mount.ref, session)
+                else StoreSource(self.store, mount.ref, session, commits=self.commits)
             )
             return gone, False
         return self.source_for(spec, mount.ref, session, turn, prompt, extra_body), True
@@ -818,7 +827,10 @@ class Memory:
                 },
                 files=files,
             )
-            await store.record_trace(trace)
+            if self.commits is not None:
+                await self.commits.record_trace(trace)
+            else:
+                await store.record_trace(trace)
         except Exception as exc:
             await self._report(exc, "trace")
 

@@ -11,7 +11,8 @@ folder store keeps plain files and checks the whole space.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container
+from collections.abc import Collection, Container, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
@@ -403,11 +404,50 @@ class ReviewingStore(ManagedStore, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StoreRequest:
+    """One space's ``store`` of a turn end, as :meth:`GroupCommitStore.store_batch` takes it."""
+
+    ref: SpaceRef
+    changes: ChangeSet
+    cursor: str | None
+    provenance: Provenance
+    review: ReviewMode = "none"
+
+
+@runtime_checkable
+class GroupCommitStore(Store, Protocol):
+    """Optional: a store that commits many turn ends' writes in one transaction (group commit).
+
+    The turn engine hands it, in one call, every ``store`` and
+    ``record_trace`` that concurrent turn ends asked for while its last
+    batch committed (at most ``store_batch_max``). A store without this
+    method gets them one call each, as always.
+    """
+
+    async def store_batch(
+        self, items: Sequence[StoreRequest | Trace]
+    ) -> list[Stored | Exception | None]:
+        """Do every item, each as its own call would, and commit them all at once.
+
+        One answer per item, in order: a ``StoreRequest``'s ``Stored``, ``None``
+        for a ``Trace`` recorded, or the exception that item's own call would
+        have raised (a conflict is a ``Stored``, not an exception). An item's
+        failure undoes that item alone (a savepoint per item); the rest
+        commit. Nothing is answered before the commit is durable. If the
+        commit itself fails, raise: every item then fails with it, none is
+        committed.
+        """
+        ...
+
+
 __all__ = [
     "ForgetLog",
+    "GroupCommitStore",
     "ManagedStore",
     "Members",
     "PersonForgetting",
     "ReviewingStore",
     "Store",
+    "StoreRequest",
 ]
