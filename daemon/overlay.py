@@ -54,6 +54,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ from memfsd.nodes import (
     TurnTree,
 )
 
+_SIZE = itemgetter(1)  # a Snapshot's size
 log = logging.getLogger("memfsd.overlay")
 
 # Inodes derived from a path live in [2**62, 2**63), far above the counter's.
@@ -280,7 +282,7 @@ class Overlay:
             mount.paths = sorted([*mount.snapshot, *(f"{path}/" for path in mount.folders)])
             mount.plant = self._plant
             mount.files = len(snapshot)
-            mount.bytes = sum(file[1] for file in snapshot.values())
+            mount.bytes = sum(map(_SIZE, snapshot.values()))  # C-level: every file, every turn
             root.tree = mount
             root.unplanted = ""
             state.mounts[name] = mount

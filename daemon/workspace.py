@@ -159,27 +159,35 @@ class OverlayWorkspace:
         paths = loaded.paths()
         brought = list(filter(loaded.files.__contains__, paths)) if loaded.files else []
         held: list[str] = []
-        try:
-            taken = await trio.to_thread.run_sync(
-                partial(
-                    blobs.put_many,
-                    [loaded.files[path] for path in brought],
-                    [loaded.shas.get(path) for path in brought],
-                    hold=private,
-                    share=not private,
-                )
+        rest: list[str] = []
+        cached: list[str] = []
+        if loaded.lean:
+            chosen = set(brought)
+            rest = list(filterfalse(chosen.__contains__, paths)) if chosen else paths
+            cached = list(map(loaded.shas.__getitem__, rest))
+
+        def take() -> tuple[list[str], list[bool]]:
+            # One trip to a worker thread for both: what came along is stored,
+            # what did not is looked up (and held, or shared) in the cache.
+            taken = blobs.put_many(
+                [loaded.files[path] for path in brought],
+                [loaded.shas.get(path) for path in brought],
+                hold=private,
+                share=not private,
             )
+            flags = blobs.present(cached, hold=private) if loaded.lean else []
+            if loaded.lean and not private:
+                blobs.share(cached)
+            return taken, flags
+
+        try:
+            taken, flags = await trio.to_thread.run_sync(take)
             if private:
                 held += taken
             shas = dict(zip(brought, taken, strict=True))
             if loaded.lean:
-                rest = list(filterfalse(shas.__contains__, paths)) if shas else paths
-                cached = list(map(loaded.shas.__getitem__, rest))
-                flags = await trio.to_thread.run_sync(partial(blobs.present, cached, hold=private))
                 if private:
                     held += compress(cached, flags)
-                else:
-                    blobs.share(cached)
                 gone = list(compress(cached, map(operator.not_, flags)))
                 if gone:
                     fetched = await self._fetch_again(mount, gone, fetch)

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -93,7 +93,7 @@ from memfs.engine.plan import (
     TurnState,
 )
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
-from memfs.engine.sources import AppSource, Source, StoreSource
+from memfs.engine.sources import AppSource, Source, StoreSource, store_is
 from memfs.engine.workspace import CopyWorkspace, Workspace
 from memfs.stores.base import GroupCommitStore, ManagedStore, ReviewingStore, Store
 
@@ -716,7 +716,7 @@ class Memory:
             from_last_known_copy=mount.from_last_known_copy,
             # Only a store that holds changes for a person makes them wait.
             saving=saving_for(
-                mount.layer, mount.review, store_reviews=isinstance(self.store, ReviewingStore)
+                mount.layer, mount.review, store_reviews=store_is(self.store, ReviewingStore)
             ),
         )
 
@@ -778,8 +778,8 @@ class Memory:
         if turn.kept:
             return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.
-        if isinstance(self.store, ManagedStore):
-            await self._record_trace(self.store, turn, spaces, files)
+        if store_is(self.store, ManagedStore):
+            await self._record_trace(cast(ManagedStore, self.store), turn, spaces, files)
         await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, hold, files)
 
