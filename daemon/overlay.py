@@ -375,12 +375,16 @@ class Overlay:
             if slash:
                 folder.subdirs += 1
 
-    def detach_turn(self, session: str) -> None:
-        """Drop a turn's trees and its data; the session directory stays until closed."""
+    def detach_turn(self, session: str, *, remove: bool = True) -> Path | None:
+        """Drop a turn's trees and its data; the session directory stays until closed.
+
+        ``remove=False`` leaves the turn's folder (journal, data files) on
+        disk and returns it, for the caller to remove off the trio loop.
+        """
         tree = self.sessions[session]
         state = tree.turn
         if state is None:
-            return
+            return None
         for mount in state.mounts.values():
             self._detach_mount_root(mount)
         for node in list(tree.node.kids.values()):
@@ -398,9 +402,11 @@ class Overlay:
             self.due.remove(state)
         os.close(state.journal)
         tree.turn = None
-        shutil.rmtree(state.dir, ignore_errors=True)
+        if remove:
+            shutil.rmtree(state.dir, ignore_errors=True)
         for mount in state.mounts.values():
             self._release_blobs(mount)
+        return None if remove else state.dir
 
     def _detach_mount_root(self, mount: MountTree) -> None:
         parent = mount.root.parent

@@ -258,6 +258,11 @@ class OverlayWorkspace:
         what differs from its base (:mod:`memfsd.manifests`), whose snapshot
         it reuses: an org space that changed by ten files costs ten rows.
         """
+        # The turn's folder and empty journal are made here, in the worker
+        # thread, so that attaching the turn on the trio loop only opens them.
+        turn_dir = self.overlay.session_dir(state.session) / state.turn
+        make_private_dirs(turn_dir / "data")
+        os.close(os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
         bases: dict[str, str] = {}
         snaps: dict[str, dict[str, Snapshot]] = {}
         fields: list[str] = []
@@ -407,13 +412,16 @@ class OverlayWorkspace:
         # turn.json goes first: from then on the turn is over, and a crash
         # while its working copy is being removed leaves a folder nobody
         # brings back (the next start removes it, :meth:`sweep_ended`), never
-        # a turn record over half a working copy.
-        self.turn_file(session).unlink(missing_ok=True)
-        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
+        # a turn record over half a working copy. The files go in worker
+        # threads: an unlink waits for the disk's journal while other turns
+        # sync, and on the trio loop that wait would stall every request.
+        await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
         self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
         if tree is not None and tree.turn is not None:
-            self.overlay.detach_turn(session)
+            folder = self.overlay.detach_turn(session, remove=False)
+            if folder is not None:
+                await trio.to_thread.run_sync(partial(shutil.rmtree, folder, ignore_errors=True))
         await self.forget_names()
 
     def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
@@ -627,6 +635,12 @@ def _storable(paths: Iterable[str], refused: dict[str, MemfsError]) -> list[str]
 
 def _real_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
+
+
+def _remove_turn_record(turn_file: Path) -> None:
+    """``turn.json``, then ``done.json``: the turn is over (see ``OverlayWorkspace.close``)."""
+    turn_file.unlink(missing_ok=True)
+    turn_file.with_name(DONE_FILE).unlink(missing_ok=True)
 
 
 def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> None:
