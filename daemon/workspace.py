@@ -421,7 +421,7 @@ class OverlayWorkspace:
         if tree is not None and tree.turn is not None:
             folder = self.overlay.detach_turn(session, remove=False)
             if folder is not None:
-                await trio.to_thread.run_sync(partial(shutil.rmtree, folder, ignore_errors=True))
+                await trio.to_thread.run_sync(self.overlay.remove_turn_dir, folder)
         await self.forget_names()
 
     def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
