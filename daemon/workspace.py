@@ -418,11 +418,10 @@ class OverlayWorkspace:
         await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
         self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
+        folder = None
         if tree is not None and tree.turn is not None:
             folder = self.overlay.detach_turn(session, remove=False)
-            if folder is not None:
-                await trio.to_thread.run_sync(self.overlay.remove_turn_dir, folder)
-        await self.forget_names()
+        await self.forget_names(then_remove=folder)
 
     def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
         """Remove the turn folders of every turn but the ``live`` (session, turn) ones.
@@ -446,14 +445,28 @@ class OverlayWorkspace:
         self.overlay.close_session(session)
         await self.forget_names()
 
-    async def forget_names(self) -> None:
-        """Tell the kernel about every name the daemon removed, before answering the caller."""
+    async def forget_names(self, *, then_remove: Path | None = None) -> None:
+        """Tell the kernel about every name the daemon removed, before answering the caller.
+
+        ``then_remove``: a detached turn's folder, removed in the same trip
+        to a worker thread.
+        """
         names, self.overlay.stale_names = self.overlay.stale_names, []
-        if names and self._invalidate is not None:
-            await trio.to_thread.run_sync(self._invalidate, names)
         inodes, self.overlay.stale_inodes = self.overlay.stale_inodes, []
-        if inodes and self._invalidate_inodes is not None:
-            await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
+        names_to = self._invalidate if names else None
+        inodes_to = self._invalidate_inodes if inodes else None
+        if names_to is None and inodes_to is None and then_remove is None:
+            return
+
+        def tell() -> None:
+            if names_to is not None:
+                names_to(names)
+            if inodes_to is not None:
+                inodes_to(inodes)
+            if then_remove is not None:
+                self.overlay.remove_turn_dir(then_remove)
+
+        await trio.to_thread.run_sync(tell)
 
     def manual_file(self, session: str, turn: str) -> Path:
         """Where an ended turn's manual change set waits for ``memfs turn commit``."""
