@@ -357,6 +357,10 @@ class Daemon:
         """FUSE requests the daemon has served so far, by operation."""
         return (await trio.to_thread.run_sync(self.client.status)).requests
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def rss_mib(self) -> float:
         """The daemon's resident set size in MiB."""
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -533,25 +537,50 @@ async def turn_costs(
         await copy.store.aclose()
 
 
-async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> None:
-    """Sessions x turns at once; each turn reads 5 files and writes 2; then check every write."""
-    print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
+# The syscalls that put data on disk, counted per turn by ``strace -c`` (see fsync_counts).
+SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "sync", "syncfs", "msync")
+# The fsync-counting run, under strace (which slows it; not timed): as many sessions
+# at once as the timed run, so syncs are shared as much, for this many turns each.
+FSYNC_TURNS = 2
+SINGLE_TURNS = 20  # turns alone on the idle daemon, after SINGLE_WARMUP untimed ones
+SINGLE_WARMUP = 3
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` (every thread), from ``/proc/PID/stat``."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The command name may hold spaces and parentheses: the fields follow the last ")".
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def turn_script(s: int, t: int, expected: dict[str, bytes]) -> str:
+    """Turn ``t`` of session ``s``: read 5 notes, write 2 new files (contents into ``expected``)."""
+    picks = [(s * 7 + t * 5 + k) % 1000 for k in range(5)]
+    reads = " ".join(f"notes/folder-{i % 50:02}/note-{i:05}.md" for i in picks)
+    writes = []
+    for k in range(2):
+        path = f"notes/folder-{(s + k) % 50:02}/w-s{s}-t{t}-{k}.md"
+        expected[path] = f"session {s} turn {t} write {k}\n".encode()
+        writes.append(f"printf 'session {s} turn {t} write {k}\\n' > {path}")
+    return f"cat {reads} > /dev/null && " + " && ".join(writes)
+
+
+async def turns_at_once(
+    service: Daemon, first: int, sessions: int, turns: int, expected: dict[str, bytes]
+) -> tuple[list[float], int, float]:
+    """Sessions ``first``.. running ``turns`` turns each, all at once: (latencies, errors, wall).
+
+    Each session writes files of its own number, so every run's writes are new.
+    """
     latencies: list[float] = []
     errors = 0
-    expected: dict[str, bytes] = {}
 
     async def one_session(s: int) -> None:
         nonlocal errors
         session = f"c{s}"
-        for t in range(sizes.turns):
-            picks = [(s * 7 + t * 5 + k) % 1000 for k in range(5)]
-            reads = " ".join(f"notes/folder-{i % 50:02}/note-{i:05}.md" for i in picks)
-            writes = []
-            for k in range(2):
-                path = f"notes/folder-{(s + k) % 50:02}/w-s{s}-t{t}-{k}.md"
-                expected[path] = f"session {s} turn {t} write {k}\n".encode()
-                writes.append(f"printf 'session {s} turn {t} write {k}\\n' > {path}")
-            script = f"cat {reads} > /dev/null && " + " && ".join(writes)
+        for t in range(turns):
+            script = turn_script(s, t, expected)
             start = time.perf_counter()
             try:
                 started = await service.start_turn(session, "conc")
@@ -565,9 +594,81 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
 
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
-        for s in range(sizes.sessions):
+        for s in range(first, first + sessions):
             nursery.start_soon(one_session, s)
-    wall = time.perf_counter() - start
+    return latencies, errors, time.perf_counter() - start
+
+
+async def single_turns(service: Daemon, expected: dict[str, bytes]) -> tuple[float, int]:
+    """A turn alone on the idle daemon (start, 5 reads, 2 writes, end): median seconds, errors."""
+    times: list[float] = []
+    errors = 0
+    for t in range(SINGLE_WARMUP + SINGLE_TURNS):
+        script = turn_script(2000, t, expected)
+        start = time.perf_counter()
+        started = await service.start_turn("alone", "conc")
+        errors += await sh(script, Path(started.mounts[SPACE].path)) != 0
+        errors += outcome_errors(await service.end_turn("alone"))
+        if t >= SINGLE_WARMUP:
+            times.append(time.perf_counter() - start)
+    await service.close_session("alone")
+    return statistics.median(times), errors
+
+
+async def fsync_counts(
+    service: Daemon, sessions: int, expected: dict[str, bytes]
+) -> tuple[dict[str, int], int, int] | None:
+    """Syncs by syscall over a short run at once under ``strace -f -c``: (counts, turns, errors).
+
+    strace attaches to every thread of the daemon and counts each call
+    exactly, whatever the load; it slows the daemon, so this run is not timed.
+    None when strace is not installed.
+    """
+    if shutil.which("strace") is None:
+        return None
+    table = Path(tempfile.mkdtemp(prefix="memfs-strace-")) / "counts.txt"
+    trace = ",".join(SYNC_CALLS)
+    tracer = await trio.lowlevel.open_process(
+        ["strace", "-f", "-c", "-o", str(table), "-e", f"trace={trace}", "-p", str(service.pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await trio.sleep(1.0)  # attached to every thread before the first turn
+        latencies, errors, _ = await turns_at_once(service, 1000, sessions, FSYNC_TURNS, expected)
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        await tracer.wait()
+    counts = {name: 0 for name in SYNC_CALLS}
+    for line in table.read_text().splitlines():
+        parts = line.split()
+        # "% time  seconds  usecs/call  calls  [errors]  syscall"
+        if len(parts) >= 5 and parts[-1] in counts and parts[3].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    shutil.rmtree(table.parent, ignore_errors=True)
+    return counts, len(latencies), errors
+
+
+async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> None:
+    """Sessions x turns at once; each turn reads 5 files and writes 2; then check every write.
+
+    Also measured: a turn alone on the idle daemon (before the concurrent
+    run), the daemon's CPU time per turn over the concurrent run (utime +
+    stime of its process, every thread), and its syncs per turn over a
+    short run under strace (after it).
+    """
+    expected: dict[str, bytes] = {}
+    print("concurrency: turns alone", file=sys.stderr)
+    alone, errors = await single_turns(service, expected)
+    print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
+    cpu_before = cpu_seconds(service.pid)
+    latencies, more, wall = await turns_at_once(service, 0, sizes.sessions, sizes.turns, expected)
+    cpu = cpu_seconds(service.pid) - cpu_before
+    errors += more
+    print("concurrency: syncs per turn (under strace)", file=sys.stderr)
+    synced = await fsync_counts(service, sizes.sessions, expected)
+    if synced is not None:
+        errors += synced[2]
     store = SqliteStore(db)
     try:
         stored = await store.files(SpaceRef(layer="org", space=SPACE, org="conc"))
@@ -583,7 +684,15 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
         "errors": errors,
         "writes": len(expected),
         "lost": lost,
+        "alone": alone,
+        "cpu/turn": cpu / len(latencies),
     }
+    if synced is not None:
+        counts, turns, _ = synced
+        res.concurrency["fsync turns"] = turns
+        res.concurrency["syncs/turn"] = sum(counts.values()) / turns
+        for name, n in counts.items():
+            res.concurrency[f"{name}/turn"] = n / turns
 
 
 async def memory(service: Daemon, sizes: Sizes, res: Results) -> None:
@@ -773,6 +882,16 @@ def workload_rows(res: Results, sizes: Sizes, overlay: bool, chart: dict[str, fl
     return [*lines, ""]
 
 
+def sync_cell(c: dict[str, float]) -> str:
+    """Syncs per turn, in all and by syscall (the ones that occurred), or why there are none."""
+    if "syncs/turn" not in c:
+        return "n/a (no strace)"
+    parts = [
+        f"{name} {c[f'{name}/turn']:.2f}" for name in SYNC_CALLS if c.get(f"{name}/turn", 0) > 0
+    ]
+    return f"{c['syncs/turn']:.2f} ({', '.join(parts) or 'none'})"
+
+
 def turn_label(n: int) -> str:
     return f"turn start+end, {n} files"
 
@@ -823,11 +942,18 @@ def report(
     if c:
         lines += [
             "| concurrency (one run) | turns | turns/s | p50 turn (s) | p99 turn (s) | errors "
-            "| lost writes |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| lost writes | daemon CPU per turn | syncs per turn |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
             f"| {sizes.sessions} sessions x {sizes.turns} turns (5 reads, 2 writes each) "
             f"| {c['turns']:.0f} | {c['turns/s']:.1f} | {c['p50']:.4f} | {c['p99']:.4f} "
-            f"| {c['errors']:.0f} | {c['lost']:.0f} of {c['writes']:.0f} |",
+            f"| {c['errors']:.0f} | {c['lost']:.0f} of {c['writes']:.0f} "
+            f"| {c['cpu/turn'] * 1000:.2f} ms | {sync_cell(c)} |",
+            "",
+            f"A turn alone on the idle daemon (start, 5 reads, 2 writes, end; median of "
+            f"{SINGLE_TURNS}): {c['alone'] * 1000:.1f} ms. Daemon CPU: utime + stime of the "
+            "daemon process over the concurrent run, divided by its turns. Syncs: "
+            f"`strace -f -c -e trace={','.join(SYNC_CALLS)}` attached to the daemon over "
+            f"{sizes.sessions} sessions x {FSYNC_TURNS} turns at once, calls divided by turns.",
             "",
         ]
     if res.rss:

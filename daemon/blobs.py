@@ -2,7 +2,8 @@
 
 A blob is stored once under ``<state_dir>/blobs/<sha[:2]>/<sha>``. New blobs
 are written under temporary names, synced, and only then renamed into place
-(and synced again), so a blob's name never points at half its content, even
+(and synced again; both syncs shared with the other turns starting at the
+same moment, :mod:`memfsd.durable`), so a blob's name never points at half its content, even
 after a crash, and an open turn's snapshot survives one. Two sessions loading
 the same space share one copy. Which blobs are present is remembered in
 memory, so a turn start over a space already cached costs no ``stat`` per file.
@@ -22,10 +23,12 @@ import os
 import tempfile
 import threading
 from collections.abc import Container, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 from memfs.core.models import digest
 from memfs.private import DIR_MODE, make_private_dirs
+from memfsd.durable import GroupSync, fsync_path
 
 
 class BlobCache:
@@ -33,6 +36,9 @@ class BlobCache:
         self.root = root
         self._prefix = f"{root}/"
         make_private_dirs(root)
+        # The daemon's group sync: its blobs', turn.json's and done.json's syncs
+        # are shared among the turns starting and ending at the same moment.
+        self.syncs = GroupSync(root)
         self._present: set[str] = set()
         self._refs: dict[str, int] = {}
         self._shared: set[str] = set()
@@ -97,10 +103,15 @@ class BlobCache:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
             pending.append((Path(name), target, sha))
-        os.sync()
+        # Every blob's bytes are on disk before any name points at them, and
+        # the names before a turn.json can: each sync the blobs' own, or one
+        # shared with the turns starting at the same moment (memfsd.durable).
+        files = [tmp for tmp, _, _ in pending]
+        self.syncs.sync(partial(_fsync_each, files), self.root, files=len(files))
         for tmp, target, _ in pending:
             os.replace(tmp, target)
-        os.sync()
+        folders = sorted({target.parent for _, target, _ in pending})
+        self.syncs.sync(partial(_fsync_each, folders), self.root, files=len(folders))
         with self._lock:
             self._present.update(sha for _, _, sha in pending)
 
@@ -174,6 +185,11 @@ class BlobCache:
 
     def __contains__(self, sha: object) -> bool:
         return isinstance(sha, str) and self.path(sha).exists()
+
+
+def _fsync_each(paths: Sequence[Path]) -> None:
+    for path in paths:
+        fsync_path(path)
 
 
 __all__ = ["BlobCache"]

@@ -60,6 +60,7 @@ from memfs.core.specs import (
     org_memory,
     user_memory,
 )
+from memfs.engine.commits import DEFAULT_MAX_ITEMS
 from memfs.stores.keyfile import default_key_file
 from memfs.stores.open import parse_store_url
 
@@ -89,6 +90,8 @@ EMPTY_IS_A_VALUE = frozenset({"web_listen"})
 # forgotten by another process (an app's my_memory handler, another daemon).
 DEFAULT_FORGET_POLL_SECONDS = 2.0
 DEFAULT_LISTEN_RETRY_SECONDS = 1.0
+# A group-committing store's largest batch (memfs.engine.commits).
+DEFAULT_STORE_BATCH_MAX = DEFAULT_MAX_ITEMS
 
 _APP = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -308,6 +311,9 @@ class DaemonConfig(BaseModel):
     # A shared (postgresql://) store: seconds between two tries to listen
     # again for other daemons' changes once the listening connection is lost.
     listen_retry_seconds: float = Field(default=DEFAULT_LISTEN_RETRY_SECONDS, gt=0)
+    # A store that commits many turn ends at once (group commit): the most
+    # stores and traces one of its transactions takes. 1: one at a time.
+    store_batch_max: int = Field(default=DEFAULT_STORE_BATCH_MAX, ge=1)
     # The Memory tab: a PEM certificate and its key (both or neither), which
     # web_listen needs on anything but loopback. Before web_listen, which is
     # checked against them.
@@ -638,6 +644,7 @@ __all__ = [
     "DEFAULT_LISTEN_RETRY_SECONDS",
     "DEFAULT_MOUNT_ROOT",
     "DEFAULT_STATE_DIR",
+    "DEFAULT_STORE_BATCH_MAX",
     "EMPTY_IS_A_VALUE",
     "ENV_VARS",
     "ByFields",

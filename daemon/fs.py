@@ -140,8 +140,7 @@ class MemfsOperations(pyfuse3.Operations):
         attr.attr_timeout = self.cache_seconds
         if node.is_dir:
             attr.st_mode = stat.S_IFDIR | node.mode
-            node.plant()  # a folder's link count counts its subfolders
-            attr.st_nlink = 2 + node.subdirs
+            attr.st_nlink = 2 + self.overlay.subdirs(node)  # counted, not planted
             attr.st_size = BLOCK
         else:
             attr.st_mode = stat.S_IFREG | node.mode
@@ -171,7 +170,7 @@ class MemfsOperations(pyfuse3.Operations):
             decoded = decode_fs_name(name)
         except InvalidName:
             raise NotFound("no such file", path=repr(name)) from None
-        return self._entry(self.overlay.lookup(parent_inode, decoded))
+        return self._entry(self.overlay.find(parent_inode, decoded))
 
     @fuse_errors
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:

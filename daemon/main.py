@@ -48,7 +48,11 @@ from memfs.stores.postgres import PostgresStore
 from memfs.web.app import web_app
 from memfs.web.serve import BoundWeb, bind_web, serve_web
 from memfsd.blobs import BlobCache
-from memfsd.config import DEFAULT_FORGET_POLL_SECONDS, DEFAULT_LISTEN_RETRY_SECONDS
+from memfsd.config import (
+    DEFAULT_FORGET_POLL_SECONDS,
+    DEFAULT_LISTEN_RETRY_SECONDS,
+    DEFAULT_STORE_BATCH_MAX,
+)
 from memfsd.control import serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
 from memfsd.listen import follow_store
@@ -78,6 +82,8 @@ class Settings:
     # A shared store: seconds between two tries to listen again for other
     # daemons' changes (config key listen_retry_seconds).
     listen_retry_seconds: float = DEFAULT_LISTEN_RETRY_SECONDS
+    # A group-committing store's largest batch (config key store_batch_max).
+    store_batch_max: int = DEFAULT_STORE_BATCH_MAX
     # Where the Memory tab listens (config key web_listen); "": nowhere. Off
     # unless given: the config's default (127.0.0.1:8330) is DaemonConfig's,
     # so a daemon run in-process for tests listens on no fixed port.
@@ -279,6 +285,7 @@ async def serve(
         limits=settings.limits,
         workspace=workspace,
         seed_record=settings.state_dir / "seeds.json",
+        store_batch_max=settings.store_batch_max,
     )
     service = DaemonService(memory, workspace, settings.store, str(settings.state_dir))
     operations = MemfsOperations(overlay, requests=service.requests, mount_root=settings.mount_root)
@@ -432,6 +439,7 @@ def run_daemon(config: Any) -> None:
         control_max_body_bytes=config.control_max_body_bytes,
         forget_poll_seconds=config.forget_poll_seconds,
         listen_retry_seconds=config.listen_retry_seconds,
+        store_batch_max=config.store_batch_max,
         web_listen=config.web_listen,
         web_tls_cert=config.web_tls_cert,
         web_tls_key=config.web_tls_key,

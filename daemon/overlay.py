@@ -54,6 +54,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ from memfsd.nodes import (
     TurnTree,
 )
 
+_SIZE = itemgetter(1)  # a Snapshot's size
 log = logging.getLogger("memfsd.overlay")
 
 # Inodes derived from a path live in [2**62, 2**63), far above the counter's.
@@ -280,7 +282,7 @@ class Overlay:
             mount.paths = sorted([*mount.snapshot, *(f"{path}/" for path in mount.folders)])
             mount.plant = self._plant
             mount.files = len(snapshot)
-            mount.bytes = sum(file[1] for file in snapshot.values())
+            mount.bytes = sum(map(_SIZE, snapshot.values()))  # C-level: every file, every turn
             root.tree = mount
             root.unplanted = ""
             state.mounts[name] = mount
@@ -313,6 +315,19 @@ class Overlay:
             parent = child
         return parent
 
+    @staticmethod
+    def _run(mount: MountTree, prefix: str) -> tuple[int, int]:
+        """Where the entries under ``prefix`` (``""`` or ending in "/") lie in ``mount.paths``."""
+        paths = mount.paths
+        if not prefix:
+            return 0, len(paths)
+        # "0" follows "/": every path under the prefix sorts before prefix[:-1] + "0".
+        at = bisect.bisect_left(paths, prefix)
+        end = bisect.bisect_left(paths, prefix[:-1] + "0", at)
+        if at < end and paths[at] == prefix:
+            at += 1  # the folder's own entry, as a stored folder
+        return at, end
+
     def _plant(self, folder: Node) -> None:
         """Make nodes of a snapshot folder's entries, now that someone looks inside it.
 
@@ -320,65 +335,128 @@ class Overlay:
         folders the agent opens. The snapshot's paths are sorted, so the
         entries under ``<folder>/`` are one run found by bisection, and each
         subfolder's run is skipped over in one step, left for its own turn.
+        Entries a lookup already made one by one (:meth:`_plant_one`) stay
+        as they are.
         """
         mount, prefix = folder.tree, folder.unplanted
         assert mount is not None and prefix is not None
         folder.unplanted = None
-        paths, snapshot = mount.paths, mount.snapshot
+        paths = mount.paths
         if prefix:
             prefix += "/"
-            # "0" follows "/": every path under the prefix sorts before prefix[:-1] + "0".
-            at = bisect.bisect_left(paths, prefix)
-            end = bisect.bisect_left(paths, prefix[:-1] + "0", at)
-            if at < end and paths[at] == prefix:
-                at += 1  # the folder's own entry, as a stored folder
-        else:
-            at, end = 0, len(paths)
+        at, end = self._run(mount, prefix)
         now = self.clock()
-        uid, gid = folder.uid, folder.gid
         cut = len(prefix)
-        meta = mount.meta
+        # Names met in this run, when lookups planted some first: one of
+        # them met again is a file and a folder at once, as below.
+        seen: set[str] | None = set() if folder.kids else None
         while at < end:
             rest = paths[at][cut:]
             name, slash, _ = rest.partition("/")
             if name in folder.kids:
-                log.warning("%s: %s is both a file and a folder in the snapshot", mount.name, name)
+                if seen is None or name in seen:
+                    log.warning(
+                        "%s: %s is both a file and a folder in the snapshot", mount.name, name
+                    )
+                else:
+                    seen.add(name)  # planted by a lookup: it is already what this makes
                 at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
                 continue
-            inode = self._entry_inode(mount, prefix + name)
-            if slash:
-                node = Node(
-                    inode, "dir", "entry", name, folder, DIR_MODE, uid, gid,
-                    now, now, now, tree=mount, unplanted=prefix + name,
-                )  # fmt: skip
-                at = bisect.bisect_left(paths, prefix + name + "0", at, end)
-            else:
-                file = snapshot[paths[at]]
-                kept = meta.get(paths[at])
-                if kept is None:
-                    mode, mtime, ctime = FILE_MODE, now, now
-                else:
-                    mode = kept.mode
-                    mtime = now if kept.mtime_ns is None else kept.mtime_ns
-                    ctime = mtime if kept.ctime_ns is None else kept.ctime_ns
-                node = Node(
-                    inode, "file", "entry", name, folder, mode, uid, gid,
-                    mtime, ctime, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
-                )  # fmt: skip
-                at += 1
-            if inode == self._next_inode:
-                self._next_inode += 1
-            self.nodes[node.inode] = node
-            folder.kids[name] = node
-            if slash:
-                folder.subdirs += 1
+            if seen is not None:
+                seen.add(name)
+            self._snapshot_entry(folder, mount, prefix, name, slash == "/", now)
+            at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
 
-    def detach_turn(self, session: str) -> None:
-        """Drop a turn's trees and its data; the session directory stays until closed."""
+    def _plant_one(self, folder: Node, name: str) -> Node | None:
+        """The snapshot entry ``name`` of a folder not planted yet, as a node; None: no such entry.
+
+        A lookup needs one entry, not the folder's hundreds: the rest wait
+        for whatever lists or changes the folder (:meth:`_plant`). The node
+        is the one planting the folder would make (a file wins over a
+        folder of the same name, as it sorts first).
+        """
+        mount, prefix = folder.tree, folder.unplanted
+        assert mount is not None and prefix is not None
+        if prefix:
+            prefix += "/"
+        path = prefix + name
+        paths = mount.paths
+        at = bisect.bisect_left(paths, path)
+        if at < len(paths) and paths[at] == path:
+            return self._snapshot_entry(folder, mount, prefix, name, False, self.clock())
+        at = bisect.bisect_left(paths, path + "/", at)
+        if at < len(paths) and paths[at].startswith(path + "/"):
+            return self._snapshot_entry(folder, mount, prefix, name, True, self.clock())
+        return None
+
+    def _snapshot_entry(
+        self, folder: Node, mount: MountTree, prefix: str, name: str, is_dir: bool, now: int
+    ) -> Node:
+        """A node for the snapshot's entry ``prefix + name`` in ``folder``."""
+        inode = self._entry_inode(mount, prefix + name)
+        uid, gid = folder.uid, folder.gid
+        if is_dir:
+            node = Node(
+                inode, "dir", "entry", name, folder, DIR_MODE, uid, gid,
+                now, now, now, tree=mount, unplanted=prefix + name,
+            )  # fmt: skip
+        else:
+            path = prefix + name
+            file = mount.snapshot[path]
+            kept = mount.meta.get(path)
+            if kept is None:
+                mode, mtime, ctime = FILE_MODE, now, now
+            else:
+                mode = kept.mode
+                mtime = now if kept.mtime_ns is None else kept.mtime_ns
+                ctime = mtime if kept.ctime_ns is None else kept.ctime_ns
+            node = Node(
+                inode, "file", "entry", name, folder, mode, uid, gid,
+                mtime, ctime, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
+            )  # fmt: skip
+        if inode == self._next_inode:
+            self._next_inode += 1
+        self.nodes[node.inode] = node
+        folder.kids[name] = node
+        if is_dir:
+            folder.subdirs += 1
+        return node
+
+    def subdirs(self, folder: Node) -> int:
+        """How many folders ``folder`` holds (its link count is 2 more), planting nothing.
+
+        A folder not planted yet is as the snapshot has it: its subfolders
+        are counted there, each once, a name that is also a file's not at
+        all (the file is what planting makes of it).
+        """
+        mount, prefix = folder.tree, folder.unplanted
+        if mount is None or prefix is None:
+            return folder.subdirs
+        if prefix:
+            prefix += "/"
+        paths = mount.paths
+        at, end = self._run(mount, prefix)
+        cut = len(prefix)
+        names: set[str] = set()
+        count = 0
+        while at < end:
+            name, slash, _ = paths[at][cut:].partition("/")
+            if name not in names:
+                names.add(name)
+                count += slash == "/"
+            at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
+        return count
+
+    def detach_turn(self, session: str, *, remove: bool = True) -> Path | None:
+        """Drop a turn's trees and its data; the session directory stays until closed.
+
+        ``remove=False`` leaves the turn's folder (journal, data files) on
+        disk and returns it, for the caller to remove off the trio loop.
+        """
         tree = self.sessions[session]
         state = tree.turn
         if state is None:
-            return
+            return None
         for mount in state.mounts.values():
             self._detach_mount_root(mount)
         for node in list(tree.node.kids.values()):
@@ -396,9 +474,16 @@ class Overlay:
             self.due.remove(state)
         os.close(state.journal)
         tree.turn = None
-        shutil.rmtree(state.dir, ignore_errors=True)
+        if remove:
+            self.remove_turn_dir(state.dir)
         for mount in state.mounts.values():
             self._release_blobs(mount)
+        return None if remove else state.dir
+
+    @staticmethod
+    def remove_turn_dir(folder: Path) -> None:
+        """Remove a detached turn's folder (its journal and data files). Blocking."""
+        shutil.rmtree(folder, ignore_errors=True)
 
     def _detach_mount_root(self, mount: MountTree) -> None:
         parent = mount.root.parent
@@ -489,6 +574,24 @@ class Overlay:
         if not parent.is_dir:
             raise NotADirectory("not a folder", path=parent.name)
         child = parent.children.get(name)
+        if child is None:
+            raise NotFound("no such file or folder", path=name)
+        return child
+
+    def find(self, parent_inode: int, name: str) -> Node:
+        """:meth:`lookup` for the kernel's ``LOOKUP``: plants the one entry, not its folder.
+
+        Only looking: whatever changes a folder's entries (unlink, rename,
+        create, ...) goes through :meth:`lookup` or ``children``, which plant
+        the whole folder first, so an entry planted here is never lost or
+        made twice by a later planting.
+        """
+        parent = self.node(parent_inode)
+        if not parent.is_dir:
+            raise NotADirectory("not a folder", path=parent.name)
+        child = parent.kids.get(name)
+        if child is None and parent.unplanted is not None:
+            child = self._plant_one(parent, name)
         if child is None:
             raise NotFound("no such file or folder", path=name)
         return child

@@ -54,6 +54,7 @@ from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
+from memfsd.durable import GroupSync, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
 from memfsd.nodes import MountTree, Snapshot
 from memfsd.overlay import Overlay
@@ -158,27 +159,35 @@ class OverlayWorkspace:
         paths = loaded.paths()
         brought = list(filter(loaded.files.__contains__, paths)) if loaded.files else []
         held: list[str] = []
-        try:
-            taken = await trio.to_thread.run_sync(
-                partial(
-                    blobs.put_many,
-                    [loaded.files[path] for path in brought],
-                    [loaded.shas.get(path) for path in brought],
-                    hold=private,
-                    share=not private,
-                )
+        rest: list[str] = []
+        cached: list[str] = []
+        if loaded.lean:
+            chosen = set(brought)
+            rest = list(filterfalse(chosen.__contains__, paths)) if chosen else paths
+            cached = list(map(loaded.shas.__getitem__, rest))
+
+        def take() -> tuple[list[str], list[bool]]:
+            # One trip to a worker thread for both: what came along is stored,
+            # what did not is looked up (and held, or shared) in the cache.
+            taken = blobs.put_many(
+                [loaded.files[path] for path in brought],
+                [loaded.shas.get(path) for path in brought],
+                hold=private,
+                share=not private,
             )
+            flags = blobs.present(cached, hold=private) if loaded.lean else []
+            if loaded.lean and not private:
+                blobs.share(cached)
+            return taken, flags
+
+        try:
+            taken, flags = await trio.to_thread.run_sync(take)
             if private:
                 held += taken
             shas = dict(zip(brought, taken, strict=True))
             if loaded.lean:
-                rest = list(filterfalse(shas.__contains__, paths)) if shas else paths
-                cached = list(map(loaded.shas.__getitem__, rest))
-                flags = await trio.to_thread.run_sync(partial(blobs.present, cached, hold=private))
                 if private:
                     held += compress(cached, flags)
-                else:
-                    blobs.share(cached)
                 gone = list(compress(cached, map(operator.not_, flags)))
                 if gone:
                     fetched = await self._fetch_again(mount, gone, fetch)
@@ -249,6 +258,11 @@ class OverlayWorkspace:
         what differs from its base (:mod:`memfsd.manifests`), whose snapshot
         it reuses: an org space that changed by ten files costs ten rows.
         """
+        # The turn's folder and empty journal are made here, in the worker
+        # thread, so that attaching the turn on the trio loop only opens them.
+        turn_dir = self.overlay.session_dir(state.session) / state.turn
+        make_private_dirs(turn_dir / "data")
+        os.close(os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
         bases: dict[str, str] = {}
         snaps: dict[str, dict[str, Snapshot]] = {}
         fields: list[str] = []
@@ -278,7 +292,7 @@ class OverlayWorkspace:
             "bases": bases,
         }
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
-        _write_atomic(self.turn_file(state.session), body)
+        _write_atomic(self.turn_file(state.session), body, self.overlay.blobs.syncs)
         return snaps
 
     def _read_state(self, text: str) -> dict[str, Any]:
@@ -366,7 +380,9 @@ class OverlayWorkspace:
         }
         target = self.turn_file(session).with_name(DONE_FILE)
         try:
-            await trio.to_thread.run_sync(_write_atomic, target, json.dumps(record))
+            await trio.to_thread.run_sync(
+                _write_atomic, target, json.dumps(record), self.overlay.blobs.syncs
+            )
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -396,14 +412,16 @@ class OverlayWorkspace:
         # turn.json goes first: from then on the turn is over, and a crash
         # while its working copy is being removed leaves a folder nobody
         # brings back (the next start removes it, :meth:`sweep_ended`), never
-        # a turn record over half a working copy.
-        self.turn_file(session).unlink(missing_ok=True)
-        self.turn_file(session).with_name(DONE_FILE).unlink(missing_ok=True)
+        # a turn record over half a working copy. The files go in worker
+        # threads: an unlink waits for the disk's journal while other turns
+        # sync, and on the trio loop that wait would stall every request.
+        await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
         self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
+        folder = None
         if tree is not None and tree.turn is not None:
-            self.overlay.detach_turn(session)
-        await self.forget_names()
+            folder = self.overlay.detach_turn(session, remove=False)
+        await self.forget_names(then_remove=folder)
 
     def sweep_ended(self, live: Collection[tuple[str, str]]) -> int:
         """Remove the turn folders of every turn but the ``live`` (session, turn) ones.
@@ -427,14 +445,28 @@ class OverlayWorkspace:
         self.overlay.close_session(session)
         await self.forget_names()
 
-    async def forget_names(self) -> None:
-        """Tell the kernel about every name the daemon removed, before answering the caller."""
+    async def forget_names(self, *, then_remove: Path | None = None) -> None:
+        """Tell the kernel about every name the daemon removed, before answering the caller.
+
+        ``then_remove``: a detached turn's folder, removed in the same trip
+        to a worker thread.
+        """
         names, self.overlay.stale_names = self.overlay.stale_names, []
-        if names and self._invalidate is not None:
-            await trio.to_thread.run_sync(self._invalidate, names)
         inodes, self.overlay.stale_inodes = self.overlay.stale_inodes, []
-        if inodes and self._invalidate_inodes is not None:
-            await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
+        names_to = self._invalidate if names else None
+        inodes_to = self._invalidate_inodes if inodes else None
+        if names_to is None and inodes_to is None and then_remove is None:
+            return
+
+        def tell() -> None:
+            if names_to is not None:
+                names_to(names)
+            if inodes_to is not None:
+                inodes_to(inodes)
+            if then_remove is not None:
+                self.overlay.remove_turn_dir(then_remove)
+
+        await trio.to_thread.run_sync(tell)
 
     def manual_file(self, session: str, turn: str) -> Path:
         """Where an ended turn's manual change set waits for ``memfs turn commit``."""
@@ -618,8 +650,20 @@ def _real_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
 
 
-def _write_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced."""
+def _remove_turn_record(turn_file: Path) -> None:
+    """``turn.json``, then ``done.json``: the turn is over (see ``OverlayWorkspace.close``)."""
+    turn_file.unlink(missing_ok=True)
+    turn_file.with_name(DONE_FILE).unlink(missing_ok=True)
+
+
+def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> None:
+    """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced.
+
+    The content is on disk before the rename, and the rename before this
+    returns. With ``syncs``, both syncs are shared with other threads
+    writing at the same moment (:mod:`memfsd.durable`); without, they are
+    this file's ``fsync`` and its folder's.
+    """
     make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
     try:
@@ -627,17 +671,19 @@ def _write_atomic(target: Path, text: str) -> None:
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if syncs is None:
+                os.fsync(fh.fileno())
+            else:
+                syncs.sync(partial(os.fsync, fh.fileno()), target.parent)
         os.replace(tmp, target)
     except BaseException:
         # A half-written copy (a full disk) must not stay behind, holding part of it.
         tmp.unlink(missing_ok=True)
         raise
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if syncs is None:
+        fsync_path(target.parent)
+    else:
+        syncs.sync(partial(fsync_path, target.parent), target.parent)
 
 
 __all__ = ["OverlayWorkspace"]

@@ -344,12 +344,24 @@ async def test_a_turn_start_makes_nodes_only_for_the_folders_looked_into(tmp_pat
     mount = turn_of(overlay).mounts["big"]
     assert mount.files == 2001 and mount.bytes == 4002
     folder = await inode_of(ops, "s1", "big", "f07", "sub")
-    # The mount's 21 entries, f07's one, and f07/sub's 100: a folder's reply
-    # carries its link count, which counts its subfolders.
-    assert len(overlay.nodes) - before == 21 + 1 + 100
+    # A lookup makes the one entry it names: f07, then f07/sub. Their link
+    # counts (which count subfolders) come from the snapshot, planting nothing.
+    assert len(overlay.nodes) - before == 2
+    f07 = overlay.node(folder).parent
+    assert f07 is not None and f07.name == "f07"
+    assert (await ops.getattr(mount.root.inode, CTX)).st_nlink == 2 + 20
+    assert (await ops.getattr(f07.inode, CTX)).st_nlink == 2 + 1
+    assert (await ops.getattr(folder, CTX)).st_nlink == 2
+    assert len(overlay.nodes) - before == 2
+    # Listing a folder makes its entries, and only its own.
     names = [node.name for node in overlay.children(folder)]
     assert len(names) == 100 and names[0] == "n0000.md"
-    assert len(overlay.nodes) - before == 21 + 1 + 100
+    assert len(overlay.nodes) - before == 2 + 100
+    # The mount root, listed, makes the other 20 entries and keeps f07 as it was.
+    assert [n.name for n in overlay.children(mount.root.inode)][:2] == ["f00", "f01"]
+    assert mount.root.kids["f07"] is f07 and len(mount.root.kids) == 21
+    assert len(overlay.nodes) - before == 2 + 100 + 19 + 1
+    assert (await ops.getattr(mount.root.inode, CTX)).st_nlink == 2 + 20
 
 
 async def test_a_renamed_folder_nobody_looked_into_keeps_its_snapshot_entries(
@@ -370,6 +382,44 @@ async def test_a_snapshot_path_under_a_file_is_left_out_not_fatal(tmp_path: Path
     mount = await inode_of(ops, "s1", "big")
     assert sorted(n.name for n in overlay.children(mount)) == ["a", "c.md"]
     assert not overlay.node(await inode_of(ops, "s1", "big", "a")).is_dir
+
+
+async def test_a_looked_up_entry_is_the_node_its_folder_keeps_once_listed(
+    tmp_path: Path,
+) -> None:
+    overlay, ops = _big(tmp_path, ["a", "a/b.md", "a-b.md", "d/e.md", "d.md", "g/h/i.md"])
+    mount = await inode_of(ops, "s1", "big")
+    # Looked up before the folder is listed: a file wins over a folder of
+    # the same name (it sorts first), as planting the folder makes it.
+    a = await inode_of(ops, "s1", "big", "a")
+    d = await inode_of(ops, "s1", "big", "d")
+    g = await inode_of(ops, "s1", "big", "g")
+    assert not overlay.node(a).is_dir and overlay.node(d).is_dir and overlay.node(g).is_dir
+    with pytest.raises(pyfuse3.FUSEError) as missing:
+        await ops.lookup(mount, b"b.md", CTX)
+    assert missing.value.errno == errno.ENOENT
+    assert (await ops.getattr(mount, CTX)).st_nlink == 2 + 2  # d and g
+    # Listed: the same nodes, each once, and the rest planted beside them.
+    listed = overlay.children(mount)
+    assert [n.name for n in listed] == ["a", "a-b.md", "d", "d.md", "g"]
+    assert {n.name: n.inode for n in listed if n.name in "adg"} == {"a": a, "d": d, "g": g}
+    assert (await ops.getattr(mount, CTX)).st_nlink == 2 + 2
+
+
+async def test_a_file_looked_up_then_removed_stays_removed_when_its_folder_is_listed(
+    tmp_path: Path,
+) -> None:
+    overlay, ops = _big(tmp_path, ["dir/a.md", "dir/b.md", "dir/sub/c.md"])
+    folder = await inode_of(ops, "s1", "big", "dir")
+    await inode_of(ops, "s1", "big", "dir", "a.md")
+    await ops.unlink(folder, b"a.md", CTX)
+    sub = await inode_of(ops, "s1", "big", "dir", "sub")
+    assert [n.name for n in overlay.children(folder)] == ["b.md", "sub"]
+    assert overlay.node(sub).is_dir
+    with pytest.raises(pyfuse3.FUSEError) as gone:
+        await ops.lookup(folder, b"a.md", CTX)
+    assert gone.value.errno == errno.ENOENT
+    assert turn_of(overlay).mounts["big"].touched == {"dir/a.md"}
 
 
 async def test_a_folders_link_count_follows_subfolders_made_moved_and_removed(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Collection, Container, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from memfs.core.errors import Conflict, InvalidName
 from memfs.core.models import (
@@ -23,7 +23,25 @@ from memfs.core.models import (
 from memfs.core.names import check_path
 from memfs.core.review import ReviewMode, effective_mode
 from memfs.core.specs import PersistentDir
+from memfs.engine.commits import GroupCommit
 from memfs.stores.base import LeanStore, ReviewingStore, Store
+
+# (store class, protocol) -> whether the class has the protocol's methods.
+_KINDS: dict[tuple[type[Any], type[Any]], bool] = {}
+
+
+def store_is(store: object, kind: type[Any]) -> bool:
+    """``isinstance(store, kind)`` for a store protocol, worked out once per store class.
+
+    A runtime protocol check looks up every method of the protocol on each
+    call (tens of microseconds for ``ReviewingStore``), and a turn asks
+    several at every start and end; a store's class decides the answer.
+    """
+    key = (type(store), kind)
+    known = _KINDS.get(key)
+    if known is None:
+        known = _KINDS[key] = isinstance(store, kind)
+    return known
 
 
 class Source(Protocol):
@@ -48,17 +66,21 @@ class StoreSource:
     """A space held by a memfs store.
 
     It carries no review mode of its own: the turn's ``Mount`` does, and
-    hands it to each ``store``.
+    hands it to each ``store``. With ``commits``, a store goes through the
+    memory's group commit (:mod:`memfs.engine.commits`).
     """
 
-    def __init__(self, store: Store, ref: SpaceRef, session: str) -> None:
+    def __init__(
+        self, store: Store, ref: SpaceRef, session: str, *, commits: GroupCommit | None = None
+    ) -> None:
         self.store_ = store
         self.ref = ref
         self.session = session
+        self.commits = commits
 
     async def load(self, have: Container[str] | None = None) -> Loaded:
-        if have is not None and isinstance(self.store_, LeanStore):
-            return await self.store_.load_lean(self.ref, self.session, have)
+        if have is not None and store_is(self.store_, LeanStore):
+            return await cast(LeanStore, self.store_).load_lean(self.ref, self.session, have)
         return await self.store_.load(self.ref, self.session)
 
     async def review_mode(self, default: ReviewMode) -> ReviewMode:
@@ -69,8 +91,9 @@ class StoreSource:
         """
         if self.ref.layer != "org":
             return "none"
-        if isinstance(self.store_, ReviewingStore):
-            return effective_mode(await self.store_.review_mode(self.ref), default)
+        if store_is(self.store_, ReviewingStore):
+            mode = await cast(ReviewingStore, self.store_).review_mode(self.ref)
+            return effective_mode(mode, default)
         return default
 
     async def fetch(self, shas: Collection[str]) -> dict[str, bytes]:
@@ -87,6 +110,10 @@ class StoreSource:
         provenance: Provenance,
         review: ReviewMode = "none",
     ) -> Stored:
+        if self.commits is not None:
+            return await self.commits.store_changes(
+                self.ref, changes, cursor=cursor, provenance=provenance, review=review
+            )
         return await self.store_.store(
             self.ref, changes, cursor=cursor, provenance=provenance, review=review
         )
@@ -165,4 +192,4 @@ class AppSource:
         )
 
 
-__all__ = ["AppSource", "Source", "StoreSource", "normalize_loaded"]
+__all__ = ["AppSource", "Source", "StoreSource", "normalize_loaded", "store_is"]

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -82,6 +82,7 @@ from memfs.core.specs import (
     Spec,
     as_spec,
 )
+from memfs.engine.commits import DEFAULT_MAX_ITEMS, GroupCommit
 from memfs.engine.plan import (
     HeldSpace,
     ManualHold,
@@ -92,9 +93,9 @@ from memfs.engine.plan import (
     TurnState,
 )
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
-from memfs.engine.sources import AppSource, Source, StoreSource
+from memfs.engine.sources import AppSource, Source, StoreSource, store_is
 from memfs.engine.workspace import CopyWorkspace, Workspace
-from memfs.stores.base import ManagedStore, ReviewingStore, Store
+from memfs.stores.base import GroupCommitStore, ManagedStore, ReviewingStore, Store
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
@@ -242,6 +243,7 @@ class Memory:
         limits: Limits | None = None,
         workspace: Workspace | None = None,
         seed_record: Path | None = None,
+        store_batch_max: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         kinds = [as_spec(spec) for spec in specs]
         check_unique_paths(kinds)
@@ -252,6 +254,13 @@ class Memory:
         if org is not None and not (isinstance(org, str) or callable(org)):
             raise ConfigError("org must be an extra-body field name or a callable", path=repr(org))
         self.store = store
+        # Concurrent turn ends' stores and traces share one commit, where the
+        # store can take them together (memfs.engine.commits).
+        self.commits = (
+            GroupCommit(store, max_items=store_batch_max)
+            if isinstance(store, GroupCommitStore)
+            else None
+        )
         self.specs: list[Spec] = kinds
         self.org = org
         self.on_error = on_error
@@ -663,7 +672,7 @@ class Memory:
                 session=session, turn=turn, path=spec.path, prompt=prompt, extra_body=extra_body
             )
             return AppSource(spec, ctx)
-        return StoreSource(self.store, ref, session)
+        return StoreSource(self.store, ref, session, commits=self.commits)
 
     def _source_again(
         self,
@@ -684,7 +693,7 @@ class Memory:
             gone: Source = (
                 _GoneSource(name)
                 if mount.ref.layer == "dir"
-                else StoreSource(self.store, mount.ref, session)
+                else StoreSource(self.store, mount.ref, session, commits=self.commits)
             )
             return gone, False
         return self.source_for(spec, mount.ref, session, turn, prompt, extra_body), True
@@ -723,7 +732,7 @@ class Memory:
             from_last_known_copy=mount.from_last_known_copy,
             # Only a store that holds changes for a person makes them wait.
             saving=saving_for(
-                mount.layer, mount.review, store_reviews=isinstance(self.store, ReviewingStore)
+                mount.layer, mount.review, store_reviews=store_is(self.store, ReviewingStore)
             ),
         )
 
@@ -789,8 +798,8 @@ class Memory:
         if turn.kept:
             return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.
-        if isinstance(self.store, ManagedStore):
-            await self._record_trace(self.store, turn, spaces, files)
+        if store_is(self.store, ManagedStore):
+            await self._record_trace(cast(ManagedStore, self.store), turn, spaces, files)
         await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, hold, files)
 
@@ -839,7 +848,10 @@ class Memory:
                 },
                 files=files,
             )
-            await store.record_trace(trace)
+            if self.commits is not None:
+                await self.commits.record_trace(trace)
+            else:
+                await store.record_trace(trace)
         except Exception as exc:
             await self._report(exc, "trace")
 
