@@ -23,7 +23,10 @@ from memfs.core.models import ChangeSet, Provenance, SpaceRef, Stored, Trace
 from memfs.engine.commits import GroupCommit
 from memfs.stores.base import GroupCommitStore, StoreRequest
 from memfs.stores.memory import MemoryStore
+from memfs.stores.sql.store import SqlStore
+from memfs.stores.sqlite import SqliteStore
 from memfsd.config import DEFAULT_STORE_BATCH_MAX, load_config
+from tests.postgres_fixtures import Databases
 from tests.test_turns_copy_mode import RULES, seed
 
 
@@ -264,3 +267,30 @@ def test_store_batch_max_defaults_to_32_and_below_1_is_a_config_error(tmp_path: 
     config.write_text("store_batch_max = 0\n")
     with pytest.raises(memfs.ConfigError, match="store_batch_max"):
         load_config(config, env={})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_concurrent_turn_ends_on_a_sql_store_share_commits_and_every_one_is_saved(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The SQL stores take batches (one transaction, one commit): ten turn ends
+    # at once are answered in fewer commits than items, and every file is there.
+    if kind == "sqlite":
+        store: SqlStore = SqliteStore(tmp_path / "memfs.db")
+    else:
+        databases: Databases = request.getfixturevalue("postgres_databases")
+        store = databases.store()
+    try:
+        memory = rules_desk(store, tmp_path)
+        assert memory.commits is not None
+        turns = [await start(memory, f"s{i}") for i in range(10)]
+        async with trio.open_nursery() as nursery:
+            for turn in turns:
+                nursery.start_soon(turn.end)
+        assert memory.commits.items == 20  # ten stores and ten traces
+        assert memory.commits.batches < memory.commits.items
+        ref = SpaceRef(layer="org", space="lending-rules", org="bank_17")
+        assert await store.files(ref) == {f"s{i}.md": f"by s{i}".encode() for i in range(10)}
+        assert len(await store.traces()) == 10
+    finally:
+        await store.aclose()
