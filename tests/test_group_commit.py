@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -20,6 +21,7 @@ import trio
 import memfs
 from memfs.core.errors import StoreUnavailable
 from memfs.core.models import ChangeSet, Provenance, SpaceRef, Stored, Trace
+from memfs.core.review import ReviewMode
 from memfs.engine.commits import GroupCommit
 from memfs.stores.base import GroupCommitStore, StoreRequest
 from memfs.stores.memory import MemoryStore
@@ -45,8 +47,47 @@ class BatchingStore(MemoryStore):
         self.started = trio.Event()
         self.fail_sessions: set[str] = set()
         self.fail_batch: Exception | None = None
+        self.lone = False
+
+    # A lone item comes through the store's own calls: recorded as a batch of one.
+    async def store(
+        self,
+        ref: SpaceRef,
+        changes: ChangeSet,
+        *,
+        cursor: str | None,
+        provenance: Provenance,
+        review: ReviewMode = "none",
+        **kwargs: Any,
+    ) -> Stored:
+        if self.lone:
+            return await super().store(
+                ref, changes, cursor=cursor, provenance=provenance, review=review, **kwargs
+            )
+        [answer] = await self.store_batch([StoreRequest(ref, changes, cursor, provenance, review)])
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, Stored)
+        return answer
+
+    async def record_trace(self, trace: Trace) -> None:
+        if self.lone:
+            await super().record_trace(trace)
+            return
+        [answer] = await self.store_batch([trace])
+        if isinstance(answer, Exception):
+            raise answer
 
     async def store_batch(
+        self, items: Sequence[StoreRequest | Trace]
+    ) -> list[Stored | Exception | None]:
+        self.lone = True  # the items below reach MemoryStore's own calls
+        try:
+            return await self._batch(items)
+        finally:
+            self.lone = False
+
+    async def _batch(
         self, items: Sequence[StoreRequest | Trace]
     ) -> list[Stored | Exception | None]:
         self.started.set()

@@ -7,9 +7,11 @@ store that implements :class:`~memfs.stores.base.GroupCommitStore` takes many
 at once and commits them together. :class:`GroupCommit` forms those batches.
 
 No timer: the first caller with nobody committing sends its item alone at
-once (a turn alone waits for nobody). While a batch commits, the items that
-arrive queue; when it is done, the first of them sends the queue (up to
-``max_items``) as the next batch, and so on. So batches are as large as
+once, through the store's own ``store`` or ``record_trace`` (a turn alone
+waits for nobody and takes the path it would without group commit). While
+a batch commits, the items that arrive queue; when it is done, the first of
+them sends the queue (up to ``max_items``) as the next batch, and so on.
+So batches are as large as
 the load makes them, and a turn's answer waits at most for the batch before
 its own. Each caller gets its own item's answer only once the batch holding
 it has returned, i.e. once the store says it is durable: a turn end that
@@ -116,6 +118,34 @@ class GroupCommit:
         self.batches += 1
         self.items += len(batch)
         answers: list[Stored | Exception | None]
+        if len(batch) == 1:
+            # Alone: the store's own call, as for a store that cannot batch.
+            answers = [await self._one(batch[0].item)]
+        else:
+            answers = await self._many(batch)
+        for slot, answer in zip(batch, answers, strict=True):
+            slot.answer = answer
+            slot.answered = True
+            slot.wake.set()
+
+    async def _one(self, item: StoreRequest | Trace) -> Stored | Exception | None:
+        try:
+            if isinstance(item, Trace):
+                await self.store.record_trace(item)  # type: ignore[attr-defined]
+                return None
+            stored: Stored = await self.store.store(
+                item.ref,
+                item.changes,
+                cursor=item.cursor,
+                provenance=item.provenance,
+                review=item.review,
+            )
+            return stored
+        except Exception as exc:
+            return exc
+
+    async def _many(self, batch: list[_Slot]) -> list[Stored | Exception | None]:
+        answers: list[Stored | Exception | None]
         try:
             answers = await self.store.store_batch([slot.item for slot in batch])
             if len(answers) != len(batch):
@@ -125,10 +155,7 @@ class GroupCommit:
         except Exception as exc:
             # Nothing of the batch was committed: every caller's store failed with it.
             answers = [_failed(exc, slot.item) for slot in batch]
-        for slot, answer in zip(batch, answers, strict=True):
-            slot.answer = answer
-            slot.answered = True
-            slot.wake.set()
+        return answers
 
 
 def _failed(exc: Exception, item: StoreRequest | Trace) -> Exception:
