@@ -322,9 +322,13 @@ review = "none"
 class Daemon:
     """``memfs daemon`` as its own process, driven through its control socket."""
 
-    def __init__(self, base: Path, db: Path) -> None:
+    def __init__(self, base: Path, db: Path, *, config_text: str | None = None) -> None:
         config = base / "memfs.toml"
-        config.write_text(CONFIG.format(base=base, db=db, space=SPACE, **LIMITS.model_dump()))
+        config.write_text(
+            config_text
+            if config_text is not None
+            else CONFIG.format(base=base, db=db, space=SPACE, **LIMITS.model_dump())
+        )
         self.log = open(base / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,11 +34,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import run  # bench/run.py
 import trio
-from run import LIMITS, SPACE, body, corpus, outcome_errors, sh  # bench/run.py
+from run import LIMITS, SPACE, body, corpus, outcome_errors, sh
 
-from memfs.client import Client
-from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.open import open_store
 from memfs.testing.postgres import postgres_bindir, throwaway_postgres
@@ -68,55 +65,22 @@ review = "none"
 """
 
 
-class Daemon:
-    """One ``memfs daemon`` process on ``store``, in ``base``, driven through its socket."""
+class Daemon(run.Daemon):
+    """``bench/run.py``'s daemon process, on ``store`` with the key file ``key``, in ``base``."""
 
     def __init__(self, base: Path, store: str, key: Path) -> None:
         base.mkdir(parents=True)
-        config = base / "memfs.toml"
-        config.write_text(
-            CONFIG.format(base=base, store=store, key=key, space=SPACE, **LIMITS.model_dump())
-        )
-        self.log = open(base / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs.cli", "daemon", "--config", str(config)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.client = Client(base / "state" / "memfs.sock", timeout=600)
-
-    async def ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                await trio.to_thread.run_sync(self.client.status)
-                return
-            except DaemonUnavailable:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                await trio.sleep(0.1)
+        self.base = base
+        text = CONFIG.format(base=base, store=store, key=key, space=SPACE, **LIMITS.model_dump())
+        super().__init__(base, base / "unused.db", config_text=text)
 
     def cpu_seconds(self) -> float:
-        """The daemon's user and system CPU time so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        return ticks / float(_CLOCK_TICKS)
+        return run.cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
-        self.client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        mnt = Path(self.log.name).parent / "mnt"
+        super().stop()
+        mnt = self.base / "mnt"
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, check=False)
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -159,14 +123,7 @@ async def workload(daemons: list[Daemon], sessions: int, turns: int) -> tuple[Ou
         nonlocal errors
         daemon, session = daemons[s % len(daemons)], f"c{s}"
         for t in range(turns):
-            picks = [(s * 7 + t * 5 + k) % 1000 for k in range(5)]
-            reads = " ".join(f"notes/folder-{i % 50:02}/note-{i:05}.md" for i in picks)
-            writes = []
-            for k in range(2):
-                path = f"notes/folder-{(s + k) % 50:02}/w-s{s}-t{t}-{k}.md"
-                expected[path] = f"session {s} turn {t} write {k}\n".encode()
-                writes.append(f"printf 'session {s} turn {t} write {k}\\n' > {path}")
-            script = f"cat {reads} > /dev/null && " + " && ".join(writes)
+            script = run.turn_script(s, t, expected)
             start = time.perf_counter()
             try:
                 started = await trio.to_thread.run_sync(
