@@ -204,11 +204,17 @@ def _sealer(db: Db, space_id: int, *, create: bool) -> Sealer | None:
 
 def _author_sealer(db: Db, space_id: int, author: str, *, create: bool) -> Sealer | None:
     """The sealer of ``author``'s words in an org or shared space (their person key)."""
+    memo = (f"author:{author}", space_id)
+    if memo in db.memo:
+        return db.memo[memo]  # type: ignore[no-any-return]
     row = db.one("SELECT org, space FROM spaces WHERE id = ?", (space_id,))
     if row is None:
         return None
     key = _person_key(db, row[0], author, create=create)
-    return None if key is None else Sealer(key, row[0], author, row[1])
+    if key is None:
+        return None  # no key yet: the next ask may make one
+    db.memo[memo] = sealer = Sealer(key, row[0], author, row[1])
+    return sealer
 
 
 def _opened(
