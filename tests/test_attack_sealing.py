@@ -31,9 +31,10 @@ from memfs.core.models import (
     forgotten_file_key,
 )
 from memfs.stores.keyfile import load_store_key
-from memfs.stores.postgres import PostgresStore, schema
+from memfs.stores.postgres import PostgresStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.testing.postgres import ThrowawayPostgres, postgres_bindir, throwaway_postgres
+from tests.test_store_postgres_forget import older_memfs_database
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "managerId": "u_carol"}
 DANA_ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
@@ -266,29 +267,7 @@ async def test_sealing_an_older_postgres_database_then_forgetting_the_person_lea
     # before memfs sealed anything is left out: nothing can reach that.)
     url = server.new_database()
     name, content = "okapi-upgraded-diagnosis-1f3a.md", b"narwhal-upgraded-words-8c2d"
-    before_sealing = schema.MIGRATIONS[: schema.MIGRATIONS.index(schema._SEALING)]
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-        conn.execute(schema._BOOKKEEPING)
-        for number, step in enumerate(before_sealing, start=1):
-            for statement in step.statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO memfs_migrations (version, name) VALUES (%s, %s)", (number, step.name)
-            )
-        conn.execute(
-            'INSERT INTO spaces (layer, org, "user", space)'
-            " VALUES ('user', 'bank-1', 'dana', 'me')"
-        )
-        conn.execute(
-            "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin,"
-            " created_at) SELECT nextval('clock'), id, %s, %s, %s, %s, 'conversation', now()"
-            " FROM spaces",
-            (name, content, digest(content), len(content)),
-        )
-        conn.execute(
-            "INSERT INTO live (space_id, path, revision_id)"
-            " SELECT space_id, path, id FROM revisions"
-        )
+    older_memfs_database(url, name, content)
     dana = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
     store = PostgresStore(url, key_file=tmp_path / "store.key")
     try:

@@ -182,10 +182,10 @@ async def test_a_second_store_on_the_database_with_another_key_is_refused_naming
         await theirs.aclose()
 
 
-async def test_a_database_an_older_memfs_kept_in_the_clear_is_sealed_at_the_first_open(
-    server: ThrowawayPostgres, tmp_path: Path
+def older_memfs_database(
+    url: str, name: str, content: bytes, *, prompt: str | None = None, label: str | None = None
 ) -> None:
-    url = server.new_database()
+    """Make ``url`` a database as memfs left it before sealing: Dana's ``name`` in the clear."""
     before_sealing = schema.MIGRATIONS[: schema.MIGRATIONS.index(schema._SEALING)]
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         conn.execute(schema._BOOKKEEPING)
@@ -203,12 +203,19 @@ async def test_a_database_an_older_memfs_kept_in_the_clear_is_sealed_at_the_firs
             "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, prompt,"
             " by_id, by_label, created_at) SELECT nextval('clock'), id, %s, %s, %s, %s,"
             " 'conversation', %s, 'dana', %s, now() FROM spaces",
-            (NAME, CONTENT, digest(CONTENT), len(CONTENT), PROMPT, LABEL),
+            (name, content, digest(content), len(content), prompt, label),
         )
         conn.execute(
             "INSERT INTO live (space_id, path, revision_id)"
             " SELECT space_id, path, id FROM revisions"
         )
+
+
+async def test_a_database_an_older_memfs_kept_in_the_clear_is_sealed_at_the_first_open(
+    server: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    url = server.new_database()
+    older_memfs_database(url, NAME, CONTENT, prompt=PROMPT, label=LABEL)
     checkpoint(url)
     assert CONTENT in raw_bytes(server.data)  # what an older memfs left readable
 
