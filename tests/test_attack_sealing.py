@@ -287,9 +287,9 @@ async def test_sealing_an_older_postgres_database_then_forgetting_the_person_lea
 @pytest.mark.xfail(
     strict=True,
     reason="not built: one file's rows are sealed under the person's key, which lives on; "
-    "PostgreSQL's dead tuples and WAL keep that ciphertext until the person is forgotten "
-    "(docs/daemon.md, 'Forgetting one file in PostgreSQL'). strict: this fails the run "
-    "once per-file key material is destroyed, so the mark cannot outlive the gap.",
+    "PostgreSQL's dead tuples and WAL keep that ciphertext, which the store key opens "
+    "until it is rotated (docs/daemon.md, 'Forgetting one file in PostgreSQL'). strict: "
+    "this fails the run once no such copy opens, so the mark cannot outlive the gap.",
 )
 async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder_the_store_key_opens(  # noqa: E501
     server: ThrowawayPostgres, tmp_path: Path

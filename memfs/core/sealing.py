@@ -11,8 +11,11 @@ This module owns the format; the stores only call it. Three kinds of key::
     person key   32 random bytes per (org, user), kept in the database only wrapped:
                  sealed under the store key with associated data
                  ``("person-key", org, user)``. Forgetting the person deletes the
-                 wrapped key with their rows, so any copy of their rows left behind
-                 (free pages, a write-ahead log) is ciphertext under a key nobody has.
+                 wrapped key with their rows, so a copy of their rows left behind is
+                 ciphertext, and so is the wrapped key left beside it: only the store
+                 key opens that, until the store key is rotated and the old one
+                 destroyed (a store that keeps dead rows, as PostgreSQL does, keeps
+                 such copies; docs/daemon.md, "A person's memory is sealed").
 
 A sealed value is ``VERSION (1 byte) || nonce (12 bytes) || AES-256-GCM ciphertext
 and tag``. Every seal draws a fresh random 96-bit nonce: a key seals at most a
