@@ -18,8 +18,11 @@ from memfs.core.models import AsOfFile, By, SpaceRef
 from memfs.core.story import as_of_cursor
 from memfs.stores.sql.audit import _log
 from memfs.stores.sql.db import Db
-from memfs.stores.sql.rows import _in_path_order, _space_id
+from memfs.stores.sql.rows import (
+    _in_path_order,
+)
 from memfs.stores.sql.sealed import _names
+from memfs.stores.sql.spaces import _space_id
 
 
 def _as_of_query(db: Db) -> str:

@@ -63,6 +63,16 @@ class Db(ABC):
         # sealer, its names), so a turn that writes a hundred files asks once.
         # Per transaction: another process may forget a person at any moment.
         self.memo: dict[tuple[str, int], Any] = {}
+        # Space ids by (layer, org, user, space) and back, found in this
+        # transaction (``rows._space_id``); a space deleted in it is dropped.
+        self.space_ids: dict[tuple[str, str, str, str], int] = {}
+        self.space_refs: dict[int, tuple[str, str, str, str]] = {}
+
+    def forget_lookups(self) -> None:
+        """Drop what this transaction memoized (its rows may be gone: a rollback, a delete)."""
+        self.memo.clear()
+        self.space_ids.clear()
+        self.space_refs.clear()
 
     @abstractmethod
     def execute(self, sql: str, params: Params = ()) -> Rows:

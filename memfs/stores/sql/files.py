@@ -47,7 +47,6 @@ from memfs.stores.sql.lean import LeanCache
 from memfs.stores.sql.review import _own_waiting, _store_reviewed
 from memfs.stores.sql.rows import (
     _cursor,
-    _ensure_space,
     _folders,
     _forgotten_at,
     _in_path_order,
@@ -56,7 +55,6 @@ from memfs.stores.sql.rows import (
     _live_sizes,
     _make_live,
     _record,
-    _space_id,
 )
 from memfs.stores.sql.sealed import (
     SEALED_WORDS,
@@ -66,6 +64,7 @@ from memfs.stores.sql.sealed import (
     _opened,
     _sealer,
 )
+from memfs.stores.sql.spaces import _ensure_space, _space_id
 from memfs.stores.sql.traces import _record_trace
 
 
@@ -450,7 +449,7 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
                 )
         except MemfsError as exc:
             db.execute("ROLLBACK TO SAVEPOINT batch_item")
-            db.memo.clear()
+            db.forget_lookups()
             answer = exc
         db.execute("RELEASE SAVEPOINT batch_item")
         answers.append(answer)

@@ -37,9 +37,9 @@ from memfs.stores.sql.rows import (
     _cursor,
     _live_files,
     _record,
-    _space_id,
 )
 from memfs.stores.sql.sealed import Names, _forget_person_key, _names
+from memfs.stores.sql.spaces import _space_id
 from memfs.stores.sql.traces import _forget_file_in_traces, _forget_in_traces
 
 
@@ -125,6 +125,7 @@ def _forget_user(db: Db, user: str, org: str, by: By | None) -> Forgot:
         db.execute("DELETE FROM names WHERE space_id = ?", (space_id,))
         # Last, so nothing of their memory left in the file names the person.
         db.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
+        db.forget_lookups()
     _forget_in_traces(db, user, org)
     # The key goes with the rows: any copy of them left anywhere is ciphertext
     # under a key nobody holds any more (``memfs.core.sealing``).

@@ -36,17 +36,16 @@ from memfs.stores.sql.db import Db, marks
 from memfs.stores.sql.rows import (
     _cursor,
     _delete_live,
-    _ensure_space,
     _live_among,
     _live_files,
     _live_sizes,
     _make_live,
     _record,
     _set_folders,
-    _space_id,
     _store,
 )
 from memfs.stores.sql.sealed import _author_sealer, _opened, _sealer
+from memfs.stores.sql.spaces import _ensure_space, _space_id
 
 
 def _own_waiting(db: Db, space_id: int, ref: SpaceRef, session: str | None) -> WaitingChange | None:

@@ -46,24 +46,7 @@ from memfs.stores.sql.sealed import (
     _opened,
     _sealer,
 )
-
-
-def _space_id(db: Db, ref: SpaceRef) -> int | None:
-    row = db.execute(
-        'SELECT id FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
-        (ref.layer, ref.org, ref.user or "", ref.space),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def _ensure_space(db: Db, ref: SpaceRef) -> int:
-    db.execute(
-        'INSERT INTO spaces (layer, org, "user", space) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
-        (ref.layer, ref.org, ref.user or "", ref.space),
-    )
-    space_id = _space_id(db, ref)
-    assert space_id is not None  # inserted just above, in this transaction
-    return space_id
+from memfs.stores.sql.spaces import _ensure_space, _space_id
 
 
 def _cursor(db: Db, space_id: int | None) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from memfs.core import sealing
 from memfs.core.errors import ConfigError
 from memfs.stores.sql.db import Db
+from memfs.stores.sql.spaces import _space_row
 
 # revisions.sealed: what of a revision is sealed (see the module's header).
 SEALED_CONTENT = 1  # a person's revision: content, prompt and labels, under their key
@@ -187,9 +188,7 @@ def _sealer(db: Db, space_id: int, *, create: bool) -> Sealer | None:
     memo = ("sealer", space_id)
     if memo in db.memo:
         return db.memo[memo]  # type: ignore[no-any-return]
-    row = db.execute(
-        'SELECT layer, org, "user", space FROM spaces WHERE id = ?', (space_id,)
-    ).fetchone()
+    row = _space_row(db, space_id)
     if row is None:
         return None
     if row[0] != "user":
@@ -207,13 +206,13 @@ def _author_sealer(db: Db, space_id: int, author: str, *, create: bool) -> Seale
     memo = (f"author:{author}", space_id)
     if memo in db.memo:
         return db.memo[memo]  # type: ignore[no-any-return]
-    row = db.one("SELECT org, space FROM spaces WHERE id = ?", (space_id,))
+    row = _space_row(db, space_id)
     if row is None:
         return None
-    key = _person_key(db, row[0], author, create=create)
+    key = _person_key(db, row[1], author, create=create)
     if key is None:
         return None  # no key yet: the next ask may make one
-    db.memo[memo] = sealer = Sealer(key, row[0], author, row[1])
+    db.memo[memo] = sealer = Sealer(key, row[1], author, row[3])
     return sealer
 
 

@@ -90,8 +90,12 @@ from memfs.stores.sql.review import (
     _review_setting,
     _set_review,
 )
-from memfs.stores.sql.rows import _forgotten_at, _live_origins, _space_id
+from memfs.stores.sql.rows import (
+    _forgotten_at,
+    _live_origins,
+)
 from memfs.stores.sql.sealed import _rotate_store_key
+from memfs.stores.sql.spaces import _space_id
 from memfs.stores.sql.traces import _find_traces, _record_trace, _traces
 
 T = TypeVar("T")
