@@ -185,6 +185,25 @@ def own_server() -> object:
         yield server
 
 
+async def test_the_first_call_after_a_server_restart_gets_a_fresh_connection_not_an_error(
+    postgres_server: ThrowawayPostgres, own_server: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    # The pool's connections died with the server; the first statement of the
+    # next call finds that before anything ran, and the call goes on a new one.
+    url = await trio.to_thread.run_sync(own_server.new_database)
+    store = PostgresStore(url, pool_size=2, key_file=tmp_path / "store.key")
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+        await store.load(ORG, "s1")
+        await trio.to_thread.run_sync(own_server.stop_server)
+        await trio.to_thread.run_sync(own_server.start_server)
+        assert (await store.load(ORG, "s1")).files == {"a.md": b"a"}
+        await save(store, ORG, ChangeSet(created={"b.md": b"b"}))
+        assert set((await store.load(ORG, "s1")).files) == {"a.md", "b.md"}
+    finally:
+        await store.aclose()
+
+
 async def test_a_stopped_server_is_unavailable_and_the_store_works_again_when_it_is_back(
     postgres_server: ThrowawayPostgres, own_server: ThrowawayPostgres, tmp_path: Path
 ) -> None:

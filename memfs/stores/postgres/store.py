@@ -22,8 +22,12 @@ or deadlock is retried first (``RETRIES``). memfs's own errors (``NotFound``,
 
 The schema is migrated on first use (``schema._migrate``), over a connection
 of its own, so a server that refuses says why at once (not after the pool's
-timeout). A pooled connection is checked before each use, so one the server
-dropped (a restart) is replaced instead of failing the call.
+timeout). A pooled connection the server dropped (a restart) is found by
+the transaction's first statement, which fails before anything ran: the
+pool then checks its other idle connections and the call goes again on a
+good one, instead of failing. (Checking each connection as it leaves the
+pool would cost a round trip per call.) A transaction's opening statements
+go in one round trip, and so do a write's ``BEGIN`` and its lock.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ RETRIES = 3  # tries of a transaction that hit a serialization failure or a dead
 
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 
+# A transaction's opening, one round trip each (no parameters: the simple
+# protocol, which takes two statements at once). A write takes the store's
+# write lock before anything is read: the conflict check must see every
+# earlier write.
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_BEGIN_WRITE = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED;"
+    f" SELECT pg_advisory_xact_lock({LOCK_CLASS:d}, {WRITE_LOCK:d})"
+)
+
+
+class _DroppedConnection(Exception):
+    """A pooled connection was found dead at a transaction's first statement: nothing ran."""
+
 
 def redacted(url: str) -> str:
     """``url`` without its password, for messages and ``repr``."""
@@ -83,6 +101,13 @@ def _map_exceptions(where: str) -> Iterator[None]:
         yield
     except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
         raise StoreUnavailable(f"the postgresql store failed: {exc}", path=where) from exc
+
+
+def _roll_back(conn: Conn) -> None:
+    if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            # The pool discards a connection it gets back broken or mid-transaction.
+            conn.execute("ROLLBACK")
 
 
 class PostgresStore(SqlStore):
@@ -129,7 +154,6 @@ class PostgresStore(SqlStore):
             open=False,
             kwargs=self._connect_kwargs(),
             configure=self._configure,
-            check=psycopg_pool.ConnectionPool.check_connection,
             timeout=connect_timeout_seconds,
             name="memfs",
         )
@@ -201,26 +225,33 @@ class PostgresStore(SqlStore):
             try:
                 with _map_exceptions(self._where), self._pool.connection() as conn:
                     return self._transaction(conn, fn, write=write)
+            except _DroppedConnection as exc:
+                # The pool discarded that one; the others idle since may be dead too.
+                with _map_exceptions(self._where):
+                    self._pool.check()
+                if attempt == RETRIES:
+                    cause = exc.__cause__
+                    raise StoreUnavailable(
+                        f"the postgresql store failed: {cause}", path=self._where
+                    ) from cause
             except StoreUnavailable as exc:
                 if attempt == RETRIES or not isinstance(exc.__cause__, _RETRYABLE):
                     raise
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _transaction(self, conn: Conn, fn: Callable[[Db], T], *, write: bool) -> T:
-        if write:
-            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            # Before anything is read: the conflict check must see every earlier write.
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, WRITE_LOCK))
-        else:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            conn.execute(_BEGIN_WRITE if write else _BEGIN_READ)
+        except psycopg.OperationalError as exc:
+            if conn.broken or conn.closed:
+                raise _DroppedConnection() from exc
+            _roll_back(conn)  # begun, and the lock not had in time
+            raise
         try:
             result = fn(PostgresDb(conn, self._store_key))
             conn.execute("COMMIT")
         except BaseException:
-            if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    # The pool discards a connection it gets back broken or mid-transaction.
-                    conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
         return result
 
