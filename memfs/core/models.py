@@ -46,6 +46,8 @@ CommitMode = Literal["after-turn", "manual", "read-only"]
 Status = Literal["saved", "waiting", "skipped", "not_saved", "manual"]
 StoreStatus = Literal["saved", "waiting", "conflict"]
 Origin = Literal["conversation", "code", "edited", "fix"]
+# How an org space's changes go live (``memfs.core.review`` owns what each means).
+ReviewMode = Literal["person", "after", "none"]
 AuditAction = Literal[
     "approve",
     "reject",
@@ -359,6 +361,12 @@ class Provenance(Frozen):
         return None if self.by is None else self.by.id
 
 
+class ReviewSetting(Frozen):
+    """A space's own review setting as a store keeps it: ``mode`` None when it has none."""
+
+    mode: ReviewMode | None = None
+
+
 class Loaded(Frozen):
     """What ``Store.load`` returns: the files, the cursor to send back, and the snapshot."""
 
@@ -378,6 +386,9 @@ class Loaded(Frozen):
     # The folders the space stores (empty ones among them); folders a file's
     # path implies need not be listed.
     folders: tuple[str, ...] = ()
+    # An org space's own review setting, where the store read it with the
+    # load (in the same transaction); None: not read, ask ``review_mode``.
+    review: ReviewSetting | None = None
 
     def meta_of(self, path: str) -> FileMeta:
         return self.meta.get(path, DEFAULT_META)
@@ -721,6 +732,8 @@ __all__ = [
     "Loaded",
     "Origin",
     "Provenance",
+    "ReviewMode",
+    "ReviewSetting",
     "Revision",
     "SpaceRef",
     "SpaceResult",

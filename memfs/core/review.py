@@ -62,13 +62,13 @@ from memfs.core.models import (
     Loaded,
     Origin,
     Provenance,
+    ReviewMode,
     SpaceRef,
     Status,
     now,
     settle_meta,
 )
 
-ReviewMode = Literal["person", "after", "none"]
 REVIEW_MODES: tuple[ReviewMode, ...] = ("person", "after", "none")
 ChangeState = Literal["waiting", "live", "approved", "rejected"]
 Action = Literal["update", "approve", "edit", "reject"]

@@ -83,14 +83,17 @@ class StoreSource:
             return await cast(LeanStore, self.store_).load_lean(self.ref, self.session, have)
         return await self.store_.load(self.ref, self.session)
 
-    async def review_mode(self, default: ReviewMode) -> ReviewMode:
+    async def review_mode(self, default: ReviewMode, loaded: Loaded | None = None) -> ReviewMode:
         """The space's review mode: its own setting in the store, or else ``default``.
 
         Set by a person in the store, it wins over the spec's default; asked
-        at load so the note can tell the agent.
+        at load so the note can tell the agent. A load that read the setting
+        (``Loaded.review``) answers without asking the store again.
         """
         if self.ref.layer != "org":
             return "none"
+        if loaded is not None and loaded.review is not None:
+            return effective_mode(loaded.review.mode, default)
         if store_is(self.store_, ReviewingStore):
             mode = await cast(ReviewingStore, self.store_).review_mode(self.ref)
             return effective_mode(mode, default)

@@ -589,7 +589,7 @@ class Memory:
                 await self._sync_seed(ref, Path(spec.seed))
             loaded = await source.load(have=self.workspace.contents_held())
             if isinstance(source, StoreSource) and isinstance(spec, OrgMemory):
-                review = await source.review_mode(spec.review)
+                review = await source.review_mode(spec.review, loaded)
         except StoreUnavailable as exc:
             # Only the store being unavailable falls back; anything else a
             # load raises (an app's own bug, a config mistake) fails the turn.

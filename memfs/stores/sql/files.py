@@ -27,6 +27,7 @@ from memfs.core.models import (
     Limits,
     Loaded,
     Provenance,
+    ReviewSetting,
     Revision,
     SpaceRef,
     Stored,
@@ -44,7 +45,7 @@ from memfs.stores.manifests import Manifest
 from memfs.stores.sql.audit import _log
 from memfs.stores.sql.db import Db, chunks, marks
 from memfs.stores.sql.lean import LeanCache
-from memfs.stores.sql.review import _own_waiting, _store_reviewed
+from memfs.stores.sql.review import _own_waiting, _review_setting, _store_reviewed
 from memfs.stores.sql.rows import (
     _cursor,
     _folders,
@@ -81,7 +82,9 @@ def _load_lean(
         (ref.layer, ref.org, ref.user or "", ref.space),
     )
     if row is None:
-        return Loaded(files={}, cursor=str(_forgotten_at(db, ref)), revisions={})
+        return Loaded(
+            files={}, cursor=str(_forgotten_at(db, ref)), revisions={}, review=_review_of(ref, None)
+        )
     space_id, version = int(row[0]), int(row[1])
     generation = db.generation()
     held = lean.held(generation, space_id)
@@ -117,12 +120,20 @@ def _load_lean(
         sizes=dict(manifest.sizes),
         meta=dict(manifest.meta),
         folders=tuple(sorted(manifest.folders)),
+        review=_review_of(ref, db, space_id),
     )
     own = _own_waiting(db, space_id, ref, session)
     if own is None:
         return live  # ordered by path already
     loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
+
+
+def _review_of(ref: SpaceRef, db: Db | None, space_id: int | None = None) -> ReviewSetting | None:
+    """An org space's own review setting, read with its load: a turn start needs both."""
+    if ref.layer != "org":
+        return None
+    return ReviewSetting(mode=None if db is None else _review_setting(db, space_id))
 
 
 def _read_manifest(db: Db, space_id: int, version: int) -> Manifest:
@@ -239,7 +250,9 @@ def _load(db: Db, ref: SpaceRef, session: str | None) -> Loaded:
     """The live files; with ``session``, that conversation's waiting change laid over them."""
     space_id = _space_id(db, ref)
     if space_id is None:
-        return Loaded(files={}, cursor=str(_forgotten_at(db, ref)), revisions={})
+        return Loaded(
+            files={}, cursor=str(_forgotten_at(db, ref)), revisions={}, review=_review_of(ref, None)
+        )
     files, revisions, shas = _live_files(db, space_id)
     live = Loaded(
         files=files,
@@ -248,6 +261,7 @@ def _load(db: Db, ref: SpaceRef, session: str | None) -> Loaded:
         shas=shas,
         meta=_live_metas(db, space_id),
         folders=tuple(sorted(_folders(db, space_id))),
+        review=_review_of(ref, db, space_id),
     )
     own = _own_waiting(db, space_id, ref, session)
     if own is None:
