@@ -80,8 +80,19 @@ class PostgresDb(Db):
     def tuples(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         return self._conn.execute(translate(sql), params).fetchall()
 
+    def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
+        # psycopg sends the rows in pipeline mode: one round trip, not one per row.
+        if rows:
+            self._conn.cursor().executemany(translate(sql), rows)
+
     def tick(self) -> int:
         return int(self._value("SELECT nextval('clock')"))
+
+    def ticks(self, count: int) -> list[int]:
+        rows = self._conn.execute(
+            "SELECT nextval('clock') FROM generate_series(1, %s)", (count,)
+        ).fetchall()
+        return sorted(int(row[0]) for row in rows)
 
     def clock(self) -> int:
         return int(self._value("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM clock"))

@@ -91,9 +91,18 @@ class Db(ABC):
         row = self.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
+    def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
+        """Run one statement for each of ``rows`` (a store may send them as one batch)."""
+        for row in rows:
+            self.execute(sql, row)
+
     @abstractmethod
     def tick(self) -> int:
         """The next number of the store's one sequence (revisions and change edits)."""
+
+    def ticks(self, count: int) -> list[int]:
+        """The next ``count`` numbers of the sequence, in ascending order."""
+        return [self.tick() for _ in range(count)]
 
     @abstractmethod
     def clock(self) -> int:

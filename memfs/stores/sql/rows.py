@@ -197,6 +197,18 @@ def _live_origins(db: Db, space_id: int | None) -> dict[str, LiveOrigin]:
     }
 
 
+_INSERT_REVISION = (
+    "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
+    " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
+    " created_at, mode, mtime_ns, ctime_ns, sealed, author)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_LIVE = (
+    "INSERT INTO live (space_id, path, revision_id) VALUES (?, ?, ?)"
+    " ON CONFLICT (space_id, path) DO UPDATE SET revision_id = excluded.revision_id"
+)
+
+
 def _record(
     db: Db,
     space_id: int,
@@ -206,19 +218,39 @@ def _record(
     approved_by: By | None = None,
     meta: FileMeta | None = None,
 ) -> int:
+    """Write one revision of ``path``; its id (from the shared clock)."""
+    # The id comes from the shared clock, so it orders against change edits too.
+    revision_id = db.tick()
+    was = None
+    if content is not None:
+        was = _live_meta(db, space_id, _names(db, space_id, create=True).kept(path, write=True))
+    row = _revision_row(
+        db, space_id, revision_id, path, content, provenance, approved_by, meta=meta, was=was
+    )
+    db.execute(_INSERT_REVISION, row)
+    return revision_id
+
+
+def _revision_row(
+    db: Db,
+    space_id: int,
+    revision_id: int,
+    path: str,
+    content: bytes | None,
+    provenance: Provenance,
+    approved_by: By | None = None,
+    *,
+    meta: FileMeta | None,
+    was: FileMeta | None,
+) -> tuple[object, ...]:
+    """The ``revisions`` row of one revision (``was``: the live file's metadata, if live)."""
     by = provenance.by
     # A person's memory is sealed under their key, bound to this row (``sealed``),
     # and its path kept by name.
     names = _names(db, space_id, create=True)
     sealer = names.sealer
     kept = names.kept(path, write=True)
-    settled = (
-        None
-        if content is None
-        else settle_meta(meta, _live_meta(db, space_id, kept), provenance.at)
-    )
-    # The id comes from the shared clock, so it orders against change edits too.
-    revision_id = db.tick()
+    settled = None if content is None else settle_meta(meta, was, provenance.at)
     prompt: object = db.kept_text(provenance.prompt)
     by_label: object = db.kept_text(None if by is None else by.label)
     approved_label: object = db.kept_text(None if approved_by is None else approved_by.label)
@@ -243,45 +275,34 @@ def _record(
         sealed = SEALED_WORDS
         prompt = words.text("prompt", path, revision_id, provenance.prompt)
         by_label = words.text("by_label", path, revision_id, None if by is None else by.label)
-    db.execute(
-        "INSERT INTO revisions (id, space_id, path, content, sha256, size, origin, session, turn,"
-        " prompt, by_id, by_label, by_role, approved_by_id, approved_by_label, approved_by_role,"
-        " created_at, mode, mtime_ns, ctime_ns, sealed, author)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            revision_id,
-            space_id,
-            kept,
-            stored_content,
-            None if content is None else digest(content),
-            0 if content is None else len(content),
-            provenance.origin,
-            provenance.session,
-            provenance.turn,
-            prompt,
-            None if by is None else by.id,
-            by_label,
-            None if by is None else by.role,
-            None if approved_by is None else approved_by.id,
-            approved_label,
-            None if approved_by is None else approved_by.role,
-            db.stamp(provenance.at),
-            None if settled is None else settled.mode,
-            None if settled is None else settled.mtime_ns,
-            None if settled is None else settled.ctime_ns,
-            sealed,
-            author,
-        ),
+    return (
+        revision_id,
+        space_id,
+        kept,
+        stored_content,
+        None if content is None else digest(content),
+        0 if content is None else len(content),
+        provenance.origin,
+        provenance.session,
+        provenance.turn,
+        prompt,
+        None if by is None else by.id,
+        by_label,
+        None if by is None else by.role,
+        None if approved_by is None else approved_by.id,
+        approved_label,
+        None if approved_by is None else approved_by.role,
+        db.stamp(provenance.at),
+        None if settled is None else settled.mode,
+        None if settled is None else settled.mtime_ns,
+        None if settled is None else settled.ctime_ns,
+        sealed,
+        author,
     )
-    return revision_id
 
 
 def _make_live(db: Db, space_id: int, path: str, revision_id: int) -> None:
-    db.execute(
-        "INSERT INTO live (space_id, path, revision_id) VALUES (?, ?, ?)"
-        " ON CONFLICT (space_id, path) DO UPDATE SET revision_id = excluded.revision_id",
-        (space_id, _names(db, space_id, create=True).kept(path), revision_id),
-    )
+    db.execute(_INSERT_LIVE, (space_id, _names(db, space_id, create=True).kept(path), revision_id))
 
 
 def _unlive(db: Db, space_id: int, path: str) -> int:
@@ -293,14 +314,29 @@ def _unlive(db: Db, space_id: int, path: str) -> int:
 def _latest_revisions(db: Db, space_id: int, paths: Collection[str]) -> dict[str, int]:
     """Each of ``paths``' latest revision in the space, deletions included (absent: none)."""
     names = _names(db, space_id, create=False)
+    by_kept = {names.kept(path): path for path in paths}
     found: dict[str, int] = {}
-    for path in paths:
-        latest = db.scalar(
-            "SELECT MAX(id) FROM revisions WHERE space_id = ? AND path = ?",
-            (space_id, names.kept(path)),
-        )
-        if latest is not None:
-            found[path] = int(latest)
+    for chunk in chunks(list(by_kept)):
+        for kept, latest in db.tuples(
+            "SELECT path, MAX(id) FROM revisions"
+            f" WHERE space_id = ? AND path IN ({marks(len(chunk))}) GROUP BY path",
+            (space_id, *chunk),
+        ):
+            found[by_kept[kept]] = int(latest)
+    return found
+
+
+def _live_metas_of(db: Db, space_id: int, kept: Collection[str]) -> dict[str, FileMeta]:
+    """The live metadata of the files among ``kept`` (paths as the rows keep them)."""
+    found: dict[str, FileMeta] = {}
+    for chunk in chunks(list(kept)):
+        for path, mode, mtime, ctime in db.tuples(
+            "SELECT live.path, revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
+            " JOIN revisions ON revisions.id = live.revision_id"
+            f" WHERE live.space_id = ? AND live.path IN ({marks(len(chunk))})",
+            (space_id, *chunk),
+        ):
+            found[path] = _meta(mode, mtime, ctime)
     return found
 
 
@@ -330,10 +366,36 @@ def _store(
 
     _set_folders(db, space_id, review.folder_changes(changes))
     written: dict[str, str] = {}
-    for path, content in sorted({**changes.created, **changes.updated}.items()):
-        current = _record(db, space_id, path, content, provenance, meta=changes.meta.get(path))
-        _make_live(db, space_id, path, current)
-        written[path] = str(current)
+    contents = sorted({**changes.created, **changes.updated}.items())
+    if contents:
+        # All of them at once: one statement for what is live, one for their
+        # numbers, one batch of each insert (a round trip each to PostgreSQL).
+        names = _names(db, space_id, create=True)
+        kept = [names.kept(path, write=True) for path, _ in contents]
+        was = _live_metas_of(db, space_id, kept)
+        ids = db.ticks(len(contents))
+        db.execute_many(
+            _INSERT_REVISION,
+            [
+                _revision_row(
+                    db,
+                    space_id,
+                    revision_id,
+                    path,
+                    content,
+                    provenance,
+                    meta=changes.meta.get(path),
+                    was=was.get(name),
+                )
+                for (path, content), name, revision_id in zip(contents, kept, ids, strict=True)
+            ],
+        )
+        db.execute_many(
+            _INSERT_LIVE,
+            [(space_id, name, revision_id) for name, revision_id in zip(kept, ids, strict=True)],
+        )
+        written.update((path, str(id_)) for (path, _), id_ in zip(contents, ids, strict=True))
+        current = ids[-1]
     for path in changes.deleted:
         _unlive(db, space_id, path)
         current = _record(db, space_id, path, None, provenance)

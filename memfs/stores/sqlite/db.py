@@ -13,6 +13,7 @@ SQLite's words for what differs (:mod:`memfs.stores.sql.db`):
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,9 @@ class SqliteDb(Db):
         cursor = self._conn.cursor()
         cursor.row_factory = None
         return cursor.execute(sql, params).fetchall()
+
+    def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
+        self._conn.executemany(sql, rows)
 
     def tick(self) -> int:
         cursor = self._conn.execute("INSERT INTO clock DEFAULT VALUES")
