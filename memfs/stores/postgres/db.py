@@ -97,8 +97,8 @@ class PostgresDb(Db):
     def clock(self) -> int:
         return int(self._value("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM clock"))
 
-    def generation(self) -> int:
-        return int(self._value("SELECT 'spaces'::regclass::oid"))
+    def generation(self) -> str:
+        return "'spaces'::regclass::oid"
 
     def last_audit_id(self) -> int:
         return int(self._value("SELECT last_id FROM audit_head"))

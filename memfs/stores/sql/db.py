@@ -109,8 +109,12 @@ class Db(ABC):
         """Where the store's one sequence stands: no number it handed out is past it."""
 
     @abstractmethod
-    def generation(self) -> int:
-        """What tells this database from another behind the same path or URL (``lean.py``)."""
+    def generation(self) -> str:
+        """What tells this database from another behind the same path or URL (``lean.py``).
+
+        An SQL expression of one integer, read in the query that finds the
+        space a lean load reads (one statement, not two).
+        """
 
     @abstractmethod
     def last_audit_id(self) -> int:

@@ -65,7 +65,7 @@ from memfs.stores.sql.sealed import (
     _opened,
     _sealer,
 )
-from memfs.stores.sql.spaces import _ensure_space, _space_id
+from memfs.stores.sql.spaces import _ensure_space, _found, _space_id
 from memfs.stores.sql.traces import _record_trace
 
 
@@ -77,16 +77,17 @@ def _load_lean(
     lean: LeanCache,
 ) -> Loaded:
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
+    key = (ref.layer, ref.org, ref.user or "", ref.space)
     row = db.one(
-        'SELECT id, version FROM spaces WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
-        (ref.layer, ref.org, ref.user or "", ref.space),
+        f"SELECT id, version, {db.generation()} FROM spaces"
+        ' WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
+        key,
     )
     if row is None:
         return Loaded(
             files={}, cursor=str(_forgotten_at(db, ref)), revisions={}, review=_review_of(ref, None)
         )
-    space_id, version = int(row[0]), int(row[1])
-    generation = db.generation()
+    space_id, version, generation = _found(db, key, int(row[0])), int(row[1]), int(row[2])
     held = lean.held(generation, space_id)
     manifest = lean.get(generation, space_id, version)
     if manifest is None:

@@ -24,7 +24,12 @@ def _space_id(db: Db, ref: SpaceRef) -> int | None:
     ).fetchone()
     if row is None:
         return None  # not memoized: the transaction may make it next
-    space_id = db.space_ids[key] = int(row[0])
+    return _found(db, key, int(row[0]))
+
+
+def _found(db: Db, key: tuple[str, str, str, str], space_id: int) -> int:
+    """Keep what a query of the spaces table found, for the rest of the transaction."""
+    db.space_ids[key] = space_id
     db.space_refs[space_id] = key
     return space_id
 
@@ -37,8 +42,8 @@ def _space_row(db: Db, space_id: int) -> tuple[str, str, str, str] | None:
     row = db.one('SELECT layer, org, "user", space FROM spaces WHERE id = ?', (space_id,))
     if row is None:
         return None
-    key = db.space_refs[space_id] = (row[0], row[1], row[2], row[3])
-    db.space_ids[key] = space_id
+    key = (row[0], row[1], row[2], row[3])
+    _found(db, key, space_id)
     return key
 
 

@@ -59,10 +59,10 @@ class SqliteDb(Db):
     def clock(self) -> int:
         return self._sequence("clock")
 
-    def generation(self) -> int:
+    def generation(self) -> str:
         # A database file replaced under an open connection is refused by the
         # store (it checks the file's identity), which also empties the cache.
-        return 0
+        return "0"
 
     def last_audit_id(self) -> int:
         return self._sequence("audit")
