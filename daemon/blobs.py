@@ -1,12 +1,18 @@
 """The content-addressed blob cache: snapshot contents on disk, shared by every session.
 
 A blob is stored once under ``<state_dir>/blobs/<sha[:2]>/<sha>``. New blobs
-are written under temporary names, synced, and only then renamed into place
-(and synced again; both syncs shared with the other turns starting at the
-same moment, :mod:`memfsd.durable`), so a blob's name never points at half its content, even
-after a crash, and an open turn's snapshot survives one. Two sessions loading
-the same space share one copy. Which blobs are present is remembered in
-memory, so a turn start over a space already cached costs no ``stat`` per file.
+are written under temporary names and renamed into place, so a blob's name
+never points at half its content while the machine stays up (a ``kill -9``
+mid-write leaves only a temporary name). They are not synced when written:
+page cache outlives the daemon, and a power cut loses only what no turn
+asked to keep. A turn's blobs are synced when the turn is first made
+durable (:meth:`make_durable`, at its agent's first ``fsync``; see
+:mod:`memfsd.durable`), and only those not synced before; after a restart
+none are known synced, so a restored turn syncs all of its own at its first
+``fsync``. Two sessions loading the same space share one copy. Which blobs
+are present is remembered in memory, so a turn start over a space already
+cached costs no ``stat`` per file; a blob found on disk but not known (left
+by an earlier run) is trusted only if its content still hashes to its name.
 Shared (org) memory's blobs stay, marked *shared*. Turns over a person's
 memory hold its blobs, and a blob no turn holds and no shared space has is
 discarded when the last holder lets go, so forgetting a person leaves nothing
@@ -40,6 +46,8 @@ class BlobCache:
         # are shared among the turns starting and ending at the same moment.
         self.syncs = GroupSync(root)
         self._present: set[str] = set()
+        # Blobs known to be on disk, not only in the page cache (make_durable).
+        self._synced: set[str] = set()
         self._refs: dict[str, int] = {}
         self._shared: set[str] = set()
         self._lock = threading.Lock()
@@ -64,7 +72,7 @@ class BlobCache:
         hold: bool = False,
         share: bool = False,
     ) -> list[str]:
-        """Store many blobs with two syncs in all rather than one per blob.
+        """Store many blobs (not synced: :meth:`make_durable` syncs a turn's).
 
         ``known`` gives each content's sha256 where the caller already has it
         (a store keeps it with every revision); the rest are hashed here. With
@@ -84,7 +92,7 @@ class BlobCache:
                     self._refs[sha] = self._refs.get(sha, 0) + 1
                 if sha in self._present or sha in missing:
                     continue
-                if self.path(sha).exists():
+                if _holds(self.path(sha), sha):
                     self._present.add(sha)
                 else:
                     missing[sha] = content
@@ -103,17 +111,30 @@ class BlobCache:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
             pending.append((Path(name), target, sha))
-        # Every blob's bytes are on disk before any name points at them, and
-        # the names before a turn.json can: each sync the blobs' own, or one
-        # shared with the turns starting at the same moment (memfsd.durable).
-        files = [tmp for tmp, _, _ in pending]
-        self.syncs.sync(partial(_fsync_each, files), self.root, files=len(files))
         for tmp, target, _ in pending:
             os.replace(tmp, target)
-        folders = sorted({target.parent for _, target, _ in pending})
-        self.syncs.sync(partial(_fsync_each, folders), self.root, files=len(folders))
         with self._lock:
             self._present.update(sha for _, _, sha in pending)
+
+    def make_durable(self, shas: Iterable[str]) -> int:
+        """Sync every blob of ``shas`` not known synced, then their folders; how many.
+
+        Called when a turn over them is made durable, before its ``turn.json``
+        is: each blob's bytes and name are on disk before a record that
+        survives a power cut names it. The syncs are shared with other
+        threads syncing at the same moment (one ``syncfs`` for many).
+        """
+        with self._lock:
+            todo = sorted(set(shas) - self._synced)
+        if not todo:
+            return 0
+        files = [self.path(sha) for sha in todo]
+        self.syncs.sync(partial(_fsync_each, files), self.root, files=len(files))
+        folders = sorted({path.parent for path in files})
+        self.syncs.sync(partial(_fsync_each, folders), self.root, files=len(folders))
+        with self._lock:
+            self._synced.update(todo)
+        return len(todo)
 
     def held(self) -> Container[str]:
         """The blobs known to be here: a live set, for membership tests only (no ``stat``).
@@ -155,6 +176,7 @@ class BlobCache:
                 self._refs.pop(sha, None)
                 if discard and sha not in self._shared:
                     self._present.discard(sha)
+                    self._synced.discard(sha)
                     self.path(sha).unlink(missing_ok=True)
 
     def sweep(self) -> int:
@@ -177,6 +199,7 @@ class BlobCache:
                         continue
                     blob.unlink(missing_ok=True)
                     self._present.discard(name)
+                    self._synced.discard(name)
                     removed += 1
         return removed
 
@@ -185,6 +208,14 @@ class BlobCache:
 
     def __contains__(self, sha: object) -> bool:
         return isinstance(sha, str) and self.path(sha).exists()
+
+
+def _holds(path: Path, sha: str) -> bool:
+    """Whether the file at ``path`` exists and holds the content named ``sha``."""
+    try:
+        return digest(path.read_bytes()) == sha
+    except FileNotFoundError:
+        return False
 
 
 def _fsync_each(paths: Sequence[Path]) -> None:

@@ -22,6 +22,20 @@ Writes on another filesystem than ``state_dir``'s (a folder mounted inside
 it) are synced with their own ``fsync``, never counted as covered.
 
 Blocking: called from worker threads, never the trio loop.
+
+What must be synced, and when. A turn start's ``turn.json`` and new blobs
+are written, not synced: everything the daemon writes is in the kernel's
+page cache before a request returns, which a ``kill -9`` or any crash of the
+daemon leaves whole, and a power cut is the agent's to guard against with
+``fsync``, as on any local filesystem. So a turn is made durable (its blobs,
+then ``turn.json``, then a ``durable`` mark in its folder) just before its
+journal is first synced: at the agent's first ``fsync``, at every close with
+``sync_on_close``, or when a failed store keeps the turn's files. Its
+``done.json`` is synced only once it is. At start, a ``turn.json`` written in
+this boot of the machine (:func:`boot_id`) is whole; one from an earlier
+boot comes back only with its mark (or from a memfs that synced it at once),
+and is dropped otherwise: its agent never asked for any of it to outlive a
+power cut.
 """
 
 from __future__ import annotations
@@ -131,6 +145,21 @@ class GroupSync:
             raise _copy(error)
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id(source: Path = BOOT_ID) -> str | None:
+    """This boot of the machine (Linux names each one); None where it cannot tell.
+
+    With None the daemon cannot know whether the page cache of a ``turn.json``
+    outlived a restart, so it makes every turn durable as it starts.
+    """
+    try:
+        return source.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _copy(error: OSError) -> OSError:
     """A fresh exception per caller: one instance raised in many threads would share a traceback."""
     return OSError(error.errno or errno.EIO, error.strerror or str(error))
@@ -145,4 +174,4 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["GroupSync", "fsync_path", "syncfs"]
+__all__ = ["BOOT_ID", "GroupSync", "boot_id", "fsync_path", "syncfs"]

@@ -179,6 +179,10 @@ class TurnTree:
     freeing: list[int] = field(default_factory=list)
     sync_freed: bool = False
     gone: bool = False  # detached: its whole folder goes at once
+    # What makes the turn's record (turn.json, its blobs) durable, run before
+    # the journal's first sync: a journal on disk must not outlive the record
+    # it replays onto. None once done (or for a turn durable from the start).
+    make_durable: Callable[[], None] | None = None
 
     def data_path(self, data: int) -> Path:
         return self.dir / "data" / str(data)
@@ -219,8 +223,15 @@ class TurnTree:
 
     def sync(self) -> None:
         self.write_held()
+        self.ensure_durable()
         os.fsync(self.journal)
         self.unsynced = False
+
+    def ensure_durable(self) -> None:
+        """Make the turn's record durable, once (a failure leaves it to the next sync)."""
+        if self.make_durable is not None:
+            self.make_durable()
+            self.make_durable = None
 
     def release(self, data: int, *, sync: bool) -> None:
         """A removed file's data file is no one's any more: free it at :meth:`free_released`."""

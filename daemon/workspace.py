@@ -54,9 +54,9 @@ from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
-from memfsd.durable import GroupSync, fsync_path
+from memfsd.durable import GroupSync, boot_id, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
-from memfsd.nodes import MountTree, Snapshot
+from memfsd.nodes import MountTree, Snapshot, TurnTree
 from memfsd.overlay import Overlay
 
 TURN_FILE = "turn.json"
@@ -69,6 +69,11 @@ DONE_FILE = "done.json"
 # ManualHold (JSON, contents in base64); once all of it is committed it gives
 # way to manual/<turn>.committed (empty), so a second commit says so.
 MANUAL_DIR = "manual"
+# In a turn's folder: made once its record and blobs are on disk (the
+# turn's first sync, memfsd.durable). A turn.json written before the machine
+# last booted comes back only with it.
+DURABLE_FILE = "durable"
+DAMAGED_SUFFIX = ".damaged"  # a turn.json that could not be read at start, set aside
 MANIFEST_FORMAT = 3  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8, 3: 8}  # fields per file, by manifest format
 
@@ -92,6 +97,9 @@ class OverlayWorkspace:
         self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
+        # This boot of the machine: a turn.json written in it is whole (the page
+        # cache kept it); one from an earlier boot only if it was made durable.
+        self.boot = boot_id()
 
     def root(self, session: str) -> Path:
         return self.mount_root / session
@@ -131,6 +139,9 @@ class OverlayWorkspace:
             self._attach(
                 plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False, snaps=snaps
             )
+            tree = self._arm(plan.session, plan.turn, manifests)
+            if self.boot is None:  # no way to tell a reboot: durable before the agent starts
+                await trio.to_thread.run_sync(tree.ensure_durable)
             await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
             # The turn never got its mounts: what it held must not stay behind.
@@ -290,10 +301,46 @@ class OverlayWorkspace:
             "gid": gid,
             "manifest": MANIFEST_FORMAT,
             "bases": bases,
+            "boot": self.boot,
         }
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
-        _write_atomic(self.turn_file(state.session), body, self.overlay.blobs.syncs)
+        # Not synced: see _make_durable.
+        _write_atomic(self.turn_file(state.session), body, sync=False)
         return snaps
+
+    def _arm(self, session: str, turn: str, manifests: Mapping[str, Mapping[str, str]]) -> TurnTree:
+        """Have the attached turn made durable at its journal's first sync."""
+        tree = self.overlay.sessions[session].turn
+        assert tree is not None  # attached just now
+        shas = [sha for manifest in manifests.values() for sha in manifest.values()]
+        tree.make_durable = partial(self._make_durable, session, turn, shas)
+        return tree
+
+    def _make_durable(self, session: str, turn: str, shas: Sequence[str]) -> None:
+        """Put the turn's record on disk: its blobs, ``turn.json``, then its ``durable`` mark.
+
+        Blocking (the trio thread runs it inside the agent's first ``fsync``,
+        as it runs that ``fsync`` itself). A turn start writes ``turn.json``
+        and new blobs without syncing: a ``kill -9`` loses nothing of them
+        (the page cache keeps what was written), and until the agent asks for
+        something to be durable a power cut may lose the turn (what the agent
+        wrote unsynced, as on any filesystem). The mark comes last, so a
+        ``turn.json`` from before a reboot is trusted only with it, and then
+        its blobs and itself are whole (:meth:`saved_turns`).
+        """
+        self.overlay.blobs.make_durable(shas)
+        turn_file = self.turn_file(session)
+        turn_dir = turn_file.parent / turn
+        syncs = self.overlay.blobs.syncs
+        first = [turn_file, turn_file.parent, turn_dir / "data", turn_dir]
+        syncs.sync(partial(_fsync_each, first), turn_file.parent, files=len(first))
+        marker = turn_dir / DURABLE_FILE
+        fd = open_private(marker, os.O_WRONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        syncs.sync(partial(fsync_path, turn_dir), turn_dir)
 
     def _read_state(self, text: str) -> dict[str, Any]:
         """A turn written down by :meth:`_write_state`, as one JSON-shaped record."""
@@ -379,9 +426,23 @@ class OverlayWorkspace:
             },
         }
         target = self.turn_file(session).with_name(DONE_FILE)
+        tree = self.overlay.sessions[session].turn if session in self.overlay.sessions else None
         try:
+            if kept and tree is not None:
+                # What a failed store kept must outlive a power cut, as the store would have.
+                await trio.to_thread.run_sync(tree.ensure_durable)
+            # Synced only for a turn that is durable: until then a power cut
+            # loses the turn itself, and a crash loses no page of this file
+            # (a store repeated after one is caught by its exactly-once record).
+            durable = tree is None or tree.make_durable is None
             await trio.to_thread.run_sync(
-                _write_atomic, target, json.dumps(record), self.overlay.blobs.syncs
+                partial(
+                    _write_atomic,
+                    target,
+                    json.dumps(record),
+                    self.overlay.blobs.syncs,
+                    sync=durable,
+                )
             )
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -506,7 +567,9 @@ class OverlayWorkspace:
         sessions = self.overlay.state_dir / "sessions"
         found = []
         for path in sorted(sessions.glob(f"*/{TURN_FILE}")):
-            record = self._read_state(path.read_text())
+            record = self._trusted_state(path)
+            if record is None:
+                continue
             done_file = path.with_name(DONE_FILE)
             if done_file.exists():
                 done = json.loads(done_file.read_text())
@@ -515,6 +578,45 @@ class OverlayWorkspace:
                     record["state"]["kept"] = done.get("kept", {})
             found.append(record)
         return found
+
+    def _trusted_state(self, path: Path) -> dict[str, Any] | None:
+        """The turn ``path`` (a ``turn.json``) holds, unless a reboot may have torn it.
+
+        Written in this boot, or by a memfs that synced it at once (no
+        ``boot``), or made durable since (its ``durable`` mark): it is whole,
+        and so are its blobs. Otherwise the machine went down before the
+        turn's agent asked for anything to be durable, and what the turn held
+        is not promised: its record goes (its folder with it, at the sweep),
+        with a warning naming it.
+        """
+        try:
+            record = self._read_state(path.read_text())
+            boot = record.get("boot")
+            turn = str(record["state"]["turn"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            # Torn by a power cut before it was synced (it is replaced whole, by a
+            # rename, so nothing else tears it): the turn never became durable.
+            # Set aside, not removed, should the disk itself have damaged it.
+            log.error(
+                "the open turn of session %s left a turn.json that cannot be read (%s); "
+                "it is set aside as %s and the turn is not brought back",
+                path.parent.name,
+                exc,
+                DAMAGED_SUFFIX,
+            )
+            path.replace(path.with_name(TURN_FILE + DAMAGED_SUFFIX))
+            return None
+        if boot is None or boot == self.boot or (path.parent / turn / DURABLE_FILE).exists():
+            return record
+        log.warning(
+            "the open turn %s of session %s was never synced before the machine restarted "
+            "(its agent made no fsync); what it wrote is not promised after a power cut, "
+            "so the turn is dropped",
+            turn,
+            path.parent.name,
+        )
+        _remove_turn_record(path)
+        return None
 
     def reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
         """Bring a turn written down before a crash back under the mount, journal replayed."""
@@ -543,6 +645,11 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.turn, mounts, manifests, uid, gid, replay=True)
+        marked = (self.turn_file(turn.session).parent / turn.turn / DURABLE_FILE).exists()
+        if record.get("boot") is not None and not marked:
+            # Whole in the page cache, not yet on disk: durable at its first sync,
+            # its blobs with it (none is known synced after a restart).
+            self._arm(turn.session, turn.turn, manifests)
         if was_ending(turn.kept, turn.done):
             # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
@@ -656,13 +763,16 @@ def _remove_turn_record(turn_file: Path) -> None:
     turn_file.with_name(DONE_FILE).unlink(missing_ok=True)
 
 
-def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> None:
+def _write_atomic(
+    target: Path, text: str, syncs: GroupSync | None = None, *, sync: bool = True
+) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced.
 
     The content is on disk before the rename, and the rename before this
     returns. With ``syncs``, both syncs are shared with other threads
     writing at the same moment (:mod:`memfsd.durable`); without, they are
-    this file's ``fsync`` and its folder's.
+    this file's ``fsync`` and its folder's. ``sync=False`` leaves both to the
+    page cache: a ``kill -9`` still leaves the old file or the new, whole.
     """
     make_private_dirs(target.parent)
     tmp = target.with_suffix(".tmp")
@@ -671,7 +781,9 @@ def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> No
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
             fh.write(text)
             fh.flush()
-            if syncs is None:
+            if not sync:
+                pass
+            elif syncs is None:
                 os.fsync(fh.fileno())
             else:
                 syncs.sync(partial(os.fsync, fh.fileno()), target.parent)
@@ -680,10 +792,17 @@ def _write_atomic(target: Path, text: str, syncs: GroupSync | None = None) -> No
         # A half-written copy (a full disk) must not stay behind, holding part of it.
         tmp.unlink(missing_ok=True)
         raise
+    if not sync:
+        return
     if syncs is None:
         fsync_path(target.parent)
     else:
         syncs.sync(partial(fsync_path, target.parent), target.parent)
+
+
+def _fsync_each(paths: Sequence[Path]) -> None:
+    for path in paths:
+        fsync_path(path)
 
 
 __all__ = ["OverlayWorkspace"]

@@ -133,7 +133,9 @@ def test_the_real_syncfs_runs_on_the_state_dir_filesystem(tmp_path: Path) -> Non
     assert raised.value.errno == errno.EBADF
 
 
-def test_blobs_written_at_once_by_many_threads_are_whole_and_share_syncs(tmp_path: Path) -> None:
+def test_blobs_written_at_once_by_many_threads_are_whole_and_synced_only_when_made_durable(
+    tmp_path: Path,
+) -> None:
     cache = BlobCache(tmp_path / "blobs")
     contents = [[f"blob {t}-{n}".encode() * 100 for n in range(3)] for t in range(8)]
     threads = [threading.Thread(target=cache.put_many, args=(batch,)) for batch in contents]
@@ -141,10 +143,28 @@ def test_blobs_written_at_once_by_many_threads_are_whole_and_share_syncs(tmp_pat
         thread.start()
     for thread in threads:
         thread.join(30)
-    for batch in contents:
-        for content in batch:
-            sha = cache.put(content)  # already there: nothing written again
-            assert cache.get(sha) == content
+    shas = [[cache.put(content) for content in batch] for batch in contents]  # nothing new
+    for batch, named in zip(contents, shas, strict=True):
+        assert [cache.get(sha) for sha in named] == batch
     assert not list((tmp_path / "blobs").glob("*/.*.tmp"))  # no temporary name left
-    # Each put_many asks twice (contents, then names); several asks share a sync.
-    assert cache.syncs.own + cache.syncs.covered == 2 * len(threads)
+    assert (cache.syncs.own, cache.syncs.covered) == (0, 0)  # written, not synced
+    # Made durable by many turns at once: each asks twice (contents, then
+    # names), several asks share a sync, and what is synced is not again.
+    durable = [threading.Thread(target=cache.make_durable, args=(named,)) for named in shas]
+    for thread in durable:
+        thread.start()
+    for thread in durable:
+        thread.join(30)
+    assert cache.syncs.own + cache.syncs.covered == 2 * len(durable)
+    assert cache.make_durable([sha for named in shas for sha in named]) == 0
+
+
+def test_a_blob_left_on_disk_by_an_earlier_run_is_trusted_only_if_it_hashes_to_its_name(
+    tmp_path: Path,
+) -> None:
+    first = BlobCache(tmp_path / "blobs")
+    sha = first.put(b"the content")
+    first.path(sha).write_bytes(b"")  # torn, as a power cut could leave an unsynced blob
+    again = BlobCache(tmp_path / "blobs")
+    assert again.put(b"the content") == sha
+    assert again.get(sha) == b"the content"
