@@ -173,7 +173,9 @@ class Overlay:
         if inode == self._next_inode:
             self._next_inode += 1
         self.nodes[node.inode] = node
-        parent.children[name] = node
+        # Not ``children``: a new file's folder need not be planted (its caller
+        # looked the name up, :meth:`_entry`); a later planting adds the rest.
+        parent.kids[name] = node
         if kind == "dir":
             parent.subdirs += 1
         parent.mtime_ns = parent.ctime_ns = now
@@ -578,6 +580,13 @@ class Overlay:
             raise NotFound("no such file or folder", path=name)
         return child
 
+    def _entry(self, folder: Node, name: str) -> Node | None:
+        """The entry ``name`` of ``folder``, planting only it if the folder is not planted."""
+        child = folder.kids.get(name)
+        if child is None and folder.unplanted is not None:
+            child = self._plant_one(folder, name)
+        return child
+
     def find(self, parent_inode: int, name: str) -> Node:
         """:meth:`lookup` for the kernel's ``LOOKUP``: plants the one entry, not its folder.
 
@@ -589,9 +598,7 @@ class Overlay:
         parent = self.node(parent_inode)
         if not parent.is_dir:
             raise NotADirectory("not a folder", path=parent.name)
-        child = parent.kids.get(name)
-        if child is None and parent.unplanted is not None:
-            child = self._plant_one(parent, name)
+        child = self._entry(parent, name)
         if child is None:
             raise NotFound("no such file or folder", path=name)
         return child
@@ -692,7 +699,11 @@ class Overlay:
         parent = self.node(parent_inode)
         mount = self._writable_dir(parent)
         self._check_name(parent, name)
-        if name in parent.children:
+        if kind == "dir":
+            # A folder's link count counts its subfolders: a new one among
+            # entries not planted yet would be missed (``subdirs``).
+            parent.plant()
+        if self._entry(parent, name) is not None:
             raise Exists("already exists", path=name)
         if kind == "file" and (error := too_many_files(name, mount.files, self.limits)):
             raise error
@@ -1401,7 +1412,7 @@ class Overlay:
         for part in path.split("/"):
             if node is None or not node.is_dir:
                 return None
-            node = node.children.get(part)
+            node = self._entry(node, part)  # only looking: plant the path, not its folders
         if node is None or node.is_dir:
             return None
         if node.data is not None:

@@ -406,6 +406,32 @@ async def test_a_looked_up_entry_is_the_node_its_folder_keeps_once_listed(
     assert (await ops.getattr(mount, CTX)).st_nlink == 2 + 2
 
 
+async def test_creating_a_file_plants_only_its_own_name_and_the_folder_lists_whole_after(
+    tmp_path: Path,
+) -> None:
+    paths = [f"dir/n{i:03}.md" for i in range(200)] + ["dir/sub/deep.md"]
+    overlay, ops = _big(tmp_path, paths)
+    folder = await inode_of(ops, "s1", "big", "dir")
+    before = len(overlay.nodes)
+    info, _ = await ops.create(folder, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    await ops.release(info.fh)
+    # The new file and the one lookup of its name: not the folder's 201 entries.
+    assert len(overlay.nodes) - before == 1
+    with pytest.raises(pyfuse3.FUSEError) as taken:
+        await ops.create(folder, b"n007.md", 0o100644, os.O_WRONLY, CTX)  # in the snapshot
+    assert taken.value.errno == errno.EEXIST
+    assert (await ops.getattr(folder, CTX)).st_nlink == 2 + 1  # sub, counted unplanted
+    made = await ops.mkdir(folder, b"made", 0o40755, CTX)
+    assert made.st_ino and (await ops.getattr(folder, CTX)).st_nlink == 2 + 2
+    names = [n.name for n in overlay.children(folder)]
+    assert names == sorted([*(p.split("/")[1] for p in paths[:200]), "made", "new.md", "sub"])
+    # At the turn's end, finding what a path holds plants nothing beside it.
+    mount = turn_of(overlay).mounts["big"]
+    assert overlay.source(mount, "dir/sub/deep.md") is not None
+    assert overlay.node(await inode_of(ops, "s1", "big")).unplanted == ""  # the mount's root
+    assert overlay.node(await inode_of(ops, "s1", "big", "dir", "sub")).unplanted is not None
+
+
 async def test_a_file_looked_up_then_removed_stays_removed_when_its_folder_is_listed(
     tmp_path: Path,
 ) -> None:
