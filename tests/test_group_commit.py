@@ -103,15 +103,16 @@ class BatchingStore(MemoryStore):
             elif item.provenance.session in self.fail_sessions:
                 answers.append(StoreUnavailable("disk I/O error", path=item.ref.space))
             else:
-                answers.append(
-                    await self.store(
-                        item.ref,
-                        item.changes,
-                        cursor=item.cursor,
-                        provenance=item.provenance,
-                        review=item.review,
-                    )
+                stored = await self.store(
+                    item.ref,
+                    item.changes,
+                    cursor=item.cursor,
+                    provenance=item.provenance,
+                    review=item.review,
                 )
+                if item.trace is not None and stored.status != "conflict":
+                    await self.record_trace(item.trace(stored))  # the store's own trace
+                answers.append(stored)
         self.batches.append(list(items))
         return answers
 
@@ -185,9 +186,9 @@ async def test_turn_ends_arriving_while_a_batch_commits_share_the_next_and_answe
     for session in sessions:
         [at] = [n for n, batch in enumerate(store.batches, 1) if session in stores_in(batch)]
         assert answered[session] >= at
-    # The traces went through batches too, once per turn.
-    traced = [item.session for batch in store.batches for item in batch if isinstance(item, Trace)]
-    assert sorted(traced) == sessions
+    # The traces went with their stores (a turn with one store commits once), once per turn.
+    assert sorted(trace.session for trace in await store.traces()) == sessions
+    assert not [item for batch in store.batches for item in batch if isinstance(item, Trace)]
     files = await store.files(RULES)
     assert {f"{s}.md" for s in sessions} <= files.keys()
     assert len(store.batches) < 2 * len(sessions)  # fewer commits than stores and traces
@@ -328,10 +329,78 @@ async def test_concurrent_turn_ends_on_a_sql_store_share_commits_and_every_one_i
         async with trio.open_nursery() as nursery:
             for turn in turns:
                 nursery.start_soon(turn.end)
-        assert memory.commits.items == 20  # ten stores and ten traces
+        assert memory.commits.items == 10  # ten stores, each with its turn's trace
         assert memory.commits.batches < memory.commits.items
         ref = SpaceRef(layer="org", space="lending-rules", org="bank_17")
         assert await store.files(ref) == {f"s{i}.md": f"by s{i}".encode() for i in range(10)}
         assert len(await store.traces()) == 10
     finally:
         await store.aclose()
+
+
+async def test_a_turn_alone_whose_one_space_is_stored_commits_its_store_and_trace_once(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        memory = memfs.Memory(
+            store,
+            [
+                memfs.org_memory(space="lending-rules", org="bankId", review="none"),
+                memfs.user_memory(org="bankId"),
+            ],
+            workdir=tmp_path / "work",
+        )
+        assert memory.commits is not None
+        turn = await start(memory, "s1")  # writes to the org space only
+        result = await turn.end()
+        assert result.spaces["lending-rules"].status == "saved"
+        assert list(result.spaces) == ["lending-rules", "me"]  # in the specs' order
+        assert (memory.commits.batches, memory.commits.items) == (1, 1)
+        [trace] = await store.traces(session="s1")
+        assert trace.mounts["lending-rules"].saved == ("s1.md",)
+        assert trace.mounts["me"].saved == ()
+        # Two spaces stored: each its own commit, then the trace its own.
+        both = await memory.start_turn("s2", BODY)
+        (both.root / "lending-rules" / "s2.md").write_bytes(b"org")
+        (both.root / "me" / "mine.md").write_bytes(b"mine")
+        await both.end()
+        assert (memory.commits.batches, memory.commits.items) == (4, 4)
+        assert len(await store.traces(session="s2")) == 1
+    finally:
+        await store.aclose()
+
+
+class TraceFailingStore(BatchingStore):
+    """Its first trace recorded with a store fails (the store undone with it)."""
+
+    failed = False
+
+    async def _batch(
+        self, items: Sequence[StoreRequest | Trace]
+    ) -> list[Stored | Exception | None]:
+        if not self.failed and any(
+            isinstance(item, StoreRequest) and item.trace is not None for item in items
+        ):
+            self.failed = True
+            return [StoreUnavailable("the trace's insert failed") for _ in items]
+        return await super()._batch(items)
+
+
+async def test_a_trace_that_fails_with_its_store_is_stored_without_it_then_traced_alone(
+    tmp_path: Path,
+) -> None:
+    store = TraceFailingStore()
+    seed(store, RULES, {"a.md": b"a"})
+    reported: list[tuple[str, str]] = []
+    memory = memfs.Memory(
+        store,
+        [memfs.org_memory(space="lending-rules", org="bankId", review="none")],
+        workdir=tmp_path / "work",
+        on_error=lambda exc, space: reported.append((space, str(exc))),
+    )
+    result = await (await start(memory, "s1")).end()
+    assert result.spaces["lending-rules"].status == "saved"
+    assert (await store.files(RULES))["s1.md"] == b"by s1"
+    assert [trace.session for trace in await store.traces()] == ["s1"]
+    assert reported == [("trace", "the trace's insert failed")]

@@ -8,7 +8,9 @@ at once and commits them together. :class:`GroupCommit` forms those batches.
 
 No timer: the first caller with nobody committing sends its item alone at
 once, through the store's own ``store`` or ``record_trace`` (a turn alone
-waits for nobody and takes the path it would without group commit). While
+waits for nobody and takes the path it would without group commit), or, for
+a store that carries its turn's trace (``StoreRequest.trace``), as a batch
+of one, so the two commit once. While
 a batch commits, the items that arrive queue; when it is done, the first of
 them sends the queue (up to ``max_items``) as the next batch, and so on.
 So batches are as large as
@@ -26,6 +28,7 @@ from cancellation, as a store running in a worker thread is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -78,9 +81,14 @@ class GroupCommit:
         cursor: str | None,
         provenance: Provenance,
         review: ReviewMode = "none",
+        trace: Callable[[Stored], Trace] | None = None,
     ) -> Stored:
-        """``store`` through the next batch: what the store's own ``store`` would answer."""
-        answer = await self._submit(StoreRequest(ref, changes, cursor, provenance, review))
+        """``store`` through the next batch: what the store's own ``store`` would answer.
+
+        ``trace``: the turn's trace from this answer, recorded in the same
+        transaction (``StoreRequest.trace``); if either fails, this raises.
+        """
+        answer = await self._submit(StoreRequest(ref, changes, cursor, provenance, review, trace))
         if not isinstance(answer, Stored):
             # A store breaking its own contract: the space is kept, as for any failed store.
             raise StoreUnavailable("the store answered a store with no result", path=ref.space)
@@ -133,6 +141,10 @@ class GroupCommit:
             if isinstance(item, Trace):
                 await self.store.record_trace(item)  # type: ignore[attr-defined]
                 return None
+            if item.trace is not None:
+                # With its trace: one transaction for both, as in a batch.
+                [answer] = await self.store.store_batch([item])
+                return answer
             stored: Stored = await self.store.store(
                 item.ref,
                 item.changes,

@@ -7,7 +7,7 @@ app-defined persistent dir and a managed space end a turn by the same rules.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection, Container, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from typing import Any, Protocol, cast
 
 from memfs.core.errors import Conflict, InvalidName
@@ -17,6 +17,7 @@ from memfs.core.models import (
     Provenance,
     SpaceRef,
     Stored,
+    Trace,
     TurnContext,
     digest,
 )
@@ -83,6 +84,11 @@ class StoreSource:
             return await cast(LeanStore, self.store_).load_lean(self.ref, self.session, have)
         return await self.store_.load(self.ref, self.session)
 
+    @property
+    def traces_with_store(self) -> bool:
+        """Whether :meth:`store` can record the turn's trace in the store's own transaction."""
+        return self.commits is not None
+
     async def review_mode(self, default: ReviewMode, loaded: Loaded | None = None) -> ReviewMode:
         """The space's review mode: its own setting in the store, or else ``default``.
 
@@ -112,10 +118,12 @@ class StoreSource:
         cursor: str | None,
         provenance: Provenance,
         review: ReviewMode = "none",
+        trace: Callable[[Stored], Trace] | None = None,
     ) -> Stored:
+        """Store ``changes``; with ``trace`` (where :attr:`traces_with_store`), the trace too."""
         if self.commits is not None:
             return await self.commits.store_changes(
-                self.ref, changes, cursor=cursor, provenance=provenance, review=review
+                self.ref, changes, cursor=cursor, provenance=provenance, review=review, trace=trace
             )
         return await self.store_.store(
             self.ref, changes, cursor=cursor, provenance=provenance, review=review

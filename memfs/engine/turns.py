@@ -463,7 +463,7 @@ class Memory:
                 name, space.mount, held.session, held.turn, held.prompt, held.extra_body
             )
             refused = {path: MemfsError(why, path=path) for path, why in space.refused.items()}
-            spaces[name] = await self._store(
+            spaces[name], _ = await self._store(
                 mount, source, space.changes, refused, space.provenance
             )
             if spaces[name].kept:
@@ -741,6 +741,8 @@ class Memory:
         held: dict[str, HeldSpace] = {}
         # Only once every space is stored (or dropped) do the working copies go:
         # an exception here leaves the turn open, to be ended again.
+        ending_now: list[tuple[str, Mount, ChangeSet, dict[str, MemfsError], Provenance]] = []
+        actions: dict[str, EndAction] = {}
         for name, mount in turn.mounts.items():
             if name in turn.done:
                 spaces[name] = turn.done[name]
@@ -753,12 +755,31 @@ class Memory:
                 by=mount.by,
                 person=turn.person,
             )
-            action = end_action(
+            actions[name] = end_action(
                 commit=mount.commit,
                 read_only=mount.read_only,
                 from_last_known_copy=mount.from_last_known_copy,
                 has_changes=not changes.is_empty(),
             )
+            ending_now.append((name, mount, changes, refused, provenance))
+        files = self.workspace.access(turn.session)
+        # A turn whose one store goes to a store that can take the trace with
+        # it commits once: that space ends last, its trace made from every
+        # space's result (the others' need no store).
+        storing = [entry for entry in ending_now if actions[entry[0]] is EndAction.STORE]
+        traced_with: str | None = None
+        if (
+            len(storing) == 1
+            and store_is(self.store, ManagedStore)
+            and not turn.kept
+            and isinstance(source := turn.sources[storing[0][0]], StoreSource)
+            and source.traces_with_store
+        ):
+            traced_with = storing[0][0]
+            ending_now = [entry for entry in ending_now if entry is not storing[0]] + storing
+        traced = False
+        for name, mount, changes, refused, provenance in ending_now:
+            action = actions[name]
             if action is EndAction.MANUAL:
                 held[name] = HeldSpace(
                     mount=mount.state(),
@@ -766,8 +787,13 @@ class Memory:
                     refused={path: str(exc) for path, exc in refused.items()},
                     provenance=provenance,
                 )
-            spaces[name] = await self._finish(
-                action, mount, turn.sources[name], changes, refused, provenance
+            trace = (
+                partial(self._trace_of, turn, dict(spaces), files, name)
+                if name == traced_with
+                else None
+            )
+            spaces[name], traced = await self._finish(
+                action, mount, turn.sources[name], changes, refused, provenance, trace
             )
             settled = turn.done.get(name)
             if settled is not None and settled.reason == ending.FORGOTTEN:
@@ -794,14 +820,65 @@ class Memory:
             if held
             else None
         )
-        files = self.workspace.access(turn.session)
+        spaces = {name: spaces[name] for name in turn.mounts if name in spaces}  # spec order
         if turn.kept:
             return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.
-        if store_is(self.store, ManagedStore):
+        if store_is(self.store, ManagedStore) and not traced:
             await self._record_trace(cast(ManagedStore, self.store), turn, spaces, files)
         await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, hold, files)
+
+    def _trace_of(
+        self,
+        turn: Turn,
+        spaces: Mapping[str, SpaceResult],
+        access: Mapping[str, TraceFile],
+        name: str,
+        result: SpaceResult,
+    ) -> Trace:
+        """The turn's trace once the space ``name`` ended with ``result`` (the others before)."""
+        return self._trace(turn, {**spaces, name: result}, access)
+
+    def _trace(
+        self,
+        turn: Turn,
+        spaces: Mapping[str, SpaceResult],
+        access: Mapping[str, TraceFile],
+    ) -> Trace:
+        """What the store keeps of the turn. App-defined dirs are not the store's: left out."""
+        kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
+        # A forgotten person's space leaves no name of theirs in a trace
+        # written after the forget: the store took them out of the old ones.
+        forgotten = {name for name, r in spaces.items() if r.reason == ending.FORGOTTEN}
+        files = {
+            key: entry
+            for key, entry in access.items()
+            if key.split("/", 1)[0] in kept.keys() - forgotten  # mount names are one segment
+        }
+        seen: dict[str, set[str]] | None = None
+        if self.workspace.sees_access:
+            seen = {name: set() for name in kept}
+            for key in files:
+                name, path = key.split("/", 1)
+                seen[name].add(path)
+        return Trace(
+            session=turn.session,
+            turn=turn.id,
+            prompt=turn.prompt,
+            author=turn.author,
+            mounts={
+                name: _trace_mount(
+                    mount,
+                    spaces[name],
+                    None if seen is None else seen[name],
+                    forgotten=name in forgotten,
+                )
+                for name, mount in kept.items()
+                if name in spaces
+            },
+            files=files,
+        )
 
     async def _record_trace(
         self,
@@ -813,41 +890,10 @@ class Memory:
         """Give the store this turn's trace; a failure is reported, never fatal.
 
         The turn's changes are already stored, so losing its trace must not
-        lose its result. App-defined dirs are not the store's, so they are left out.
+        lose its result.
         """
         try:
-            kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
-            # A forgotten person's space leaves no name of theirs in a trace
-            # written after the forget: the store took them out of the old ones.
-            forgotten = {name for name, r in spaces.items() if r.reason == ending.FORGOTTEN}
-            files = {
-                key: entry
-                for key, entry in access.items()
-                if key.split("/", 1)[0] in kept.keys() - forgotten  # mount names are one segment
-            }
-            seen: dict[str, set[str]] | None = None
-            if self.workspace.sees_access:
-                seen = {name: set() for name in kept}
-                for key in files:
-                    name, path = key.split("/", 1)
-                    seen[name].add(path)
-            trace = Trace(
-                session=turn.session,
-                turn=turn.id,
-                prompt=turn.prompt,
-                author=turn.author,
-                mounts={
-                    name: _trace_mount(
-                        mount,
-                        spaces[name],
-                        None if seen is None else seen[name],
-                        forgotten=name in forgotten,
-                    )
-                    for name, mount in kept.items()
-                    if name in spaces
-                },
-                files=files,
-            )
+            trace = self._trace(turn, spaces, access)
             if self.commits is not None:
                 await self.commits.record_trace(trace)
             else:
@@ -863,20 +909,22 @@ class Memory:
         changes: ChangeSet,
         refused: dict[str, MemfsError],
         provenance: Provenance,
-    ) -> SpaceResult:
+        trace: Callable[[SpaceResult], Trace] | None = None,
+    ) -> tuple[SpaceResult, bool]:
+        """The space's result, and whether the turn's trace went with its store (``trace``)."""
         if action is EndAction.SKIP:
-            return ending.skipped(changes, refused)
+            return ending.skipped(changes, refused), False
         if action is EndAction.NOTHING:
-            return ending.unchanged(refused)
+            return ending.unchanged(refused), False
         if action is EndAction.MANUAL:
-            return ending.held(changes, refused)
+            return ending.held(changes, refused), False
         if action is EndAction.REFUSE_STALE:
             await self._report(
                 StoreUnavailable(ending.stale_message(changes, refused), path=mount.space),
                 mount.space,
             )
-            return ending.refused_stale(changes, refused)
-        return await self._store(mount, source, changes, refused, provenance)
+            return ending.refused_stale(changes, refused), False
+        return await self._store(mount, source, changes, refused, provenance, trace)
 
     async def _store(
         self,
@@ -885,42 +933,78 @@ class Memory:
         changes: ChangeSet,
         refused: dict[str, MemfsError],
         provenance: Provenance,
-    ) -> SpaceResult:
+        trace: Callable[[SpaceResult], Trace] | None = None,
+    ) -> tuple[SpaceResult, bool]:
         accepted, over = apply_limits(
             changes, mount.sizes, self.limits, base_folders=len(mount.folders)
         )
         refused = {**refused, **over}
         if accepted.is_empty():
-            return ending.nothing_left(changes, refused, None)
+            return ending.nothing_left(changes, refused, None), False
+        trace_failed: Exception | None = None
         while True:
+            with_trace = None
+            if trace is not None and isinstance(source, StoreSource):
+                # The trace of the answer this very attempt gets, with what it refused.
+                with_trace = _traced(trace, changes, dict(refused))
             try:
-                stored = await source.store(
-                    accepted, cursor=mount.cursor, provenance=provenance, review=mount.review
-                )
+                if with_trace is not None:
+                    assert isinstance(source, StoreSource)
+                    stored = await source.store(
+                        accepted,
+                        cursor=mount.cursor,
+                        provenance=provenance,
+                        review=mount.review,
+                        trace=with_trace,
+                    )
+                else:
+                    stored = await source.store(
+                        accepted, cursor=mount.cursor, provenance=provenance, review=mount.review
+                    )
             except InvalidName as exc:
                 if exc.path not in accepted.paths:
                     await self._report(exc, mount.space)
-                    return ending.store_failed(changes, accepted, refused, exc, mount.snapshot)
+                    return ending.store_failed(
+                        changes, accepted, refused, exc, mount.snapshot
+                    ), False
                 # The store refused one path (its own name rules, or a file it
                 # does not hold): that path is named, the rest is stored.
                 refused = {**refused, exc.path: exc}
                 accepted = accepted.without([exc.path])
                 if accepted.is_empty():
-                    return ending.nothing_left(changes, refused, ending.REFUSED)
+                    return ending.nothing_left(changes, refused, ending.REFUSED), False
                 continue
             except Forgotten as exc:
                 await self._report(exc, mount.space)
-                return ending.forgotten(changes, refused, str(exc))
+                return ending.forgotten(changes, refused, str(exc)), False
             except Exception as exc:
                 if isinstance(exc, ConfigError):
                     raise  # a mistake in the app or config: fail loudly
+                if with_trace is not None:
+                    # The trace may be what failed (the store was undone with
+                    # it): store once more without, and trace on its own after.
+                    trace_failed, trace = exc, None
+                    continue
                 await self._report(exc, mount.space)
-                return ending.store_failed(changes, accepted, refused, exc, mount.snapshot)
+                return ending.store_failed(changes, accepted, refused, exc, mount.snapshot), False
             break
+        if trace_failed is not None:
+            await self._report(trace_failed, "trace")  # stored without it: it is what failed
         if stored.status == "conflict":
             moved = stored.conflicts or accepted.paths
-            return ending.conflicted(changes, accepted, refused, moved, mount.snapshot)
-        return ending.stored(changes, refused, stored)
+            return ending.conflicted(changes, accepted, refused, moved, mount.snapshot), False
+        return ending.stored(changes, refused, stored), with_trace is not None
+
+
+def _traced(
+    trace: Callable[[SpaceResult], Trace], changes: ChangeSet, refused: dict[str, MemfsError]
+) -> Callable[[Stored], Trace]:
+    """The turn's trace made from a store's answer, as ending turns that answer into a result."""
+
+    def made(stored: Stored) -> Trace:
+        return trace(ending.stored(changes, refused, stored))
+
+    return made
 
 
 async def _fetch(

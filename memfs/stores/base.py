@@ -11,7 +11,7 @@ folder store keeps plain files and checks the whole space.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Callable, Collection, Container, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -406,13 +406,19 @@ class ReviewingStore(ManagedStore, Protocol):
 
 @dataclass(frozen=True)
 class StoreRequest:
-    """One space's ``store`` of a turn end, as :meth:`GroupCommitStore.store_batch` takes it."""
+    """One space's ``store`` of a turn end, as :meth:`GroupCommitStore.store_batch` takes it.
+
+    ``trace``: the turn's trace, made from this store's answer, to record in
+    the same transaction (a turn whose one stored space is this one commits
+    once, not twice); not for a conflict, which stores nothing.
+    """
 
     ref: SpaceRef
     changes: ChangeSet
     cursor: str | None
     provenance: Provenance
     review: ReviewMode = "none"
+    trace: Callable[[Stored], Trace] | None = None
 
 
 @runtime_checkable
@@ -432,11 +438,14 @@ class GroupCommitStore(Store, Protocol):
 
         One answer per item, in order: a ``StoreRequest``'s ``Stored``, ``None``
         for a ``Trace`` recorded, or the exception that item's own call would
-        have raised (a conflict is a ``Stored``, not an exception). An item's
-        failure undoes that item alone (a savepoint per item); the rest
-        commit. Nothing is answered before the commit is durable. If the
-        commit itself fails, raise: every item then fails with it, none is
-        committed.
+        have raised (a conflict is a ``Stored``, not an exception). A
+        ``StoreRequest`` with a ``trace`` also records ``trace(stored)`` after
+        a store that is not a conflict; if that fails, the item fails whole
+        (its store undone too; the caller stores again without it). An
+        item's failure undoes that item alone (a savepoint per item); the
+        rest commit. Nothing is answered before the commit is durable. If
+        the commit itself fails, raise: every item then fails with it, none
+        is committed.
         """
         ...
 

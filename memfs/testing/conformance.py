@@ -2060,11 +2060,48 @@ async def check_an_item_of_a_batch_that_fails_fails_alone(store: Store) -> None:
     assert await store.files(ORG) == {"a.md": b"newer"}
 
 
+async def check_a_store_with_its_trace_records_both_or_neither(store: Store) -> None:
+    assert isinstance(store, GroupCommitStore) and isinstance(store, ManagedStore)
+    trace = _trace("s1", "t1", {"rules": ORG})
+    answered: list[Stored] = []
+
+    def trace_of(stored: Stored) -> Trace:
+        answered.append(stored)
+        return trace
+
+    [answer] = await store.store_batch(
+        [StoreRequest(ORG, ChangeSet(created={"a.md": b"a"}), None, _prov("s1"), trace=trace_of)]
+    )
+    assert isinstance(answer, Stored) and answer.status == "saved" and answered == [answer]
+    assert await store.traces() == [trace]
+
+    def broken(stored: Stored) -> Trace:
+        raise ValueError("no trace")
+
+    # A trace that cannot be made fails its item whole: nothing of it is stored.
+    [failed] = await store.store_batch(
+        [StoreRequest(ORG, ChangeSet(created={"b.md": b"b"}), None, _prov("s2"), trace=broken)]
+    )
+    assert isinstance(failed, Exception)
+    assert await store.files(ORG) == {"a.md": b"a"}
+    # A conflict stores nothing: its trace is not made.
+    stale = (await store.load(ORG, "s3")).cursor
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
+    [conflict] = await store.store_batch(
+        [StoreRequest(ORG, ChangeSet(updated={"a.md": b"old"}), stale, _prov("s3"), trace=broken)]
+    )
+    assert isinstance(conflict, Stored) and conflict.status == "conflict"
+    assert await store.traces() == [trace]
+
+
 GROUP_COMMIT_CHECKS: dict[str, Check] = {
     "a_batch_answers_each_item_as_its_own_call_would": (
         check_a_batch_answers_each_item_as_its_own_call_would
     ),
     "an_item_of_a_batch_that_fails_fails_alone": check_an_item_of_a_batch_that_fails_fails_alone,
+    "a_store_with_its_trace_records_both_or_neither": (
+        check_a_store_with_its_trace_records_both_or_neither
+    ),
 }
 
 

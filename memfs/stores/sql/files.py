@@ -14,12 +14,12 @@ from a turn that loaded before a person's space was forgotten is refused
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Callable, Collection, Container, Sequence
 from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
-from memfs.core.errors import Forgotten, MemfsError, NotFound
+from memfs.core.errors import Forgotten, MemfsError, NotFound, StoreUnavailable
 from memfs.core.limits import require_within
 from memfs.core.models import (
     ChangeSet,
@@ -462,6 +462,8 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
                     item.provenance,
                     item.review,
                 )
+                if item.trace is not None and answer.status != "conflict":
+                    _record_traced(db, item.trace, answer)
         except MemfsError as exc:
             db.execute("ROLLBACK TO SAVEPOINT batch_item")
             db.forget_lookups()
@@ -469,3 +471,16 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
         db.execute("RELEASE SAVEPOINT batch_item")
         answers.append(answer)
     return answers
+
+
+def _record_traced(db: Db, trace: Callable[[Stored], Trace], stored: Stored) -> None:
+    """The turn's trace, made from its store's answer, in the store's transaction.
+
+    Whatever goes wrong making or recording it fails the item (the caller
+    then stores without it, and records the trace on its own), never the batch.
+    """
+    try:
+        made = trace(stored)
+    except Exception as exc:
+        raise StoreUnavailable(f"the turn's trace could not be made: {exc}") from exc
+    _record_trace(db, made)
