@@ -83,16 +83,24 @@ class BlobCache:
             (known[index] if known is not None else None) or digest(content)
             for index, content in enumerate(contents)
         ]
-        missing: dict[str, bytes] = {}
+        unknown: dict[str, bytes] = {}
         with self._lock:
             if share:
                 self._shared.update(shas)
             for sha, content in zip(shas, contents, strict=True):
                 if hold:
                     self._refs[sha] = self._refs.get(sha, 0) + 1
-                if sha in self._present or sha in missing:
-                    continue
-                if _holds(self.path(sha), sha):
+                if sha not in self._present:
+                    unknown[sha] = content
+        # A file already under the name (an earlier run's) is checked outside
+        # the lock: hashing a large one must not hold up every other turn.
+        whole = {sha for sha in unknown if _holds(self.path(sha), sha)}
+        missing: dict[str, bytes] = {}
+        with self._lock:
+            for sha, content in unknown.items():
+                if sha in self._present:
+                    continue  # another turn wrote it meanwhile
+                if sha in whole and self.path(sha).exists():
                     self._present.add(sha)
                 else:
                     missing[sha] = content
