@@ -255,3 +255,17 @@ def test_rotate_key_run_again_after_a_kill_past_its_commit_reports_the_rotation_
     # A key that fits neither is still refused, as before.
     other = rotate(store_url, old, tmp_path / "other.key")
     assert other.returncode == 78 and "another key" in other.stderr
+
+
+def test_rotate_key_to_a_key_file_whose_folder_cannot_be_made_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    db, old = tmp_path / "memfs.db", tmp_path / "old.key"
+    url = sqlite_url(db)
+    seed(url, old)
+    new = old / "keys" / "new.key"  # under a file: no folder can be made there
+    done = rotate(url, old, new)
+    assert done.returncode == 78, done.stderr
+    assert done.stderr.startswith("memfs: error: the store key was not rotated: ")
+    assert "store_key_file cannot be created" in done.stderr and "Traceback" not in done.stderr
+    assert opens_with(url, old)
