@@ -74,7 +74,7 @@ from memfs.core.errors import (
     TooManyOpen,
 )
 from memfs.core.limits import file_too_large, space_too_full, too_many_files
-from memfs.core.models import MODE_BITS, FileMeta, Limits
+from memfs.core.models import MODE_BITS, FileMeta, Limits, clamp_time_ns
 from memfs.core.names import MAX_PATH_BYTES, check_new_name
 from memfs.private import make_private_dirs
 from memfsd import journal
@@ -1049,9 +1049,9 @@ class Overlay:
             if node.mode & stat.S_IXGRP:
                 node.mode &= ~stat.S_ISGID
         if atime_ns is not None:
-            node.atime_ns = atime_ns
+            node.atime_ns = clamp_time_ns(atime_ns)
         if mtime_ns is not None:
-            node.mtime_ns = mtime_ns
+            node.mtime_ns = clamp_time_ns(mtime_ns)
         node.ctime_ns = self.clock()
         mount = node.tree
         if (

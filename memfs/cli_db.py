@@ -8,7 +8,8 @@ migrate once. Both print JSON (see ``memfs.stores.migrations.SchemaStatus``).
 A database newer than this memfs is shown by ``status`` and refused by
 ``migrate`` (exit 78). ``rotate-key`` seals the store under a new store key
 (``memfs.stores.sql.sealed``), which ends every backup taken before once the
-old key file is destroyed.
+old key file is destroyed; a failed rotation says which key opens the store
+now, and one run again after its answer was lost says it is done.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import click
 
 from memfs.cli_manage import connection_options, key_file_option
-from memfs.core.errors import ConfigError
+from memfs.core.errors import ConfigError, MemfsError, StoreUnavailable
 
 
 def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[], Any]) -> None:
@@ -95,7 +96,8 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         give every host that file as its ``store_key_file`` and start the
         daemons again. A backup taken before opens only with the old key, so
         destroying the old key file ends every such copy, people forgotten
-        since included.
+        since included. If it fails, keep both key files and run it again with
+        the same ones: a rotation already done is reported as done.
         """
         import trio
 
@@ -106,19 +108,93 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         new = new_key_file.absolute()
 
         async def rotate() -> dict[str, object]:
-            store = open_store(
-                store_url or default_store(), key_file=store_key_file(), **store_connection()
-            )
+            url, options = store_url or default_store(), store_connection()
+            store = open_store(url, key_file=store_key_file(), **options)
             try:
                 if not isinstance(store, SqlStore):
                     raise ConfigError(
                         "only sqlite and postgresql stores seal under a store key",
-                        path=store_url or default_store(),
+                        path=url,
                     )
-                rotated = await store.rotate_key(new)
+                old = store.key_file
+                try:
+                    await store.spaces()  # opens the store: a key it is not sealed under is refused
+                except ConfigError:
+                    if await _exists(new) and await _opens_with(url, new, options):
+                        # A rotation done before, whose answer was lost (a kill, a closed terminal).
+                        return {"rotated": 0, "store_key_file": str(new), "already_rotated": True}
+                    raise
+                except StoreUnavailable as exc:
+                    # Before anything is made or written: nothing to keep, nothing changed.
+                    raise StoreUnavailable(
+                        f"the store key was not rotated: {exc.message}", path=exc.path
+                    ) from exc
+                try:
+                    rotated = await store.rotate_key(new)
+                except ConfigError as exc:
+                    # The new key file could not be made or read, or holds the key now: nothing
+                    # was written.
+                    raise ConfigError(
+                        f"the store key was not rotated: {exc.message}", path=exc.path
+                    ) from exc
+                except StoreUnavailable as exc:
+                    raise await _not_rotated(url, old, new, exc, options) from exc
                 return {"rotated": rotated, "store_key_file": str(new)}
             finally:
                 await store.aclose()
 
         with guard():
             echo(trio.run(rotate))
+
+
+async def _exists(path: Path) -> bool:
+    import trio
+
+    return await trio.to_thread.run_sync(path.exists)
+
+
+async def _opens_with(url: str, key_file: Path, options: dict[str, Any]) -> bool | None:
+    """Whether the store is sealed under the key in ``key_file`` (None: it cannot be told now)."""
+    from memfs.stores.open import open_store
+    from memfs.stores.sql.store import SqlStore
+
+    store = open_store(url, key_file=key_file, **options)
+    try:
+        assert isinstance(store, SqlStore)  # the store rotate-key opened, under another key
+        await store.spaces()
+    except ConfigError:
+        return False
+    except MemfsError:
+        return None
+    finally:
+        await store.aclose()
+    return True
+
+
+async def _not_rotated(
+    url: str, old: Path, new: Path, exc: StoreUnavailable, options: dict[str, Any]
+) -> StoreUnavailable:
+    """A rotation whose transaction failed, as the operator must hear it: which key opens now.
+
+    Neither key file is removed: a commit that failed may still have reached
+    the database (a write-ahead log's last frame), and a store sealed under a
+    key file that is gone is lost. The database is asked again instead.
+    """
+    if await _opens_with(url, old, options):
+        return StoreUnavailable(
+            f"the store key was not rotated ({exc}); the store opens with {old} as before. "
+            f"Keep {new} too and run this command again with the same files once that is "
+            "fixed",
+            path=str(new),
+        )
+    if await _exists(new) and await _opens_with(url, new, options):
+        return StoreUnavailable(
+            f"the store key is rotated: only {new} opens the store now, but then: {exc}",
+            path=str(new),
+        )
+    return StoreUnavailable(
+        f"the store key may or may not be rotated ({exc}), and the store cannot tell now. "
+        f"Keep both {old} and {new}, and run this command again with the same files once "
+        "the store is back: a rotation already done is reported as done",
+        path=str(new),
+    )

@@ -111,6 +111,10 @@ class Limits(Frozen):
 
 
 MODE_BITS = 0o777  # the permission bits memfs keeps: not setuid, setgid or sticky
+# The times memfs keeps: a signed 64-bit count of nanoseconds since the epoch
+# (1677 to 2262), what SQLite's INTEGER and PostgreSQL's bigint hold.
+MIN_TIME_NS = -(2**63)
+MAX_TIME_NS = 2**63 - 1
 FILE_MODE = 0o644  # a file's mode when nobody said otherwise
 
 
@@ -118,10 +122,12 @@ class FileMeta(NamedTuple):
     """What memfs keeps of a file beside its content.
 
     ``mode`` is the permission bits (``MODE_BITS``). ``mtime_ns`` and
-    ``ctime_ns`` are nanoseconds since the epoch; ``None`` means the store's
-    own time of the revision. The ctime is kept as well as the mtime because
-    tools that cache stat data (git's index) compare both, so a file whose
-    ctime changed from one turn to the next would look modified to them.
+    ``ctime_ns`` are nanoseconds since the epoch, before it too (an old
+    archive unpacked), within ``MIN_TIME_NS``..``MAX_TIME_NS`` (see
+    ``clamp_time_ns``); ``None`` means the store's own time of the revision.
+    The ctime is kept as well as the mtime because tools that cache stat
+    data (git's index) compare both, so a file whose ctime changed from one
+    turn to the next would look modified to them.
 
     A named tuple, not a model: a turn start over 10,000 files makes one per
     file, and a tuple costs a fifth of a model to build. The bounds are
@@ -130,11 +136,22 @@ class FileMeta(NamedTuple):
     """
 
     mode: Annotated[int, Field(ge=0, le=MODE_BITS)] = FILE_MODE
-    mtime_ns: Annotated[int | None, Field(ge=0)] = None
-    ctime_ns: Annotated[int | None, Field(ge=0)] = None
+    mtime_ns: Annotated[int | None, Field(ge=MIN_TIME_NS, le=MAX_TIME_NS)] = None
+    ctime_ns: Annotated[int | None, Field(ge=MIN_TIME_NS, le=MAX_TIME_NS)] = None
 
 
 DEFAULT_META = FileMeta()
+
+
+def clamp_time_ns(ns: int) -> int:
+    """A time a file was given, brought into the range memfs keeps.
+
+    As Linux does for a filesystem that cannot hold the time asked for
+    (``touch -d @100000000000`` on ext4): the nearest time it can, so the
+    file is stored, never refused, and no store is handed a number it
+    cannot bind.
+    """
+    return min(max(ns, MIN_TIME_NS), MAX_TIME_NS)
 
 
 class LiveOrigin(NamedTuple):
@@ -716,7 +733,9 @@ __all__ = [
     "DEFAULT_ORG",
     "FILE_MODE",
     "KIB",
+    "MAX_TIME_NS",
     "MIB",
+    "MIN_TIME_NS",
     "MODE_BITS",
     "AsOfFile",
     "AuditAction",
@@ -744,6 +763,7 @@ __all__ = [
     "TraceFile",
     "TraceMount",
     "TurnContext",
+    "clamp_time_ns",
     "digest",
     "now",
     "settle_meta",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.core.errors import MemfsError, TooLarge, Unsupported
-from memfs.core.models import FILE_MODE, MODE_BITS, FileMeta
+from memfs.core.models import FILE_MODE, MODE_BITS, FileMeta, clamp_time_ns
 from memfs.core.names import check_path, decode_fs_name
 
 READ_ONLY_FILE = 0o444
@@ -129,8 +129,8 @@ def scan(folder: Path, *, max_file_bytes: int) -> Scan:
                         result.files[path] = fh.read()
                     result.meta[path] = FileMeta(
                         mode=stat.S_IMODE(info.st_mode) & MODE_BITS,
-                        mtime_ns=info.st_mtime_ns,
-                        ctime_ns=info.st_ctime_ns,
+                        mtime_ns=clamp_time_ns(info.st_mtime_ns),
+                        ctime_ns=clamp_time_ns(info.st_ctime_ns),
                     )
                 except MemfsError as exc:
                     result.refused[shown] = exc

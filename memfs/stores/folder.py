@@ -91,6 +91,7 @@ from memfs.core.models import (
     Provenance,
     SpaceRef,
     Stored,
+    clamp_time_ns,
     digest,
 )
 from memfs.core.names import check_identity, check_path, check_space_name, decode_fs_name
@@ -217,8 +218,8 @@ def _walk(
                         info = found[1]
                         meta[path] = FileMeta(
                             mode=_space_mode(stat.S_IMODE(info.st_mode)),
-                            mtime_ns=info.st_mtime_ns,
-                            ctime_ns=info.st_ctime_ns,
+                            mtime_ns=clamp_time_ns(info.st_mtime_ns),
+                            ctime_ns=clamp_time_ns(info.st_ctime_ns),
                         )
 
 

@@ -42,9 +42,16 @@ def load_store_key(path: Path) -> bytes:
     path = Path(os.path.abspath(path))
     if path.exists() or path.is_symlink():
         return _read(path)
-    make_private_dirs(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{sealing.new_key().hex()[:8]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        # Inside the try: a folder that cannot be made (a full disk, a file in
+        # the way) is the same clear error as a key that cannot be written.
+        make_private_dirs(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ConfigError(
+            f"store_key_file cannot be created: {exc.strerror}", path=str(path)
+        ) from None
     try:
         try:
             os.fchmod(fd, 0o600)  # whatever the umask

@@ -29,6 +29,7 @@ from memfs.core.errors import (
 )
 from memfs.core.members import Member, looks_like_token, token_hash
 from memfs.core.models import (
+    MAX_TIME_NS,
     MIB,
     By,
     ChangeSet,
@@ -1244,6 +1245,20 @@ async def check_modes_and_mtimes_load_back(store: Store) -> None:
     assert loaded.meta_of("notes.md").mode == 0o644
 
 
+async def check_times_before_1970_and_up_to_2262_load_back(store: Store) -> None:
+    # An old archive unpacked, and the last time memfs keeps (``MAX_TIME_NS``):
+    # both are numbers every store must hold, or the turn storing them fails.
+    old, far = -100 * 10**9 + 5, MAX_TIME_NS
+    changes = ChangeSet(
+        created={"old.md": b"o", "far.md": b"f"},
+        meta={"old.md": FileMeta(mtime_ns=old), "far.md": FileMeta(mtime_ns=far)},
+    )
+    await _save(store, ORG, changes)
+    loaded = await store.load(ORG, "s2")
+    assert loaded.meta_of("old.md").mtime_ns == old
+    assert loaded.meta_of("far.md").mtime_ns == far
+
+
 async def check_a_mode_only_change_is_an_update(store: Store) -> None:
     await _save(store, ORG, ChangeSet(created={"run.sh": SCRIPT}))
     stored = await _save(
@@ -1891,6 +1906,9 @@ COMMON_CHECKS: dict[str, Check] = {
     "update_of_a_file_deleted_since_conflicts": check_update_of_a_file_deleted_since_conflicts,
     "spaces_are_isolated_by_layer_org_and_user": check_spaces_are_isolated_by_layer_org_and_user,
     "modes_and_mtimes_load_back": check_modes_and_mtimes_load_back,
+    "times_before_1970_and_up_to_2262_load_back": (
+        check_times_before_1970_and_up_to_2262_load_back
+    ),
     "a_mode_only_change_is_an_update": check_a_mode_only_change_is_an_update,
     "an_update_that_names_no_mode_keeps_the_mode": (
         check_an_update_that_names_no_mode_keeps_the_mode
