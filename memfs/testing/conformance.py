@@ -2094,11 +2094,7 @@ async def check_a_store_with_its_trace_records_both_or_neither(store: Store) -> 
     assert await store.traces() == [trace]
     # Sent again (a turn end repeated after a crash): the same answer, stored and traced once.
     [again] = await store.store_batch(
-        [
-            StoreRequest(
-                ORG, ChangeSet(created={"a.md": b"a"}), None, _prov("s1"), trace=trace_of
-            )
-        ]
+        [StoreRequest(ORG, ChangeSet(created={"a.md": b"a"}), None, _prov("s1"), trace=trace_of)]
     )
     assert again == answer
     assert len(await store.history(ORG, "a.md")) == 1 and await store.traces() == [trace]
