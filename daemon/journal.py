@@ -94,13 +94,14 @@ def is_read(record: Mapping[str, Any]) -> bool:
 
 # ``json.dumps`` with separators builds a new encoder per call; one serves all.
 _encode_one = json.JSONEncoder(separators=(",", ":")).encode
+_READ_KEYS = ("o", "m", "p", "r")  # a read record's keys, in the order ``read`` makes them
 
 
 def _line(record: Mapping[str, Any]) -> str:
     # A turn's first open of each file journals an ``r`` record: that one is
     # spelled out here, with the encoder's own string quoting, so it costs no
     # encoder pass; the line is the one ``_encode_one`` makes of the same dict.
-    if record["o"] == "r" and len(record) == 4:
+    if record["o"] == "r" and tuple(record) == _READ_KEYS:
         mount, path, revision = record["m"], record["p"], record["r"]
         if type(mount) is str and type(path) is str:
             if revision is None:

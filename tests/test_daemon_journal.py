@@ -52,3 +52,10 @@ def test_read_records_are_the_json_lines_the_general_encoder_writes() -> None:
         assert journal.encode([record]) == line.encode()
     mixed = [journal.written("me", "a.md"), *records[:3], journal.removed("me", "b")]
     assert list(journal.decode(journal.encode(mixed))) == mixed
+
+
+def test_a_read_record_built_in_another_key_order_is_still_written_as_json_writes_it() -> None:
+    record = {"o": "r", "p": "a.md", "m": "me", "r": None}
+    assert journal.encode([record]) == (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    odd = {"o": "r", "m": "me", "p": "a.md", "x": 1}  # not the read record's fields
+    assert list(journal.decode(journal.encode([odd]))) == [odd]
