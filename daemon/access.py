@@ -46,14 +46,17 @@ class AccessLog:
         if op == "L":  # a compacted journal's entry, whole
             self.entries[(mount, path)] = FileAccess(**record["a"])
             return
-        entry = self.entries.setdefault((mount, path), FileAccess())
-        present = self.present.setdefault(mount, set())
+        key = (mount, path)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = FileAccess()
         if op in ("f", "b"):
+            present = self.present.setdefault(mount, set())
             if path not in present and path not in snapshot:
                 entry.created = True
             present.add(path)
         elif op == "x":
-            present.discard(path)
+            self.present.setdefault(mount, set()).discard(path)
             entry.deleted = True
         elif op == "w":
             entry.wrote = True

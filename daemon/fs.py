@@ -133,23 +133,25 @@ class MemfsOperations(pyfuse3.Operations):
         self._next_dir = 1
 
     def attributes(self, node: Node) -> pyfuse3.EntryAttributes:
+        # Built for every entry of every listing: plain locals, no property.
         attr = pyfuse3.EntryAttributes()
         attr.st_ino = node.inode
         attr.generation = 0
-        attr.entry_timeout = self.cache_seconds
-        attr.attr_timeout = self.cache_seconds
-        if node.is_dir:
+        attr.entry_timeout = attr.attr_timeout = self.cache_seconds
+        if node.kind == "dir":
             attr.st_mode = stat.S_IFDIR | node.mode
             attr.st_nlink = 2 + self.overlay.subdirs(node)  # counted, not planted
             attr.st_size = BLOCK
+            attr.st_blocks = (BLOCK + 511) // 512
         else:
+            size = node.size
             attr.st_mode = stat.S_IFREG | node.mode
             attr.st_nlink = 1 if node.attached else 0
-            attr.st_size = node.size
+            attr.st_size = size
+            attr.st_blocks = (size + 511) // 512
         attr.st_uid = node.uid
         attr.st_gid = node.gid
         attr.st_blksize = BLOCK
-        attr.st_blocks = (attr.st_size + 511) // 512
         attr.st_atime_ns = node.atime_ns
         attr.st_mtime_ns = node.mtime_ns
         attr.st_ctime_ns = node.ctime_ns
@@ -329,13 +331,12 @@ class MemfsOperations(pyfuse3.Operations):
         entries = self._dirs.get(fh)
         if entries is None:
             raise NotFound("no such open folder", path=str(fh))
+        reply, attributes, remember = pyfuse3.readdir_reply, self.attributes, self.overlay.remember
         for index in range(start_id, len(entries)):
             node = entries[index]
-            if not pyfuse3.readdir_reply(
-                token, node.name.encode(), self.attributes(node), index + 1
-            ):
+            if not reply(token, node.name.encode(), attributes(node), index + 1):
                 return
-            self.overlay.remember(node)
+            remember(node)
 
     @fuse_errors
     async def releasedir(self, fh: int) -> None:

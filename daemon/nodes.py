@@ -194,7 +194,7 @@ class TurnTree:
         self.held_reads.append(journal.encode(records))
         if self.batching:
             return
-        if all(journal.is_read(record) for record in records):
+        if all(map(journal.is_read, records)):
             if len(self.held_reads) >= READS_HELD:
                 self.write_held()
             return
@@ -279,7 +279,7 @@ class SessionTree:
     open_files: int = 0  # handles its agents hold (at most Limits.max_open_files)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Handle:
     node: Node
     writable: bool

@@ -619,7 +619,8 @@ class Overlay:
         node = self.node(inode)
         if not node.is_dir:
             raise NotADirectory("not a folder", path=node.name)
-        return [node.children[name] for name in sorted(node.children)]
+        kids = node.children
+        return [kids[name] for name in sorted(kids)]
 
     def _dir_at(self, mount: MountTree, parts: list[str]) -> Node:
         """The folder at ``parts`` in ``mount``, made (with its parents) if missing."""
@@ -1221,35 +1222,46 @@ class Overlay:
         return None if node is None or node.is_dir else node.cut
 
     def open(self, inode: int, flags: int) -> tuple[int, Handle]:
-        node = self.node(inode)
-        if node.is_dir:
+        node = self.nodes.get(inode)
+        if node is None:
+            raise NotFound("no such inode", path=str(inode))
+        if node.kind == "dir":
             raise IsADirectory("cannot open a folder as a file", path=node.name)
         mount = node.tree
         assert mount is not None
-        self._check_open_files(mount.turn.session)
+        turn = mount.turn
+        session = turn.session
+        if session.open_files >= self.limits.max_open_files:
+            self._check_open_files(session)
         access = flags & os.O_ACCMODE
-        writable = access in (os.O_WRONLY, os.O_RDWR)
-        truncate = bool(flags & os.O_TRUNC)
-        if writable or truncate:
-            self._writable(node)
-            if truncate:
-                self._copy_up(mount, node, keep=False)
-                os.truncate(mount.turn.data_path(self._data(node)), 0)
-                mount.bytes -= node.size
-                node.size = 0
-                node.mtime_ns = node.ctime_ns = self.clock()
-                self._mark_written(mount, node)
-                self._uncut(mount, node)
-            else:
-                self._copy_up(mount, node, keep=True)
-        if access in (os.O_RDONLY, os.O_RDWR) and not mount.turn.frozen:
-            self._log_read(mount, node)
+        if access == os.O_RDONLY and not flags & os.O_TRUNC:
+            # Most opens only read: nothing to copy up, nothing to check.
+            writable = False
+            if not turn.frozen and node.read_checked != self.moves:
+                self._log_read(mount, node)
+        else:
+            writable = access in (os.O_WRONLY, os.O_RDWR)
+            truncate = bool(flags & os.O_TRUNC)
+            if writable or truncate:
+                self._writable(node)
+                if truncate:
+                    self._copy_up(mount, node, keep=False)
+                    os.truncate(turn.data_path(self._data(node)), 0)
+                    mount.bytes -= node.size
+                    node.size = 0
+                    node.mtime_ns = node.ctime_ns = self.clock()
+                    self._mark_written(mount, node)
+                    self._uncut(mount, node)
+                else:
+                    self._copy_up(mount, node, keep=True)
+            if access in (os.O_RDONLY, os.O_RDWR) and not turn.frozen:
+                self._log_read(mount, node)
         fh = self._next_fh
-        self._next_fh += 1
+        self._next_fh = fh + 1
         handle = Handle(node, writable, bool(flags & os.O_APPEND))
         self.handles[fh] = handle
         node.opens += 1
-        mount.turn.session.open_files += 1
+        session.open_files += 1
         return fh, handle
 
     def _check_open_files(self, session: SessionTree) -> None:
@@ -1279,19 +1291,20 @@ class Overlay:
     def _fd(self, handle: Handle) -> int:
         """The descriptor that reads what ``handle``'s file holds now, opened if need be."""
         node = handle.node
-        source = node.data if node.data is not None else node.blob
+        data = node.data
+        source = data if data is not None else node.blob
         fd = handle.fd
-        if fd is not None and handle.source == source:
-            self._fds.move_to_end(handle)
-            return fd
-        self._drop_fd(handle)
-        mount = node.tree
-        assert mount is not None
-        path = (
-            f"{mount.turn.dir}/data/{node.data}"
-            if node.data is not None
-            else self.blobs.location(node.blob or "")
-        )
+        if fd is not None:
+            if handle.source == source:
+                self._fds.move_to_end(handle)
+                return fd
+            self._drop_fd(handle)
+        if data is not None:
+            mount = node.tree
+            assert mount is not None
+            path = f"{mount.turn.dir}/data/{data}"
+        else:
+            path = self.blobs.location(node.blob or "")
         fd = os.open(path, os.O_RDWR if handle.writable else os.O_RDONLY)
         self._keep_fd(handle, fd, source)
         return fd
@@ -1304,9 +1317,10 @@ class Overlay:
         while idle, so however many one agent holds, the others still get one.
         """
         handle.fd, handle.source = fd, source
-        self._fds[handle] = None
-        while len(self._fds) > self.descriptors:
-            idle, _ = self._fds.popitem(last=False)
+        fds = self._fds
+        fds[handle] = None
+        while len(fds) > self.descriptors:
+            idle, _ = fds.popitem(last=False)
             if idle.fd is not None:
                 os.close(idle.fd)
             idle.fd = idle.source = None
@@ -1324,7 +1338,10 @@ class Overlay:
             raise NotFound("no such open file", path=str(fh)) from None
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
-        return os.pread(self._fd(self.handle(fh)), size, offset)
+        handle = self.handles.get(fh)
+        if handle is None:
+            raise NotFound("no such open file", path=str(fh))
+        return os.pread(self._fd(handle), size, offset)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self.handle(fh)
@@ -1380,7 +1397,8 @@ class Overlay:
         handle = self.handles.pop(fh, None)
         if handle is None:
             return
-        self._drop_fd(handle)
+        if handle.fd is not None:
+            self._drop_fd(handle)
         node = handle.node
         node.opens -= 1
         mount = node.tree
@@ -1389,7 +1407,8 @@ class Overlay:
             if node.orphan and node.opens <= 0:
                 self._let_go(mount, node)
                 mount.turn.free_released()
-        self._maybe_free(node)
+        if not node.attached:
+            self._maybe_free(node)
 
     # -- turn end --------------------------------------------------------------
 

@@ -104,3 +104,23 @@ async def test_a_file_made_again_at_a_read_path_is_a_new_node_and_its_read_is_se
     await read_once(ops, attr.st_ino)
     assert overlay.node(attr.st_ino).read_checked == overlay.moves
     assert "rules/dir/a.md" in opened(overlay)
+
+
+async def test_opens_that_can_read_are_recorded_and_write_only_or_frozen_opens_are_not(
+    tmp_path: Path,
+) -> None:
+    overlay, ops = make(tmp_path)
+    a = await inode_of(ops, "s1", "rules", "dir", "a.md")
+    b = await inode_of(ops, "s1", "rules", "dir", "b.md")
+    info = await ops.open(b, os.O_WRONLY, CTX)
+    await ops.release(info.fh)
+    assert opened(overlay) == set()
+    info = await ops.open(b, os.O_RDWR, CTX)
+    await ops.release(info.fh)
+    assert opened(overlay) == {"rules/dir/b.md"}
+    log = turn_of(overlay).access_log()
+    assert log["rules/dir/b.md"].read is None  # copied up by the write-only open: this turn's
+    overlay.freeze("s1")
+    await read_once(ops, a)  # the turn is ending: what it reads now is no part of it
+    assert opened(overlay) == {"rules/dir/b.md"}
+    assert "rules/dir/a.md" not in turn_of(overlay).access_log()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from memfsd import journal
 
 
@@ -33,3 +35,27 @@ def test_a_line_that_is_json_but_no_record_ends_the_journal_too() -> None:
 def test_only_read_records_may_be_held_back() -> None:
     assert journal.is_read(journal.read("me", "a.md", "4"))
     assert not journal.is_read(journal.written("me", "a.md"))
+
+
+def test_read_records_are_the_json_lines_the_general_encoder_writes() -> None:
+    # Read records are spelled out by hand (one per first open); the bytes must
+    # be the ones json writes, for any name a mount, path or revision can hold.
+    names = ["notes/a.md", 'q"uote\\back', "ünï/cødé 😀", "tab\tnl\nnul\x00", "\u2028"]
+    records = [
+        journal.read(mount, path, revision)
+        for mount in ("me", "é")
+        for path in names
+        for revision in (None, "7", "rév")
+    ]
+    for record in records:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        assert journal.encode([record]) == line.encode()
+    mixed = [journal.written("me", "a.md"), *records[:3], journal.removed("me", "b")]
+    assert list(journal.decode(journal.encode(mixed))) == mixed
+
+
+def test_a_read_record_built_in_another_key_order_is_still_written_as_json_writes_it() -> None:
+    record = {"o": "r", "p": "a.md", "m": "me", "r": None}
+    assert journal.encode([record]) == (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    odd = {"o": "r", "m": "me", "p": "a.md", "x": 1}  # not the read record's fields
+    assert list(journal.decode(journal.encode([odd]))) == [odd]
