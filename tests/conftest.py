@@ -126,3 +126,4 @@ def never_touches_system_state() -> Iterator[None]:
 from tests.postgres_fixtures import postgres_databases as postgres_databases  # noqa: E402
 from tests.postgres_fixtures import postgres_key_file as postgres_key_file  # noqa: E402
 from tests.postgres_fixtures import postgres_server as postgres_server  # noqa: E402
+from tests.postgres_fixtures import sql_opener as sql_opener  # noqa: E402

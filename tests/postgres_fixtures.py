@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from memfs.stores.postgres import PostgresStore
+from memfs.stores.sql.store import SqlStore
+from memfs.stores.sqlite import SqliteStore
 from memfs.testing.mount import under_ci
 from memfs.testing.postgres import (
     ThrowawayPostgres,
@@ -86,3 +88,16 @@ def postgres_key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def postgres_databases(postgres_server: ThrowawayPostgres, postgres_key_file: Path) -> Databases:
     return Databases(postgres_server, postgres_key_file)
+
+
+SqlOpener = Callable[[], SqlStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> SqlOpener:
+    """Opens one store of each SQL kind (SQLite, then PostgreSQL), the same one each call."""
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "memfs.db")
+    databases: Databases = request.getfixturevalue("postgres_databases")
+    url = databases.url()
+    return lambda: databases.open(url)

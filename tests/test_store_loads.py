@@ -7,38 +7,25 @@ both in one transaction, so a turn start asks the store once, not twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 import memfs
 from memfs.core.models import ChangeSet, Provenance, ReviewSetting, SpaceRef
 from memfs.core.review import ReviewMode
-from memfs.stores.sql.store import SqlStore
 from memfs.stores.sqlite import SqliteStore
-from tests.postgres_fixtures import Databases
+from tests.postgres_fixtures import SqlOpener
 
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 DANA_SPACE = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17"}
 
-Opener = Callable[[], SqlStore]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    if request.param == "sqlite":
-        return lambda: SqliteStore(tmp_path / "memfs.db")
-    databases: Databases = request.getfixturevalue("postgres_databases")
-    url = databases.url()
-    return lambda: databases.open(url)
+Opener = SqlOpener
 
 
 async def test_a_load_of_an_org_space_carries_its_own_review_setting_or_none(
-    opener: Opener,
+    sql_opener: Opener,
 ) -> None:
-    store = opener()
+    store = sql_opener()
     try:
         # No row for the space yet, then files but no setting, then a setting.
         assert (await store.load(RULES, "s1")).review == ReviewSetting(mode=None)

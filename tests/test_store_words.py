@@ -7,29 +7,13 @@ the person's, and go with them: in revisions and in changes waiting for review.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-import pytest
-
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
-from memfs.stores.sql.store import SqlStore
-from memfs.stores.sqlite import SqliteStore
-from tests.postgres_fixtures import Databases
+from tests.postgres_fixtures import SqlOpener
 
 RULES = SpaceRef(layer="org", space="rules", org="bank-1")
 DANA = By(id="dana", label="Dana Quokka", role="underwriter")
 
-Opener = Callable[[], SqlStore]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    if request.param == "sqlite":
-        return lambda: SqliteStore(tmp_path / "memfs.db")
-    databases: Databases = request.getfixturevalue("postgres_databases")
-    url = databases.url()
-    return lambda: databases.open(url)
+Opener = SqlOpener
 
 
 def said(session: str, *, person: str | None = None) -> Provenance:
@@ -38,8 +22,10 @@ def said(session: str, *, person: str | None = None) -> Provenance:
     )
 
 
-async def test_forgetting_the_author_leaves_org_memory_without_their_words(opener: Opener) -> None:
-    store = opener()
+async def test_forgetting_the_author_leaves_org_memory_without_their_words(
+    sql_opener: Opener,
+) -> None:
+    store = sql_opener()
     try:
         loaded = await store.load(RULES, "s1")
         await store.store(
@@ -60,9 +46,9 @@ async def test_forgetting_the_author_leaves_org_memory_without_their_words(opene
 
 
 async def test_a_waiting_change_keeps_its_authors_words_until_they_are_forgotten(
-    opener: Opener,
+    sql_opener: Opener,
 ) -> None:
-    store = opener()
+    store = sql_opener()
     try:
         await store.set_review(RULES, "person", by=None)
         loaded = await store.load(RULES, "s1")
@@ -92,9 +78,9 @@ async def test_a_waiting_change_keeps_its_authors_words_until_they_are_forgotten
         await store.aclose()
 
 
-async def test_words_of_nobody_in_particular_stay_in_the_clear(opener: Opener) -> None:
+async def test_words_of_nobody_in_particular_stay_in_the_clear(sql_opener: Opener) -> None:
     # Code's seed and an unnamed edit have no author: nothing to seal them under.
-    store = opener()
+    store = sql_opener()
     try:
         await store.put(
             RULES,
