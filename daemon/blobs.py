@@ -48,6 +48,8 @@ class BlobCache:
         self._present: set[str] = set()
         # Blobs known to be on disk, not only in the page cache (make_durable).
         self._synced: set[str] = set()
+        # Blobs a put_many is writing now, and what it sets once they are there.
+        self._writing: dict[str, threading.Event] = {}
         self._refs: dict[str, int] = {}
         self._shared: set[str] = set()
         self._lock = threading.Lock()
@@ -83,29 +85,42 @@ class BlobCache:
             (known[index] if known is not None else None) or digest(content)
             for index, content in enumerate(contents)
         ]
-        unknown: dict[str, bytes] = {}
+        mine: dict[str, bytes] = {}  # blobs this call writes (or finds whole on disk)
+        theirs: list[tuple[str, bytes, threading.Event]] = []  # being written by another
         with self._lock:
             if share:
                 self._shared.update(shas)
             for sha, content in zip(shas, contents, strict=True):
                 if hold:
                     self._refs[sha] = self._refs.get(sha, 0) + 1
-                if sha not in self._present:
-                    unknown[sha] = content
-        # A file already under the name (an earlier run's) is checked outside
-        # the lock: hashing a large one must not hold up every other turn.
-        whole = {sha for sha in unknown if _holds(self.path(sha), sha)}
-        missing: dict[str, bytes] = {}
-        with self._lock:
-            for sha, content in unknown.items():
-                if sha in self._present:
-                    continue  # another turn wrote it meanwhile
-                if sha in whole and self.path(sha).exists():
-                    self._present.add(sha)
+                if sha in self._present or sha in mine:
+                    continue
+                writing = self._writing.get(sha)
+                if writing is not None:
+                    theirs.append((sha, content, writing))
                 else:
-                    missing[sha] = content
-        if missing:
-            self._write(missing)
+                    mine[sha] = content
+                    self._writing[sha] = threading.Event()
+        try:
+            # A file already under the name (an earlier run's) is trusted only
+            # if it hashes to it; checked outside the lock, so hashing a large
+            # one holds up no other turn.
+            whole = {sha for sha in mine if _holds(self.path(sha), sha)}
+            self._write({sha: content for sha, content in mine.items() if sha not in whole})
+            with self._lock:
+                self._present.update(mine)
+        finally:
+            with self._lock:
+                for sha in mine:
+                    self._writing.pop(sha).set()
+        # Fifty turns starting at once over one space write each blob once:
+        # the others wait for the one writing it (and write it themselves if it failed).
+        for sha, content, writing in theirs:
+            writing.wait()
+            with self._lock:
+                here = sha in self._present
+            if not here:
+                self.put_many([content], [sha])
         return shas
 
     def _write(self, blobs: dict[str, bytes]) -> None:
@@ -121,8 +136,6 @@ class BlobCache:
             pending.append((Path(name), target, sha))
         for tmp, target, _ in pending:
             os.replace(tmp, target)
-        with self._lock:
-            self._present.update(sha for _, _, sha in pending)
 
     def make_durable(self, shas: Iterable[str]) -> int:
         """Sync every blob of ``shas`` not known synced, then their folders; how many.

@@ -168,3 +168,34 @@ def test_a_blob_left_on_disk_by_an_earlier_run_is_trusted_only_if_it_hashes_to_i
     again = BlobCache(tmp_path / "blobs")
     assert again.put(b"the content") == sha
     assert again.get(sha) == b"the content"
+
+
+def test_turns_starting_at_once_over_one_space_write_each_blob_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = BlobCache(tmp_path / "blobs")
+    written: list[str] = []
+    real = BlobCache._write
+    started = threading.Barrier(8)
+
+    def write(self: BlobCache, blobs: dict[str, bytes]) -> None:
+        written.extend(blobs)
+        real(self, blobs)
+
+    monkeypatch.setattr(BlobCache, "_write", write)
+    contents = [f"note {n}".encode() * 50 for n in range(200)]
+    answers: list[list[str]] = []
+
+    def start() -> None:
+        started.wait(10)
+        answers.append(cache.put_many(contents, hold=True))
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 8 and all(answer == answers[0] for answer in answers)
+    assert sorted(written) == sorted(set(answers[0]))  # each blob written by one of them
+    # Every caller returned only once every blob it named was there to read.
+    assert [cache.get(sha) for sha in answers[0]] == contents
