@@ -339,7 +339,7 @@ def test_postgresql_stopped_mid_turn_keeps_the_turn_and_status_says_so_until_it_
             postgres_server.start_server()
         assert within(5, lambda: memfs("status", root=a_root)["store_health"]["ok"])
         again = end(a_root, "s2")["lending-rules"]
-        assert again["status"] == "saved"
+        assert again["status"] == "saved", again["error"]
         stale = end(a_root, "s3")["lending-rules"]
         assert stale["status"] == "not_saved" and stale["reason"] == "last known copy", stale
         mnt, _ = turn(a_root, "s4")

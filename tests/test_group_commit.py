@@ -19,7 +19,7 @@ import pytest
 import trio
 
 import memfs
-from memfs.core.errors import StoreUnavailable
+from memfs.core.errors import StoreUnavailable, TraceFailed
 from memfs.core.models import ChangeSet, Provenance, SpaceRef, Stored, Trace
 from memfs.core.review import ReviewMode
 from memfs.engine.commits import GroupCommit
@@ -383,7 +383,7 @@ class TraceFailingStore(BatchingStore):
             isinstance(item, StoreRequest) and item.trace is not None for item in items
         ):
             self.failed = True
-            return [StoreUnavailable("the trace's insert failed") for _ in items]
+            return [TraceFailed("the trace's insert failed") for _ in items]
         return await super()._batch(items)
 
 

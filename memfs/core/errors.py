@@ -131,6 +131,13 @@ class StoreUnavailable(MemfsError):
     exit_code = 7
 
 
+class TraceFailed(StoreUnavailable):
+    """A turn's trace could not be made or recorded with its store, which was undone with it.
+
+    The caller stores the space again without the trace, then records the trace on its own.
+    """
+
+
 class ConfigError(MemfsError):
     """A mistake in configuration or in the app's memory specs; fails loudly at start."""
 
@@ -282,6 +289,7 @@ __all__ = [
     "StoreUnavailable",
     "TooLarge",
     "TooManyOpen",
+    "TraceFailed",
     "TurnOpen",
     "Unsupported",
     "sole_memfs_error",

@@ -45,6 +45,7 @@ from memfs.core.errors import (
     MemfsError,
     NotFound,
     StoreUnavailable,
+    TraceFailed,
     TurnOpen,
 )
 from memfs.core.limits import apply_limits
@@ -980,9 +981,9 @@ class Memory:
             except Exception as exc:
                 if isinstance(exc, ConfigError):
                     raise  # a mistake in the app or config: fail loudly
-                if with_trace is not None:
-                    # The trace may be what failed (the store was undone with
-                    # it): store once more without, and trace on its own after.
+                if with_trace is not None and isinstance(exc, TraceFailed):
+                    # The store was undone with its trace: store once more
+                    # without, and trace on its own after.
                     trace_failed, trace = exc, None
                     continue
                 await self._report(exc, mount.space)

@@ -19,7 +19,7 @@ from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
-from memfs.core.errors import Forgotten, MemfsError, NotFound, StoreUnavailable
+from memfs.core.errors import Forgotten, MemfsError, NotFound, TraceFailed
 from memfs.core.limits import require_within
 from memfs.core.models import (
     ChangeSet,
@@ -476,11 +476,12 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
 def _record_traced(db: Db, trace: Callable[[Stored], Trace], stored: Stored) -> None:
     """The turn's trace, made from its store's answer, in the store's transaction.
 
-    Whatever goes wrong making or recording it fails the item (the caller
-    then stores without it, and records the trace on its own), never the batch.
+    Whatever goes wrong making or recording it is ``TraceFailed``: the item
+    fails alone (the caller then stores without it, and records the trace on
+    its own), never the batch. A connection lost on the way fails the batch
+    at its next statement, as any other.
     """
     try:
-        made = trace(stored)
+        _record_trace(db, trace(stored))
     except Exception as exc:
-        raise StoreUnavailable(f"the turn's trace could not be made: {exc}") from exc
-    _record_trace(db, made)
+        raise TraceFailed(f"the turn's trace could not be recorded: {exc}") from exc
