@@ -34,7 +34,7 @@ from pathlib import Path
 
 from memfs.core.models import digest
 from memfs.private import DIR_MODE, make_private_dirs
-from memfsd.durable import GroupSync, fsync_path
+from memfsd.durable import GroupSync, fsync_each
 
 
 class BlobCache:
@@ -150,9 +150,9 @@ class BlobCache:
         if not todo:
             return 0
         files = [self.path(sha) for sha in todo]
-        self.syncs.sync(partial(_fsync_each, files), self.root, files=len(files))
+        self.syncs.sync(partial(fsync_each, files), self.root, files=len(files))
         folders = sorted({path.parent for path in files})
-        self.syncs.sync(partial(_fsync_each, folders), self.root, files=len(folders))
+        self.syncs.sync(partial(fsync_each, folders), self.root, files=len(folders))
         with self._lock:
             self._synced.update(todo)
         return len(todo)
@@ -237,11 +237,6 @@ def _holds(path: Path, sha: str) -> bool:
         return digest(path.read_bytes()) == sha
     except FileNotFoundError:
         return False
-
-
-def _fsync_each(paths: Sequence[Path]) -> None:
-    for path in paths:
-        fsync_path(path)
 
 
 __all__ = ["BlobCache"]

@@ -44,7 +44,7 @@ import ctypes
 import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +165,12 @@ def _copy(error: OSError) -> OSError:
     return OSError(error.errno or errno.EIO, error.strerror or str(error))
 
 
+def fsync_each(paths: Sequence[Path]) -> None:
+    """``fsync`` each of ``paths`` by name (what a ``GroupSync`` caller syncs on its own)."""
+    for path in paths:
+        fsync_path(path)
+
+
 def fsync_path(path: Path) -> None:
     """``fsync`` a file or folder by its name (a file already closed, a folder after a rename)."""
     fd = os.open(path, os.O_RDONLY)
@@ -174,4 +180,4 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["BOOT_ID", "GroupSync", "boot_id", "fsync_path", "syncfs"]
+__all__ = ["BOOT_ID", "GroupSync", "boot_id", "fsync_each", "fsync_path", "syncfs"]

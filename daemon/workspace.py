@@ -54,7 +54,7 @@ from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
 from memfsd.access import FileAccess
-from memfsd.durable import GroupSync, boot_id, fsync_path
+from memfsd.durable import GroupSync, boot_id, fsync_each, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
 from memfsd.nodes import MountTree, Snapshot, TurnTree
 from memfsd.overlay import Overlay
@@ -330,11 +330,11 @@ class OverlayWorkspace:
         """
         self.overlay.blobs.make_durable(shas)
         turn_file = self.turn_file(session)
-        turn_dir = turn_file.parent / turn
+        marker = _durable_mark(turn_file.parent, turn)
+        turn_dir = marker.parent
         syncs = self.overlay.blobs.syncs
         first = [turn_file, turn_file.parent, turn_dir / "data", turn_dir]
-        syncs.sync(partial(_fsync_each, first), turn_file.parent, files=len(first))
-        marker = turn_dir / DURABLE_FILE
+        syncs.sync(partial(fsync_each, first), turn_file.parent, files=len(first))
         fd = open_private(marker, os.O_WRONLY)
         try:
             os.fsync(fd)
@@ -606,7 +606,7 @@ class OverlayWorkspace:
             )
             path.replace(path.with_name(TURN_FILE + DAMAGED_SUFFIX))
             return None
-        if boot is None or boot == self.boot or (path.parent / turn / DURABLE_FILE).exists():
+        if boot is None or boot == self.boot or _durable_mark(path.parent, turn).exists():
             return record
         log.warning(
             "the open turn %s of session %s was never synced before the machine restarted "
@@ -645,7 +645,7 @@ class OverlayWorkspace:
             else:
                 self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.turn, mounts, manifests, uid, gid, replay=True)
-        marked = (self.turn_file(turn.session).parent / turn.turn / DURABLE_FILE).exists()
+        marked = _durable_mark(self.turn_file(turn.session).parent, turn.turn).exists()
         if record.get("boot") is not None and not marked:
             # Whole in the page cache, not yet on disk: durable at its first sync,
             # its blobs with it (none is known synced after a restart).
@@ -757,6 +757,11 @@ def _real_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
 
 
+def _durable_mark(session_dir: Path, turn: str) -> Path:
+    """Where the turn's ``durable`` mark goes, once its record is on disk."""
+    return session_dir / turn / DURABLE_FILE
+
+
 def _remove_turn_record(turn_file: Path) -> None:
     """``turn.json``, then ``done.json``: the turn is over (see ``OverlayWorkspace.close``)."""
     turn_file.unlink(missing_ok=True)
@@ -781,11 +786,9 @@ def _write_atomic(
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
             fh.write(text)
             fh.flush()
-            if not sync:
-                pass
-            elif syncs is None:
+            if sync and syncs is None:
                 os.fsync(fh.fileno())
-            else:
+            elif sync and syncs is not None:
                 syncs.sync(partial(os.fsync, fh.fileno()), target.parent)
         os.replace(tmp, target)
     except BaseException:
@@ -798,11 +801,6 @@ def _write_atomic(
         fsync_path(target.parent)
     else:
         syncs.sync(partial(fsync_path, target.parent), target.parent)
-
-
-def _fsync_each(paths: Sequence[Path]) -> None:
-    for path in paths:
-        fsync_path(path)
 
 
 __all__ = ["OverlayWorkspace"]
