@@ -53,7 +53,7 @@ import stat
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterator, Mapping
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -1594,7 +1594,7 @@ class Overlay:
         for part in path.split("/"):
             if node is None or not node.is_dir:
                 return None
-            node = node.children.get(part)
+            node = self._entry(node, part)  # only looking: plant the path, not its folders
         return node
 
     def meta_at_end(self, mount: MountTree) -> dict[str, FileMeta]:
@@ -1631,15 +1631,36 @@ class Overlay:
         queue = [node]
         while queue:
             folder = queue.pop(0)
-            if folder.unplanted is not None:
-                # Untouched since the snapshot: the snapshot answers, nothing is planted.
-                if mount.holds_files_at_snapshot(folder.unplanted):
-                    return True
-                continue
-            kids = folder.kids.values()
-            if any(not kid.is_dir for kid in kids):
+            kids = folder.kids
+            if any(not kid.is_dir for kid in kids.values()):
                 return True
-            queue.extend(kid for kid in kids if kid.is_dir)
+            # A folder not planted holds its nodes (entries looked up one by
+            # one, files made since) and, as loaded, every other entry of the snapshot.
+            if folder.unplanted is not None and self._snapshot_holds_file(mount, folder, kids):
+                return True
+            queue.extend(kid for kid in kids.values() if kid.is_dir)
+        return False
+
+    def _snapshot_holds_file(self, mount: MountTree, folder: Node, besides: Container[str]) -> bool:
+        """Whether a snapshot file lies below the unplanted ``folder``, outside ``besides``."""
+        prefix = folder.unplanted
+        assert prefix is not None
+        if prefix:
+            prefix += "/"
+        paths, snapshot = mount.paths, mount.snapshot
+        at, end = self._run(mount, prefix)
+        cut = len(prefix)
+        while at < end:
+            path = paths[at]
+            name, slash, _ = path[cut:].partition("/")
+            if name not in besides:
+                if path in snapshot:
+                    return True
+                at += 1
+            elif slash:  # the node answers for everything below it: skip its run
+                at = bisect.bisect_left(paths, prefix + name + "0", at, end)
+            else:
+                at += 1
         return False
 
     # -- forgetting --------------------------------------------------------------
@@ -1723,15 +1744,15 @@ class Overlay:
     def _has_dir(mount: MountTree, path: str) -> bool:
         """Whether a folder stands at ``path``, planting nothing that is still as loaded."""
         node = mount.root
-        walked = ""
         for part in path.split("/"):
-            if node.unplanted is not None and node.unplanted == walked:
-                return True  # a folder nobody looked into holds all its snapshot folders
-            child = node.children.get(part)
-            if child is None or not child.is_dir:
+            child = node.kids.get(part)
+            if child is None:
+                # Not a node: as loaded, if its folder was never planted (what
+                # removes an entry plants its folder first); gone, if it was.
+                return node.unplanted is not None
+            if not child.is_dir:
                 return False
             node = child
-            walked = f"{walked}/{part}" if walked else part
         return True
 
     def _planted_dirs(self, folder: Node, prefix: str) -> Iterator[str]:
@@ -1740,8 +1761,9 @@ class Overlay:
             if child.is_dir:
                 path = f"{prefix}/{child.name}" if prefix else child.name
                 yield path
-                if child.unplanted is None:
-                    yield from self._planted_dirs(child, path)
+                # A folder not planted may still hold nodes: entries looked
+                # up one by one, and what was made inside those.
+                yield from self._planted_dirs(child, path)
 
     # -- recovery --------------------------------------------------------------
 

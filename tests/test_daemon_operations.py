@@ -688,3 +688,77 @@ async def test_a_folder_keeps_the_mode_mkdir_gave_it_after_a_crash(tmp_path: Pat
     )
     state = turn_of(again).mounts["rules"]
     assert {path: node_of(again, state, path).mode for path in made} == made
+
+
+def deep(tmp_path: Path, overlay: Overlay | None = None, *, replay: bool = False) -> Overlay:
+    """A turn over one file two folders down: ``a/b/x.md``."""
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"x\n"])
+    overlay = overlay or Overlay(tmp_path, blobs, Limits())
+    overlay.open_session("s1")
+    overlay.attach_turn(
+        "s1", "t1", {"rules": (False, {"a/b/x.md": SnapshotFile(sha, 2, "rev-1")})}, replay=replay
+    )
+    return overlay
+
+
+async def test_a_folder_made_below_folders_only_looked_up_survives_a_compacted_journal(
+    tmp_path: Path,
+) -> None:
+    overlay = deep(tmp_path)
+    ops = MemfsOperations(overlay)
+    # Lookups plant one entry each: "a" is never listed, so it stays unplanted.
+    await ops.mkdir(await inode_of(ops, "s1", "rules", "a", "b"), b"new", 0o40700, CTX)
+    overlay.compact(turn_of(overlay))
+    again = deep(tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True)
+    state = turn_of(again).mounts["rules"]
+    made = again.node_at(state, "a/b/new")
+    assert made is not None and made.is_dir and made.mode & 0o777 == 0o700
+
+
+async def test_a_file_made_in_a_stored_empty_folder_only_looked_up_keeps_the_folder(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    _, fh = overlay.create_open(
+        await inode_of(ops, "s1", "rules", "empty", "inner"), "new.md", 0o100644, 0, 0, os.O_WRONLY
+    )
+    overlay.release(fh)
+    mount = turn_of(overlay).mounts["rules"]
+    ends = overlay.folders_at_end(mount)
+    assert ends["empty/inner"] is True and ends["empty"] is True
+
+
+async def test_a_folder_removed_below_folders_only_looked_up_stays_removed_after_compaction(
+    tmp_path: Path,
+) -> None:
+    overlay = with_meta(tmp_path)
+    ops = MemfsOperations(overlay)
+    # Only looked up: the mount's top folder is never listed, so it stays unplanted.
+    await ops.rmdir(await inode_of(ops, "s1", "rules", "empty"), b"inner", CTX)
+    overlay.compact(turn_of(overlay))
+    again = with_meta(
+        tmp_path, Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits()), replay=True
+    )
+    state = turn_of(again).mounts["rules"]
+    assert again.node_at(state, "empty") is not None
+    assert again.node_at(state, "empty/inner") is None
+
+
+@pytest.mark.parametrize(
+    ("beside", "top_holds"), [({"top/sub.md"}, True), (set(), False)], ids=["file-beside", "alone"]
+)
+async def test_a_folder_emptied_below_folders_only_looked_up_is_seen_empty_at_the_end(
+    tmp_path: Path, beside: set[str], top_holds: bool
+) -> None:
+    blobs = BlobCache(tmp_path / "blobs")
+    [sha] = blobs.put_many([b"x\n"])
+    overlay = Overlay(tmp_path, blobs, Limits())
+    overlay.open_session("s1")
+    files = {path: SnapshotFile(sha, 2, "rev-1") for path in {"top/sub/f.md", *beside}}
+    overlay.attach_turn("s1", "t1", {"rules": (False, files)})
+    ops = MemfsOperations(overlay)
+    await ops.unlink(await inode_of(ops, "s1", "rules", "top", "sub"), b"f.md", CTX)
+    ends = overlay.folders_at_end(turn_of(overlay).mounts["rules"])
+    assert ends == {"top": top_holds, "top/sub": False}
