@@ -38,7 +38,7 @@ from memfs.core.defaults import (
 from memfs.core.errors import BadRequest, MemfsError, TooLarge, sole_memfs_error
 
 # Commands import what they run (the client, trio, the daemon) when they run,
-# so `memfs --help` loads neither the daemon, the control API nor httpx.
+# so `memfs --help` loads neither the daemon, the control API nor the client.
 if TYPE_CHECKING:
     from pydantic import BaseModel
 

@@ -8,16 +8,14 @@ across the socket; a daemon that is not there is ``memfs.DaemonUnavailable``.
 
 from __future__ import annotations
 
+import http.client
 import os
-import socket
-import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from memfs.api.models import (
@@ -34,6 +32,7 @@ from memfs.api.models import (
 from memfs.core import errors
 from memfs.core.defaults import DEFAULT_STATE_DIR, SOCKET_NAME
 from memfs.core.errors import BadRequest, DaemonUnavailable, MemfsError
+from memfs.unix_http import Answer, UnixHTTP, Unreachable
 
 DEFAULT_TIMEOUT = 60.0  # starting or ending a turn loads or stores whole spaces
 
@@ -55,35 +54,18 @@ def error_from_problem(problem: Problem) -> MemfsError:
     return cls(problem.detail)
 
 
-def _unavailable(path: Path, exc: httpx.TransportError) -> DaemonUnavailable:
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, OSError):
-        cause = cause.__cause__ or cause.__context__
+def _unavailable(path: Path, exc: BaseException) -> DaemonUnavailable:
+    """What a request that failed on the socket tells the caller, by how it failed."""
+    cause = exc.cause if isinstance(exc, Unreachable) else exc
     if isinstance(cause, PermissionError):
         message = "no permission to use the memfs control socket (mode 0600: run as its owner)"
-    elif isinstance(exc, httpx.TimeoutException):
+    elif isinstance(cause, TimeoutError):
         message = "the memfs daemon did not answer in time on its control socket"
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, Unreachable):
         message = "the memfs daemon is not running (nothing listens on its control socket)"
     else:
         message = f"the memfs daemon broke off the request ({str(exc) or type(exc).__name__})"
     return DaemonUnavailable(message, path=str(path))
-
-
-def _close_failed_connect(exc: BaseException) -> None:
-    """Close the socket of a failed connect, which httpcore 1.0 leaves open.
-
-    httpcore's ``connect_unix_socket`` lets the error escape without closing
-    the socket it made; the garbage collector would close it later with a
-    ResourceWarning. Its frame is still on the traceback, so close it now.
-    """
-    seen: BaseException | None = exc
-    while seen is not None:
-        for frame, _ in traceback.walk_tb(seen.__traceback__):
-            sock = frame.f_locals.get("sock")
-            if frame.f_code.co_name == "connect_unix_socket" and isinstance(sock, socket.socket):
-                sock.close()
-        seen = seen.__cause__ or seen.__context__
 
 
 class Client:
@@ -93,12 +75,7 @@ class Client:
         self, socket: str | Path | None = None, *, timeout: float | None = DEFAULT_TIMEOUT
     ) -> None:
         self.socket = default_socket() if socket is None else Path(socket)
-        self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.socket)),
-            # The host is never resolved; requests go to the socket.
-            base_url="http://memfs",
-            timeout=timeout,
-        )
+        self._http = UnixHTTP(self.socket, timeout=timeout)
 
     def start_turn(
         self,
@@ -124,7 +101,7 @@ class Client:
                 )
             ) from None
         return self._call(
-            TurnStarted, "POST", "/turns", json=request.model_dump(mode="json", exclude_none=True)
+            TurnStarted, "POST", "/turns", request.model_dump_json(exclude_none=True).encode()
         )
 
     def end_turn(self, session: str) -> TurnEnded:
@@ -149,7 +126,7 @@ class Client:
     ) -> ForgetApplied:
         """Tell the daemon a store forgot a person (or one file): open turns drop it."""
         notice = ForgetNotice(org=org, user=user, space=space, path=path)
-        return self._call(ForgetApplied, "POST", "/forgotten", json=notice.model_dump())
+        return self._call(ForgetApplied, "POST", "/forgotten", notice.model_dump_json().encode())
 
     def commit_turn(self, session: str, turn: str) -> TurnEnded:
         """Commit what an ended turn left waiting in ``manual`` spaces."""
@@ -179,26 +156,24 @@ class Client:
     ) -> None:
         self.close()
 
-    def _call(self, model: type[M], method: str, url: str, **kwargs: Any) -> M:
-        return model.model_validate_json(self._request(method, url, **kwargs).content)
+    def _call(self, model: type[M], method: str, url: str, body: bytes | None = None) -> M:
+        return model.model_validate_json(self._request(method, url, body).content)
 
-    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, url: str, body: bytes | None = None) -> Answer:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
         try:
-            response = self._http.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
-            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-                _close_failed_connect(exc)
+            answer = self._http.request(method, url, body, headers)
+        except (OSError, http.client.HTTPException) as exc:
             raise _unavailable(self.socket, exc) from exc
-        if response.is_success:
-            return response
+        if answer.ok:
+            return answer
         try:
-            problem = Problem.model_validate_json(response.content)
+            problem = Problem.model_validate_json(answer.content)
         except ValidationError:
             # Not our API answering (or a proxy in between): say what came back.
-            text = response.text.strip()[:200]
+            text = answer.content.decode("utf-8", "replace").strip()[:200]
             raise MemfsError(
-                f"the control socket answered {response.status_code} without a problem body: "
-                f"{text!r}"
+                f"the control socket answered {answer.status} without a problem body: {text!r}"
             ) from None
         raise error_from_problem(problem)
 

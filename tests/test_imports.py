@@ -117,3 +117,9 @@ def test_nothing_in_memfs_imports_memfsd_except_the_commands_that_run_it() -> No
                 assert (name, where) in RUNS_THE_DAEMON, f"{name} ({where}) imports {module}"
                 seen.add((name, where))
     assert seen == RUNS_THE_DAEMON  # a stale entry here would excuse a future import
+
+
+def test_the_client_speaks_http_with_the_standard_library_alone() -> None:
+    loaded = loaded_after("import memfs.client")
+    assert "http.client" in loaded
+    assert roots(loaded) & {"httpx", "httpcore", "trio", "memfsd"} == set()

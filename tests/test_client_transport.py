@@ -1,0 +1,228 @@
+"""``memfs.Client`` on its socket: kept connections, servers that close them, each way to fail."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import trio
+
+import memfs
+from memfs.api.control import control_app
+from memfs.api.models import DaemonStatus
+from memfsd.control import serve_control
+from tests.control_fake import FakeTarget
+
+STATUS_BODY = (
+    b'{"version": "0", "pid": 1, "mount_root": "/m", "state_dir": "/s", "store": "memory", '
+    b'"sessions": []}'
+)
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    # Unix socket paths are limited to 107 bytes; pytest's tmp_path can be longer.
+    path = Path(tempfile.mkdtemp(prefix="memfs-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """One request's head (these tests send no bodies to the raw servers)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    return data
+
+
+Server = Callable[[Path, Callable[[socket.socket], None]], Callable[[], int]]
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Server]:
+    """Start servers that run a function for each connection; closed when the test ends."""
+    listeners: list[socket.socket] = []
+
+    def start(path: Path, serve: Callable[[socket.socket], None]) -> Callable[[], int]:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(8)
+        listeners.append(listener)
+        return accept_loop(listener, serve)
+
+    yield start
+    for listener in listeners:
+        listener.close()
+
+
+def accept_loop(
+    listener: socket.socket, serve: Callable[[socket.socket], None]
+) -> Callable[[], int]:
+    """Serve each connection in turn in a thread; returns a count of connections accepted."""
+    accepted = 0
+
+    def loop() -> None:
+        nonlocal accepted
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            accepted += 1
+            with conn:
+                serve(conn)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return lambda: accepted
+
+
+def answer(conn: socket.socket, head: bytes = b"") -> None:
+    """A 200 status answer, keeping the connection unless ``head`` says otherwise."""
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + head
+        + f"content-length: {len(STATUS_BODY)}\r\n\r\n".encode()
+        + STATUS_BODY
+    )
+
+
+def status_of(path: Path, timeout: float = 5.0) -> DaemonStatus:
+    with memfs.Client(path, timeout=timeout) as client:
+        return client.status()
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+
+    def once_then_close(conn: socket.socket) -> None:
+        # Answers one request and closes, without saying so: a keep-alive timeout.
+        read_request(conn)
+        answer(conn)
+
+    connections = raw_server(path, once_then_close)
+    with memfs.Client(path, timeout=5) as client:
+        for _ in range(3):
+            assert client.status().store == "memory"
+    assert connections() == 3
+
+
+def test_a_kept_connection_serves_the_next_request(sock_dir: Path, raw_server: Server) -> None:
+    path = sock_dir / "memfs.sock"
+
+    def keep_alive(conn: socket.socket) -> None:
+        while read_request(conn):
+            answer(conn)
+
+    connections = raw_server(path, keep_alive)
+    with memfs.Client(path, timeout=5) as client:
+        for _ in range(5):
+            client.status()
+    assert connections() == 1
+
+
+def test_a_daemon_that_never_answers_is_unavailable_after_the_timeout(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+    release = threading.Event()
+
+    def silent(conn: socket.socket) -> None:
+        read_request(conn)
+        release.wait(10)
+
+    raw_server(path, silent)
+    try:
+        with pytest.raises(memfs.DaemonUnavailable, match="did not answer in time"):
+            status_of(path, timeout=0.3)
+    finally:
+        release.set()
+
+
+def test_a_daemon_that_breaks_off_its_answer_is_unavailable_not_a_bad_answer(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+
+    def torn(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b'HTTP/1.1 200 OK\r\ncontent-length: 500\r\n\r\n{"version')
+
+    raw_server(path, torn)
+    with pytest.raises(memfs.DaemonUnavailable, match="broke off the request"):
+        status_of(path)
+
+
+def test_a_socket_its_user_may_not_open_is_no_permission(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+    raw_server(path, lambda conn: None)
+    os.chmod(path, 0o600)
+
+    def as_nobody() -> None:
+        os.setresuid(65534, 65534, -1)  # in a child: this process stays root
+        try:
+            status_of(path)
+        except memfs.DaemonUnavailable as exc:
+            os._exit(0 if "no permission" in str(exc) else 3)
+        os._exit(4)
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become another user")
+    pid = os.fork()
+    if pid == 0:
+        as_nobody()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_threads_sharing_one_client_each_get_their_own_answer(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+
+    def keep_alive(conn: socket.socket) -> None:
+        while read_request(conn):
+            answer(conn)
+
+    def own(conn: socket.socket) -> None:
+        with conn:
+            keep_alive(conn)
+
+    def serve_each(conn: socket.socket) -> None:
+        threading.Thread(target=own, args=(conn.dup(),), daemon=True).start()
+
+    raw_server(path, serve_each)
+    with memfs.Client(path, timeout=5) as client, ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: client.status().store, range(200)))
+    assert answers == ["memory"] * 200
+
+
+async def test_a_body_past_the_daemons_limit_is_too_large_not_a_broken_pipe(
+    sock_dir: Path,
+) -> None:
+    path = sock_dir / "memfs.sock"
+    target = FakeTarget()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_control, control_app(target, max_body_bytes=1024), path)
+
+        def start() -> None:
+            with memfs.Client(path, timeout=10) as client:
+                client.start_turn("s1", {"blob": "x" * (4 * 1024 * 1024)})
+
+        with pytest.raises(memfs.TooLarge, match="at most 1024"):
+            await trio.to_thread.run_sync(start)
+        nursery.cancel_scope.cancel()
+    assert target.calls == []
