@@ -665,9 +665,19 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
     print("concurrency: turns alone", file=sys.stderr)
     alone, errors = await single_turns(service, expected)
     print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
-    cpu_before = cpu_seconds(service.pid)
+    cpu_before, harness_before = cpu_seconds(service.pid), os.times()
     latencies, more, wall = await turns_at_once(service, 0, sizes.sessions, sizes.turns, expected)
-    cpu = cpu_seconds(service.pid) - cpu_before
+    cpu, harness = cpu_seconds(service.pid) - cpu_before, os.times()
+    # The rest of the machine's work per turn: this process (the client, its
+    # threads, trio) and the shells it ran (bash and cat, kernel time for
+    # their FUSE calls included), reaped into its children's times.
+    client = harness.user + harness.system - harness_before.user - harness_before.system
+    shells = (
+        harness.children_user
+        + harness.children_system
+        - harness_before.children_user
+        - harness_before.children_system
+    )
     errors += more
     print("concurrency: syncs per turn (under strace)", file=sys.stderr)
     synced = await fsync_counts(service, sizes.sessions, expected)
@@ -690,6 +700,9 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
         "lost": lost,
         "alone": alone,
         "cpu/turn": cpu / len(latencies),
+        "client cpu/turn": client / len(latencies),
+        "shell cpu/turn": shells / len(latencies),
+        "cores busy": (cpu + client + shells) / wall,
     }
     if synced is not None:
         counts, turns, _ = synced
@@ -955,7 +968,10 @@ def report(
             "",
             f"A turn alone on the idle daemon (start, 5 reads, 2 writes, end; median of "
             f"{SINGLE_TURNS}): {c['alone'] * 1000:.1f} ms. Daemon CPU: utime + stime of the "
-            "daemon process over the concurrent run, divided by its turns. Syncs: "
+            "daemon process over the concurrent run, divided by its turns. Beside it, per "
+            f"turn: the client {c['client cpu/turn'] * 1000:.2f} ms, its shells (bash, cat) "
+            f"{c['shell cpu/turn'] * 1000:.2f} ms; all three kept {c['cores busy']:.2f} of "
+            f"{os.cpu_count()} cores busy. Syncs: "
             f"`strace -f -c -e trace={','.join(SYNC_CALLS)}` attached to the daemon over "
             f"{sizes.sessions} sessions x {FSYNC_TURNS} turns at once, calls divided by turns.",
             "",
