@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.routing import Mount
 
 import memfs
-from memfs.api.my_memory import my_memory
+from memfs.api import my_memory
 from memfs.core.models import SpaceRef
 from memfs.engine.plan import ManualHold
 from memfs.stores.memory import MemoryStore

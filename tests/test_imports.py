@@ -122,4 +122,14 @@ def test_nothing_in_memfs_imports_memfsd_except_the_commands_that_run_it() -> No
 def test_the_client_speaks_http_with_the_standard_library_alone() -> None:
     loaded = loaded_after("import memfs.client")
     assert "http.client" in loaded
-    assert roots(loaded) & {"httpx", "httpcore", "trio", "memfsd"} == set()
+    assert roots(loaded) & {"httpx", "httpcore", "trio", "fastapi", "starlette", "memfsd"} == set()
+
+
+def test_memfs_api_my_memory_is_the_handler_wherever_it_is_imported_from() -> None:
+    loaded = loaded_after(
+        "import memfs.api, memfs.api.personal\n"
+        "assert callable(memfs.api.my_memory)\n"
+        "from memfs.api import my_memory\n"
+        "assert my_memory is memfs.api.personal.my_memory\n"
+    )
+    assert "memfs.api.personal" in loaded
