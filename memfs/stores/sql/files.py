@@ -15,6 +15,8 @@ from a turn that loaded before a person's space was forgotten is refused
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Sequence
+from itertools import compress
+from operator import itemgetter, ne
 from typing import Any
 
 from memfs.core import audit as audit_rules
@@ -170,13 +172,19 @@ def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Man
     """
     live = _in_path_order(
         db.tuples(
-            "SELECT path, revision_id FROM live WHERE space_id = ? ORDER BY path", (space_id,)
+            # As text, as a manifest keeps it: no conversion per row here.
+            "SELECT path, CAST(revision_id AS TEXT) FROM live WHERE space_id = ? ORDER BY path",
+            (space_id,),
         ),
         _names(db, space_id, create=False),
     )
-    revisions = {path: str(revision_id) for path, revision_id in live}
+    # C-level maps, not comprehensions: this runs over every file of the
+    # space at every turn start that follows a change to it.
+    paths = list(map(itemgetter(0), live))
+    now = list(map(itemgetter(1), live))
+    revisions = dict(zip(paths, now, strict=True))
     was = old.revisions
-    moved = [path for path, revision in revisions.items() if was.get(path) != revision]
+    moved = list(compress(paths, map(ne, map(was.get, paths), now)))
     if len(moved) > len(revisions) // 2:
         return _read_manifest(db, space_id, version)  # most moved: read it all at once
     shas, sizes, meta = dict(old.shas), dict(old.sizes), dict(old.meta)
@@ -195,7 +203,6 @@ def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Man
             path = wanted[revision_id]
             shas[path], sizes[path], meta[path] = sha, size, _meta(mode, mtime, ctime)
     if added:  # in path order, as a manifest read whole is
-        paths = list(revisions)
         shas = dict(zip(paths, map(shas.__getitem__, paths), strict=True))
         sizes = dict(zip(paths, map(sizes.__getitem__, paths), strict=True))
         meta = dict(zip(paths, map(meta.__getitem__, paths), strict=True))

@@ -69,9 +69,10 @@ def _cursor(db: Db, space_id: int | None) -> int:
 
 def _in_path_order(rows: list[tuple[Any, ...]], names: Names) -> list[tuple[Any, ...]]:
     """``rows`` (kept path first) with their paths opened, in path order."""
+    if not names.sealed:
+        return rows  # kept as the paths themselves, read in path order
     opened = [(names.path(row[0]), *row[1:]) for row in rows]
-    if names.sealed:  # kept by name: the database's order is not the paths'
-        opened.sort(key=lambda row: row[0])
+    opened.sort(key=lambda row: row[0])  # kept by name: the database's order is not the paths'
     return opened
 
 
