@@ -30,7 +30,6 @@ import pytest
 
 from memfs.core import sealing
 from memfs.core.errors import ConfigError
-from memfs.stores import keyfile
 from memfs.stores.keyfile import load_store_key
 
 # A creator that stops at ``point`` (``write`` or ``fsync``, once past the
@@ -203,7 +202,7 @@ def test_a_key_that_cannot_be_written_is_a_clear_error_and_leaves_nothing(
     def full(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(keyfile.os, "write", full)
+    monkeypatch.setattr(os, "write", full)
     with pytest.raises(ConfigError, match="store_key_file cannot be created: No space left"):
         load_store_key(tmp_path / "store.key")
     assert names(tmp_path) == []
