@@ -126,6 +126,17 @@ def test_where_o_tmpfile_is_refused_the_next_load_removes_a_killed_creators_temp
     assert load_store_key(key) == made
 
 
+def test_a_temp_key_file_an_older_memfs_left_is_removed_by_the_next_creation(
+    tmp_path: Path,
+) -> None:
+    # A kill before this memfs left a named temporary file even where O_TMPFILE works.
+    key = tmp_path / "store.key"
+    left = tmp_path / ".store.key.4194304.0123abcd.tmp"  # past pid_max: not alive
+    left.write_bytes(b"")
+    load_store_key(key)
+    assert names(tmp_path) == ["store.key"]
+
+
 def test_a_temp_key_file_whose_creator_may_be_alive_is_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,9 +12,9 @@ Where the filesystem refuses ``O_TMPFILE`` (``EOPNOTSUPP``, ``EISDIR`` or
 ``EINVAL``: some network filesystems, old kernels) the key is written to a
 named temporary file ``.<name>.<pid>.<hex>.tmp`` instead, held under an
 ``flock`` while it exists, and linked the same way. A kill there leaves that
-file, so each creation first removes those of dead creators: a pid not
-alive on this host whose file nobody holds locked (a creator on another
-host sharing the folder holds its lock).
+file, so each creation (either way) first removes those of dead creators:
+a pid not alive on this host whose file nobody holds locked (a creator on
+another host sharing the folder holds its lock).
 
 A file that exists is never rewritten: a key that does not fit the store is
 refused at open (``ConfigError``), never replaced.
@@ -71,6 +71,8 @@ def load_store_key(path: Path) -> bytes:
     except OSError as exc:
         raise _cannot_create(exc, path) from None
     try:
+        # Those a kill left (here, or an older memfs's anywhere) go first.
+        _sweep(folder, path.name)
         if not _create_unnamed(folder, path.name):
             _create_named(folder, path.name)
     except OSError as exc:
@@ -120,7 +122,6 @@ def _create_unnamed(folder: int, name: str) -> bool:
 
 def _create_named(folder: int, name: str) -> None:
     """Make the key in a named temporary file, held locked while it exists, then link it."""
-    _sweep(folder, name)
     tmp = f".{name}.{os.getpid()}.{sealing.new_key().hex()[:8]}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
     try:
