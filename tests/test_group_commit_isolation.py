@@ -31,9 +31,10 @@ from memfs.core.errors import StoreUnavailable, TraceFailed
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Stored, Trace, TraceMount
 from memfs.stores.base import StoreRequest
 from memfs.stores.postgres import PostgresStore
-from memfs.stores.sql import files, rows, traces
+from memfs.stores.sql import files, rows
 from memfs.stores.sql import store as sql_store
 from memfs.stores.sql.store import SqlStore
+from memfs.stores.sql.traces import _record_trace as record_trace
 from tests.postgres_fixtures import SqlOpener
 from tests.test_group_commit import queued, rules_desk, start
 
@@ -201,12 +202,11 @@ async def test_a_trace_item_that_raises_a_non_store_error_fails_alone(
 ) -> None:
     store = sql_opener()
     try:
-        real = traces._record_trace
 
         def recording(db: Any, trace: Trace) -> None:
             if trace.session == "bad":
                 raise ValueError("a trace the store cannot take")
-            real(db, trace)
+            record_trace(db, trace)
 
         monkeypatch.setattr(files, "_record_trace", recording)  # the name _store_batch calls
         answers = await store.store_batch(
