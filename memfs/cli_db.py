@@ -125,10 +125,16 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                         return {"rotated": 0, "store_key_file": str(new), "already_rotated": True}
                     raise
                 except StoreUnavailable as exc:
-                    # Before anything is made or written: nothing to keep, nothing changed.
-                    raise StoreUnavailable(
-                        f"the store key was not rotated: {exc.message}", path=exc.path
-                    ) from exc
+                    # Before anything is made or written: this run changed nothing. But
+                    # a new key file already there may be what an earlier run, whose
+                    # answer was "cannot tell" or lost, sealed the store under.
+                    message = f"the store key was not rotated: {exc.message}"
+                    if await _exists(new):
+                        message += (
+                            f"; this run changed nothing, but keep {new}: an earlier run "
+                            "may have sealed the store under it"
+                        )
+                    raise StoreUnavailable(message, path=exc.path) from exc
                 try:
                     rotated = await store.rotate_key(new)
                 except ConfigError as exc:

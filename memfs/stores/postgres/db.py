@@ -69,6 +69,8 @@ def _utc(at: datetime) -> datetime:
 class PostgresDb(Db):
     """A psycopg connection inside one transaction."""
 
+    driver_errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error, OSError)
+
     def __init__(self, conn: Conn, store_key: bytes) -> None:
         super().__init__(store_key)
         self._conn = conn

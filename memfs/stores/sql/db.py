@@ -16,6 +16,12 @@ between them, and each store's ``db.py`` says it:
 Rows come back as the driver gives them: a row reads by position, and by
 column name where the statement names its columns (``execute``); ``tuples``
 is the fast path for a statement run over every file of a space.
+
+``driver_errors`` names what the database driver raises (and ``OSError``:
+a disk, a socket): after one of them the transaction or the connection may
+be broken, so nothing more is run in it (a group commit fails whole,
+``files._store_batch``). Any other exception came from memfs's own code
+building one statement's values.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 Params = Sequence[Any]
 
@@ -56,6 +62,9 @@ def chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 class Db(ABC):
     """A connection inside one transaction, and the store key it seals people's memory with."""
+
+    # The driver's own errors (the subclass adds its driver's base class).
+    driver_errors: ClassVar[tuple[type[Exception], ...]] = (OSError,)
 
     def __init__(self, store_key: bytes) -> None:
         self.store_key = store_key

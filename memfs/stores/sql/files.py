@@ -14,6 +14,7 @@ from a turn that loaded before a person's space was forgotten is refused
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Container, Sequence
 from itertools import compress
 from operator import itemgetter, ne
@@ -21,7 +22,7 @@ from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
-from memfs.core.errors import Forgotten, MemfsError, NotFound, TraceFailed
+from memfs.core.errors import Forgotten, MemfsError, NotFound, StoreUnavailable, TraceFailed
 from memfs.core.limits import require_within
 from memfs.core.models import (
     ChangeSet,
@@ -69,6 +70,8 @@ from memfs.stores.sql.sealed import (
 )
 from memfs.stores.sql.spaces import _ensure_space, _found, _space_id
 from memfs.stores.sql.traces import _record_trace
+
+log = logging.getLogger(__name__)
 
 
 def _load_lean(
@@ -450,8 +453,13 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
     Each item runs under a savepoint: one that raises memfs's own error
     (``Forgotten``, ``InvalidName``, ...) is undone alone and answered with
     that error, and the rest go on. What this transaction looked up (``Db.memo``)
-    is dropped with it, since the rows it came from may be gone. Any other
-    error is the store's and fails the whole batch.
+    is dropped with it, since the rows it came from may be gone. So is an item
+    whose own values broke memfs's code (a ``TypeError``, ``UnicodeEncodeError``
+    ...: a bug, or data one turn brought): undone alone, logged at ERROR, and
+    answered ``StoreUnavailable``, so its turn keeps its files for a later end
+    and no turn batched with it fails with it. An error of the database
+    driver (``Db.driver_errors``) fails the whole batch: the transaction or
+    the connection may be broken.
     """
     answers: list[Stored | Exception | None] = []
     for item in items:
@@ -475,9 +483,31 @@ def _store_batch(db: Db, items: Sequence[StoreRequest | Trace]) -> list[Stored |
             db.execute("ROLLBACK TO SAVEPOINT batch_item")
             db.forget_lookups()
             answer = exc
+        except Exception as exc:
+            if isinstance(exc, db.driver_errors):
+                raise
+            db.execute("ROLLBACK TO SAVEPOINT batch_item")
+            db.forget_lookups()
+            answer = _item_failed(item, exc)
         db.execute("RELEASE SAVEPOINT batch_item")
         answers.append(answer)
     return answers
+
+
+def _item_failed(item: StoreRequest | Trace, exc: Exception) -> StoreUnavailable:
+    """A batch item memfs's own code failed on: logged once, answered as a store failing."""
+    where = item.ref.space if isinstance(item, StoreRequest) else item.session
+    log.error(
+        "a group commit's item (%s) failed and was undone alone; the rest of the batch goes on: %r",
+        where,
+        exc,
+        exc_info=exc,
+    )
+    failed = StoreUnavailable(
+        f"the store failed on this turn's changes: {type(exc).__name__}: {exc}", path=where
+    )
+    failed.__cause__ = exc
+    return failed
 
 
 def _record_traced(db: Db, trace: Callable[[Stored], Trace], stored: Stored) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from memfs.stores.sql.db import Db, Params, Rows
 
@@ -30,6 +30,8 @@ def _utc(at: datetime) -> datetime:
 
 class SqliteDb(Db):
     """A connection whose rows are ``sqlite3.Row`` (by position and by name)."""
+
+    driver_errors: ClassVar[tuple[type[Exception], ...]] = (sqlite3.Error, OSError)
 
     def __init__(self, conn: sqlite3.Connection, store_key: bytes) -> None:
         super().__init__(store_key)
