@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,8 @@ class Outcome:
     lost: int
     writes: int
     cpu_per_turn: float
+    server_cpu_per_turn: float = 0.0  # the PostgreSQL server's processes; 0 for SQLite
+    cores_busy: float = 0.0  # daemons, server, this client and its shells, over the run
 
     @property
     def rate(self) -> float:
@@ -113,7 +116,36 @@ async def seed(store_url: str, key: Path) -> None:
         await store.aclose()
 
 
-async def workload(daemons: list[Daemon], sessions: int, turns: int) -> tuple[Outcome, dict]:
+def server_cpu_seconds(data: Path | None) -> float:
+    """utime + stime of a PostgreSQL server's processes (0 for none).
+
+    The postmaster, its children, and the children it reaped (backends whose
+    connection closed).
+    """
+    if data is None:
+        return 0.0
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid, parent = int(entry), int(fields[1])
+        if pid == postmaster or parent == postmaster:
+            ticks = int(fields[11]) + int(fields[12])
+            if pid == postmaster:
+                ticks += int(fields[13]) + int(fields[14])
+            total += ticks / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+async def workload(
+    daemons: list[Daemon], sessions: int, turns: int, server: Path | None = None
+) -> tuple[Outcome, dict]:
     """Every session's turns on daemon ``s % len(daemons)``; what the store must hold after."""
     latencies: list[float] = []
     errors = 0
@@ -139,12 +171,15 @@ async def workload(daemons: list[Daemon], sessions: int, turns: int) -> tuple[Ou
         await trio.to_thread.run_sync(daemon.client.close_session, session)
 
     cpu_before = sum(d.cpu_seconds() for d in daemons)
+    server_before, harness_before = server_cpu_seconds(server), os.times()
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for s in range(sessions):
             nursery.start_soon(one_session, s)
     wall = time.perf_counter() - start
     cpu = sum(d.cpu_seconds() for d in daemons) - cpu_before
+    server_cpu, harness = server_cpu_seconds(server) - server_before, os.times()
+    harness_cpu = sum(harness[:4]) - sum(harness_before[:4])  # client and its shells
     quantiles = statistics.quantiles(latencies, n=100)
     outcome = Outcome(
         turns=len(latencies),
@@ -155,6 +190,8 @@ async def workload(daemons: list[Daemon], sessions: int, turns: int) -> tuple[Ou
         lost=0,
         writes=len(expected),
         cpu_per_turn=cpu / len(latencies),
+        server_cpu_per_turn=server_cpu / len(latencies),
+        cores_busy=(cpu + server_cpu + harness_cpu) / wall,
     )
     return outcome, expected
 
@@ -169,7 +206,12 @@ async def lost_writes(store_url: str, key: Path, expected: dict[str, bytes]) -> 
 
 
 async def one_setup(
-    setup: str, base: Path, pg_url: str | None, sessions: int, turns: int
+    setup: str,
+    base: Path,
+    pg_url: str | None,
+    sessions: int,
+    turns: int,
+    server: Path | None = None,
 ) -> Outcome:
     key = base / "store.key"
     store_url = f"sqlite://{base / 'memfs.db'}" if pg_url is None else pg_url
@@ -179,7 +221,7 @@ async def one_setup(
     try:
         for daemon in daemons:
             await daemon.ready()
-        outcome, expected = await workload(daemons, sessions, turns)
+        outcome, expected = await workload(daemons, sessions, turns, server)
     finally:
         for daemon in daemons:
             daemon.stop()
@@ -206,18 +248,22 @@ async def main_async(args: argparse.Namespace) -> int:
                 base = Path(tmp) / f"run{run}-{SETUPS.index(setup)}"
                 pg_url = None if setup.startswith("sqlite") else server.new_database()
                 print(f"run {run + 1}/{args.runs}: {setup}", file=sys.stderr)
-                outcome = await one_setup(setup, base, pg_url, args.sessions, args.turns)
+                data = None if pg_url is None else server.data
+                outcome = await one_setup(setup, base, pg_url, args.sessions, args.turns, data)
                 results[setup].append(outcome)
     rows = [
         f"| setup ({args.sessions} sessions x {args.turns} turns, {args.runs} runs)"
-        " | turns/s | p50 (s) | p99 (s) | daemon CPU per turn (ms) | errors | lost writes |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " | turns/s | p50 (s) | p99 (s) | daemon CPU per turn (ms) | server CPU per turn (ms)"
+        " | cores busy | errors | lost writes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for setup, outcomes in results.items():
         rows.append(
             f"| {setup} | {spread([o.rate for o in outcomes])}"
             f" | {spread([o.p50 for o in outcomes])} | {spread([o.p99 for o in outcomes])}"
             f" | {spread([o.cpu_per_turn * 1000 for o in outcomes])}"
+            f" | {spread([o.server_cpu_per_turn * 1000 for o in outcomes])}"
+            f" | {spread([o.cores_busy for o in outcomes])} of {os.cpu_count()}"
             f" | {sum(o.errors for o in outcomes)}"
             f" | {sum(o.lost for o in outcomes)} of {sum(o.writes for o in outcomes)} |"
         )
