@@ -7,13 +7,10 @@ refused at open, and forgetting a person deletes their key with their rows.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sqlite3
 import stat
 from datetime import UTC, datetime
-from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import pytest
@@ -130,28 +127,6 @@ def test_a_missing_key_file_is_made_0600_with_a_fresh_key(tmp_path: Path) -> Non
     assert load_store_key(tmp_path / "keys" / "store.key") == first  # never made twice
     assert load_store_key(tmp_path / "other.key") != first
     assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == ["store.key"]
-
-
-def _create(path: str, start: Event, out: Queue[str]) -> None:
-    start.wait()
-    out.put(load_store_key(Path(path)).hex())
-
-
-def test_concurrent_creators_of_one_key_file_agree_on_one_key(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")
-    for attempt in range(5):
-        path = tmp_path / f"store-{attempt}.key"
-        start, out = ctx.Event(), ctx.Queue()
-        workers = [ctx.Process(target=_create, args=(str(path), start, out)) for _ in range(6)]
-        for worker in workers:
-            worker.start()
-        start.set()
-        keys = {out.get(timeout=30) for _ in workers}
-        for worker in workers:
-            worker.join(timeout=30)
-            assert worker.exitcode == 0
-        assert keys == {load_store_key(path).hex()}
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
 async def test_a_store_opened_with_another_key_is_refused_at_open_naming_store_key_file(
