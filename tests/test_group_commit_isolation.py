@@ -112,19 +112,20 @@ async def test_an_item_whose_rows_raise_a_non_store_error_fails_alone_and_answer
             traced.append(stored)
             return trace_of("s2", CAROL)
 
+        def poisoned() -> StoreRequest:
+            # A person's space: the item makes its key, its names, a folder... all undone.
+            return StoreRequest(
+                CAROL,
+                ChangeSet(created={"fine.md": b"fine", POISON: b"x"}, folders_created=("notes",)),
+                None,
+                prov("s2"),
+                trace=trace,
+            )
+
         answers = await store.store_batch(
             [
                 request_of(ORG, "a.md", "s1"),
-                # A person's space: the item makes its key, its names, a folder... all undone.
-                StoreRequest(
-                    CAROL,
-                    ChangeSet(
-                        created={"fine.md": b"fine", POISON: b"x"}, folders_created=("notes",)
-                    ),
-                    None,
-                    prov("s2"),
-                    trace=trace,
-                ),
+                poisoned(),
                 request_of(DANA, "d.md", "s3"),
             ]
         )
@@ -148,19 +149,7 @@ async def test_an_item_whose_rows_raise_a_non_store_error_fails_alone_and_answer
         assert logged.exc_info is not None and logged.exc_info[1] is failed.__cause__
         # Retryable indeed: the same item again, once the fault is gone, is saved.
         monkeypatch.undo()
-        [again] = await store.store_batch(
-            [
-                StoreRequest(
-                    CAROL,
-                    ChangeSet(
-                        created={"fine.md": b"fine", POISON: b"x"}, folders_created=("notes",)
-                    ),
-                    None,
-                    prov("s2"),
-                    trace=trace,
-                )
-            ]
-        )
+        [again] = await store.store_batch([poisoned()])
         assert isinstance(again, Stored) and again.status == "saved"
         assert await store.files(CAROL) == {"fine.md": b"fine", POISON: b"x"}
         assert [t.session for t in await store.traces()] == ["s2"]
