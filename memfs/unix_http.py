@@ -66,14 +66,25 @@ class _Connection(http.client.HTTPConnection):
         """Whether an idle connection is still open with nothing unread (safe to reuse)."""
         if self.sock is None:
             return False
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return not readable  # readable while idle: closed by the server, or stray bytes
+        # poll, not select: a process may hold descriptors past select's 1024.
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return not poller.poll(0)  # readable while idle: closed by the server, or stray bytes
+
+
+# Idle connections kept for the next request: enough for a harness's threads
+# to reuse theirs, few enough that a burst of them does not keep the
+# daemon's connection tasks alive long after (hypercorn closes idle ones itself).
+KEEP_IDLE = 20
 
 
 class UnixHTTP:
-    """Requests to the HTTP server on the Unix socket ``path``; safe to share between threads."""
+    """Requests to the HTTP server on the Unix socket ``path``; safe to share between threads.
 
-    def __init__(self, path: Path, *, timeout: float | None, keep: int = 20) -> None:
+    At most ``keep`` idle connections are kept; one more is closed once its answer is read.
+    """
+
+    def __init__(self, path: Path, *, timeout: float | None, keep: int = KEEP_IDLE) -> None:
         self.path = str(path)
         self.timeout = timeout
         self._keep = keep
@@ -131,4 +142,4 @@ class UnixHTTP:
         conn.close()
 
 
-__all__ = ["Answer", "UnixHTTP", "Unreachable"]
+__all__ = ["KEEP_IDLE", "Answer", "UnixHTTP", "Unreachable"]

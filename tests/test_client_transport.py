@@ -7,6 +7,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +18,7 @@ import trio
 import memfs
 from memfs.api.control import control_app
 from memfs.api.models import DaemonStatus
+from memfs.unix_http import UnixHTTP
 from memfsd.control import serve_control
 from tests.control_fake import FakeTarget
 
@@ -226,3 +228,38 @@ async def test_a_body_past_the_daemons_limit_is_too_large_not_a_broken_pipe(
             await trio.to_thread.run_sync(start)
         nursery.cancel_scope.cancel()
     assert target.calls == []
+
+
+@pytest.mark.parametrize("keep", [3, 2], ids=["at-the-limit", "past-it"])
+def test_at_most_keep_idle_connections_stay_open_after_a_burst(
+    sock_dir: Path, raw_server: Server, keep: int
+) -> None:
+    path = sock_dir / "memfs.sock"
+    together = threading.Barrier(3)
+    closed: list[int] = []
+
+    def keep_alive(conn: socket.socket) -> None:
+        with conn:
+            if read_request(conn):
+                together.wait(10)  # three requests in flight at once: three connections
+                answer(conn)
+            while read_request(conn):
+                answer(conn)
+            closed.append(1)
+
+    def serve_each(conn: socket.socket) -> None:
+        threading.Thread(target=keep_alive, args=(conn.dup(),), daemon=True).start()
+
+    raw_server(path, serve_each)
+    http = UnixHTTP(path, timeout=5, keep=keep)
+    with ThreadPoolExecutor(3) as pool:
+        statuses = list(pool.map(lambda _: http.request("GET", "/status").status, range(3)))
+    assert statuses == [200, 200, 200]
+    deadline = time.monotonic() + 5
+    while len(closed) < 3 - keep and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(closed) == 3 - keep  # the rest stay open for the next requests
+    http.close()
+    while len(closed) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(closed) == 3
