@@ -48,6 +48,10 @@ class AccessLog:
             return
         key = (mount, path)
         entry = self.entries.get(key)
+        if op == "b" and entry is None and path in self.present.get(mount, ()):
+            # A compacted journal's record of a file only chmodded or touched:
+            # no access (and an access it had, its ``L`` record brings after).
+            return
         if entry is None:
             entry = self.entries[key] = FileAccess()
         if op in ("f", "b"):

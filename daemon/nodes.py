@@ -79,6 +79,10 @@ class Node:
     # ``Overlay.moves`` when its path was last seen opened in the access log
     # (-1: never): an open at the same count has nothing to journal.
     read_checked: int = -1
+    # A record of its times came after its ``w`` (a chmod, a utime, a rename, a
+    # compaction): its next write journals ``w`` again, or a replay would give
+    # it those older times instead of the write's (``Overlay._mark_written``).
+    stamped: bool = False
 
     @property
     def is_dir(self) -> bool:

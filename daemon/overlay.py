@@ -755,10 +755,12 @@ class Overlay:
         mount.files += 1
         path = node.path()
         mount.touched.add(path)
+        # ``w`` after its mode and times: a replay takes its mtime from its data
+        # file, which moves with each write to come, journaled or not.
         mount.turn.log(
             journal.holds_data(mount.name, path, node.data),
-            journal.written(mount.name, path),
             self._attributes(mount, node, path),
+            journal.written(mount.name, path),
         )
         return node, fd
 
@@ -1066,6 +1068,7 @@ class Overlay:
             path = node.path()
             if not node.is_dir:
                 mount.touched.add(path)
+                node.stamped = node.written
             mount.turn.log(self._attributes(mount, node, path))
         return node
 
@@ -1191,8 +1194,11 @@ class Overlay:
         mount.turn.log(journal.holds_data(mount.name, path, data))
 
     def _mark_written(self, mount: MountTree, node: Node) -> None:
-        if not node.written:
+        # Once more after a record of its times: a replay applies the last of
+        # them, and only a ``w`` takes the time of the writes after it.
+        if not node.written or node.stamped:
             node.written = True
+            node.stamped = False
             mount.turn.log(journal.written(mount.name, node.path()))
 
     def _mark_cut(self, mount: MountTree, node: Node, error: TooLarge | DiskFull) -> None:
@@ -1582,6 +1588,7 @@ class Overlay:
         records = [self._holds(mount, node, path)]
         if node.written:
             records.append(journal.written(mount.name, path))
+            node.stamped = True  # its ``a`` comes last
         if node.cut is not None:
             records.append(journal.cut(mount.name, path, node.cut))
         # Its mode and times last: a replay of ``w`` takes the data file's times.
@@ -1849,6 +1856,7 @@ class Overlay:
     def _rewritten(self, mount: MountTree) -> Callable[[Node], None]:
         def mark(node: Node) -> None:
             node.written = True
+            node.stamped = False
             # The data file's own times are the last write's: the nearest to what
             # the node said before the crash (a later ``a`` record may set them).
             if node.data is not None:
@@ -1866,6 +1874,7 @@ class Overlay:
             node.mtime_ns, node.ctime_ns = int(record["mt"]), int(record["ct"])
             if not node.is_dir:
                 mount.touched.add(record["p"])
+                node.stamped = node.written  # as when it was journaled
 
         return set_them
 
