@@ -21,7 +21,6 @@ from typing import Any
 import pyfuse3
 import pytest
 import trio
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -39,6 +38,7 @@ from memfsd.config import load_config
 from memfsd.fs import MemfsOperations
 from memfsd.nodes import ROOT_INODE, Node, SnapshotFile
 from memfsd.overlay import Overlay
+from tests.machines import fixed_seed
 from tests.overlay_helpers import source_of, turn_of
 from tests.test_daemon_config import REPO, config_error, write
 from tests.test_daemon_operations import CTX
@@ -693,14 +693,7 @@ def test_random_changes_with_compactions_and_crashes_replay_to_the_same_turn(
 
     run_state_machine_as_test(
         Crashes,
-        settings=settings(
-            max_examples=60,
-            stateful_step_count=50,
-            derandomize=True,  # a fixed seed: the same sequences every run
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-        ),
+        settings=fixed_seed(60, 50),
     )
 
 

@@ -43,7 +43,6 @@ from typing import Any, TypeVar
 
 import pyfuse3
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -61,6 +60,7 @@ from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations
 from memfsd.nodes import ROOT_INODE, MountTree, Node, Snapshot
 from memfsd.overlay import Overlay
+from tests.machines import fixed_seed
 from tests.overlay_helpers import Ctx, turn_of
 
 T = TypeVar("T")
@@ -884,14 +884,7 @@ class LazyPlanting(RuleBasedStateMachine):
 def test_lazy_planting_compaction_and_replay_agree_with_the_model() -> None:
     run_state_machine_as_test(
         LazyPlanting,
-        settings=settings(
-            max_examples=35,
-            stateful_step_count=25,
-            derandomize=True,  # a fixed seed: the same sequences every run
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
+        settings=fixed_seed(35, 25),
     )
 
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 import trio
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -47,6 +46,7 @@ from memfs.core.errors import DaemonUnavailable
 from memfs.core.models import FileMeta, Loaded, SpaceRef
 from memfs.stores.sqlite import SqliteStore
 from tests.daemon_harness import require_fuse
+from tests.machines import fixed_seed
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
@@ -398,12 +398,5 @@ def test_random_operations_match_a_native_directory(daemon: Path, tmp_path: Path
 
     run_state_machine_as_test(
         SideBySide,
-        settings=settings(
-            max_examples=25,
-            stateful_step_count=30,
-            derandomize=True,  # a fixed seed: the same sequences every run
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-        ),
+        settings=fixed_seed(25, 30),
     )
