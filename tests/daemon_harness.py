@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -58,6 +58,40 @@ def require_root(why: str) -> None:
     if under_ci():
         pytest.fail(message + " (under CI=true this fails the run)")
     pytest.skip(message)
+
+
+@contextmanager
+def tmpfs_disk(folder: Path, size: str, *, why: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``"4m"``) mounted on the empty ``folder``, unmounted after.
+
+    A real full disk, for tests of what fills one; needs root (``require_root``).
+    """
+    require_root(why)
+    folder.mkdir(exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)], check=True
+    )
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+# The kill point the process crash tests prepend to their seam: ``point(name)``
+# SIGKILLs the daemon at the MEMFS_TEST_KILL_AFTER-th (default first) time it
+# reaches the point named MEMFS_TEST_KILL_AT.
+KILL_POINT = """
+import os, signal
+
+AT = os.environ["MEMFS_TEST_KILL_AT"]
+hits = {"n": int(os.environ.get("MEMFS_TEST_KILL_AFTER", "1"))}
+
+def point(name):
+    if name == AT:
+        hits["n"] -= 1
+        if hits["n"] == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 
 @asynccontextmanager

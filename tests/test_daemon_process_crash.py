@@ -22,6 +22,7 @@ import trio
 
 from memfs.core.models import SpaceRef, Trace
 from memfs.stores.sqlite import SqliteStore
+from tests.daemon_harness import KILL_POINT
 from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
@@ -29,18 +30,11 @@ __all__ = ["root"]  # the fixture, shared with test_daemon_process
 ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 RULES = SpaceRef(layer="org", space="lending-rules", org="bank_17")
 
-SEAM = """
-import os, signal, sys
+SEAM = (
+    KILL_POINT
+    + """
+import sys
 from pathlib import Path
-
-AT = os.environ["MEMFS_TEST_KILL_AT"]
-hits = {"n": int(os.environ.get("MEMFS_TEST_KILL_AFTER", "1"))}
-
-def point(name):
-    if name == AT:
-        hits["n"] -= 1
-        if hits["n"] == 0:
-            os.kill(os.getpid(), signal.SIGKILL)
 
 import memfs.stores.sqlite as sqlite
 sqlite.BUSY_TIMEOUT_MS = 100  # the tests' locked store fails fast
@@ -121,6 +115,7 @@ overlay.shutil = Shutil()
 from memfs.cli import main
 main()
 """
+)
 
 
 def with_limits(limits: str) -> str:

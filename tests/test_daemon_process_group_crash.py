@@ -29,6 +29,7 @@ from memfs.core.models import SpaceRef
 from memfs.stores.postgres import PostgresStore
 from memfs.stores.sql.store import SqlStore
 from memfs.stores.sqlite import SqliteStore
+from tests.daemon_harness import KILL_POINT
 from tests.postgres_fixtures import Databases
 from tests.test_daemon_process import DaemonProcess, memfs, root
 
@@ -37,17 +38,10 @@ __all__ = ["root"]  # the fixture, shared with test_daemon_process
 SESSIONS = [f"s{i}" for i in range(6)]
 ORG = "bank_17"
 
-SEAM = """
-import os, signal, time
-
-AT = os.environ["MEMFS_TEST_KILL_AT"]
-hits = {"n": int(os.environ.get("MEMFS_TEST_KILL_AFTER", "1"))}
-
-def point(name):
-    if name == AT:
-        hits["n"] -= 1
-        if hits["n"] == 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+SEAM = (
+    KILL_POINT
+    + """
+import time
 
 from memfs.core.models import Trace
 from memfs.stores.base import StoreRequest
@@ -109,6 +103,7 @@ workspace.OverlayWorkspace.record = record_or_die
 from memfs.cli import main
 main()
 """
+)
 
 
 def body(session: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from memfs.core.errors import ConfigError
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.open import open_store
 from memfs.stores.sql.store import SqlStore
-from tests.daemon_harness import require_root
+from tests.daemon_harness import tmpfs_disk
 from tests.postgres_fixtures import Databases
 
 PEOPLE = [SpaceRef(layer="user", space="me", org="bank-1", user=f"p{i}") for i in range(40)]
@@ -101,16 +101,8 @@ def rotate(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs, unmounted after the test."""
-    require_root("mounts a tmpfs to fill")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(disk)], check=True
-    )
-    try:
+    with tmpfs_disk(tmp_path / "disk", "4m", why="mounts a tmpfs to fill") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def fill(disk: Path, *, leave: int) -> Path:

@@ -27,7 +27,7 @@ import pytest
 
 from memfs.core.errors import StoreUnavailable
 from memfs.testing.postgres import ThrowawayPostgres, postgres_bindir, throwaway_postgres
-from tests.daemon_harness import require_root
+from tests.daemon_harness import tmpfs_disk
 from tests.postgres_fixtures import Databases
 from tests.test_store_key_rotation_faults import fill, opens_with, rotate, seed
 
@@ -40,16 +40,8 @@ def store_url(postgres_databases: Databases) -> str:
 @pytest.fixture
 def key_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs for the new key file, unmounted after the test."""
-    require_root("mounts a tmpfs for the new key file")
-    disk = tmp_path / "keys"
-    disk.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(disk)], check=True
-    )
-    try:
+    with tmpfs_disk(tmp_path / "keys", "1m", why="mounts a tmpfs for the new key file") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def rotated_after_all(url: str, old: Path, new: Path) -> None:
