@@ -788,3 +788,20 @@ async def test_forgetting_a_person_removes_their_stored_folders(tmp_path: Path) 
         await store.aclose()
     with raw(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM folders").fetchone()[0] == 0
+
+
+async def test_statement_journals_and_sorts_stay_in_memory_never_in_a_temp_file(
+    tmp_path: Path,
+) -> None:
+    # A group commit's savepoint per turn spills its statement journal past
+    # 64 KiB; on disk that was a file in /var/tmp per store, holding page
+    # images of the store's rows beyond secure_delete's and forgetting's reach.
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        await store.put(ORG, ChangeSet(created={"a.md": b"a"}), provenance=PROV)
+        (temp_store,) = store._run(
+            lambda conn: conn.execute("PRAGMA temp_store").fetchone(), write=False
+        )
+        assert temp_store == 2  # MEMORY
+    finally:
+        await store.aclose()

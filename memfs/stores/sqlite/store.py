@@ -150,6 +150,11 @@ class SqliteStore(SqlStore):
             # Deleted content is overwritten with zeros, not just unlinked, so a
             # forgotten file cannot be read back from the database file's free space.
             conn.execute("PRAGMA secure_delete = ON")
+            # Statement journals (a group commit's savepoint per turn spills one
+            # past 64 KiB) and sorts stay in memory: on disk they were a file in
+            # /var/tmp made and unlinked per store, holding page images of the
+            # store's rows where neither secure_delete nor forgetting reaches.
+            conn.execute("PRAGMA temp_store = MEMORY")
             _migrate(conn, self.path)
             if self._checked_key(conn):
                 # The clear copies were overwritten (secure_delete); none may stay in the log.
