@@ -224,11 +224,17 @@ def _off(
     b_shas, b_revisions, b_meta = base.shas, base.revisions, base.meta
     if shas == b_shas and revisions == b_revisions and meta == b_meta:
         return [], [], []  # compared in C: an unchanged space costs no loop at all
-    # Sizes are not compared: the same sha256 is the same bytes.
+    # Sizes are not compared: the same sha256 is the same bytes. The maps'
+    # items are compared as sets, in C: only the paths they name (a few, from
+    # one turn to the next) get the exact test, which a path missing from
+    # ``meta`` and one with the default meta pass alike.
+    suspects = {path for path, _ in shas.items() - b_shas.items()}
+    suspects.update(path for path, _ in revisions.items() ^ b_revisions.items())
+    suspects.update(path for path, _ in meta.items() ^ b_meta.items())
     changed = [
         path
-        for path, sha in shas.items()
-        if b_shas.get(path) != sha
+        for path in filter(suspects.__contains__, shas)  # in the space's order
+        if b_shas.get(path) != shas[path]
         or b_revisions.get(path) != revisions.get(path)
         or b_meta.get(path, DEFAULT_META) != meta.get(path, DEFAULT_META)
     ]
