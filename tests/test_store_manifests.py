@@ -257,3 +257,91 @@ async def test_a_space_that_moved_reads_only_the_rows_of_the_files_that_changed(
         assert list(after.shas) == sorted(after.shas)  # path order, as a manifest read whole
     finally:
         await store.aclose()
+
+
+def _without_live_triggers(path: Path, edit: str) -> None:
+    """Run ``edit`` on the file with the live rows' triggers off: a write nobody counts."""
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        triggers = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'live'"
+        ).fetchall()
+        assert triggers
+        for name, _ in triggers:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute(edit)
+        for _, sql in triggers:
+            conn.execute(sql)
+
+
+async def test_a_space_moved_by_writes_alone_reads_no_live_row_of_an_unchanged_file(
+    tmp_path: Path,
+) -> None:
+    # A turn that writes ten files into a space of 10,000 costs ten rows and
+    # a count, not a row per file: every write is counted, and the rows
+    # naming revisions newer than any the manifest held account for them all.
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={f"n{i}.md": b"x" for i in range(50)}))
+        before = await store.load_lean(ORG, "s1", {digest(b"x")})
+        # Point an unchanged file's live row elsewhere, uncounted: a refresh
+        # that read every live row again would show it.
+        _without_live_triggers(
+            path,
+            "UPDATE live SET revision_id = (SELECT revision_id FROM live WHERE path = 'n4.md')"
+            " WHERE path = 'n3.md'",
+        )
+        await save(store, ORG, ChangeSet(updated={"n1.md": b"yy"}, created={"new.md": b"zzz"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert after.revisions["n3.md"] == before.revisions["n3.md"]
+        assert after.sizes["n1.md"] == 2 and after.sizes["new.md"] == 3
+        assert after.shas["new.md"] == digest(b"zzz") and after.files["new.md"] == b"zzz"
+        assert set(after.paths()) == {f"n{i}.md" for i in range(50)} | {"new.md"}
+        assert list(after.shas) == sorted(after.shas)  # path order, as a manifest read whole
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_the_moved_rows_do_not_show_sends_the_refresh_to_every_live_row(
+    tmp_path: Path,
+) -> None:
+    # A deletion, or a row put back to an older revision, leaves no row
+    # naming a newer one: the count of writes says something else moved.
+    path = tmp_path / "memfs.db"
+    ours, theirs = SqliteStore(path), SqliteStore(path)
+    try:
+        await save(ours, ORG, ChangeSet(created={"a.md": b"a1", "b.md": b"b1"}))
+        await save(ours, ORG, ChangeSet(updated={"a.md": b"a2"}))
+        await ours.load_lean(ORG, "s1", set())
+        await save(theirs, ORG, ChangeSet(created={"c.md": b"c"}, deleted=("b.md",)))
+        await _restore_a(theirs)  # a.md back to its first revision: an older id
+        after = await ours.load_lean(ORG, "s1", set())
+        assert list(after.revisions) == ["a.md", "c.md"]
+        assert after.files == {"a.md": b"a1", "c.md": b"c"}
+    finally:
+        await ours.aclose()
+        await theirs.aclose()
+
+
+async def test_a_space_made_again_whose_count_of_writes_lines_up_is_never_served_the_old_one(
+    tmp_path: Path,
+) -> None:
+    # Forgotten and made again under the same id, the space counts its
+    # writes from nothing: one write and an edit of it after the old manifest
+    # had one counts one more, and its one row names a newer revision. Only
+    # the count of live rows tells the old file is gone.
+    path = tmp_path / "memfs.db"
+    ours, theirs = SqliteStore(path), SqliteStore(path)
+    try:
+        await save(ours, DANA, ChangeSet(created={"secret.md": b"s"}))
+        assert (await ours.load_lean(DANA, "s1", set())).paths() == ["secret.md"]
+        await theirs.forget_user("dana", "bank", by=ADA)
+        await save(theirs, DANA, ChangeSet(created={"new.md": b"n"}))
+        await save(theirs, DANA, ChangeSet(updated={"new.md": b"n2"}))
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT id, live_changes FROM spaces").fetchall() == [(1, 2)]
+        again = await ours.load_lean(DANA, "s1", set())
+        assert again.paths() == ["new.md"] and again.files == {"new.md": b"n2"}
+    finally:
+        await ours.aclose()
+        await theirs.aclose()

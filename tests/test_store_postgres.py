@@ -378,6 +378,33 @@ async def test_an_unchanged_space_is_loaded_lean_from_the_manifest_read_before(
         await store.aclose()
 
 
+async def test_a_space_moved_by_writes_alone_reads_no_live_row_of_an_unchanged_file(
+    postgres_databases: Databases,
+) -> None:
+    # As in SQLite (tests/test_store_manifests.py): an update counts one
+    # write, not two, so a turn's edits are found from the rows that moved.
+    url = postgres_databases.url()
+    store = postgres_databases.open(url)
+    try:
+        await save(store, ORG, ChangeSet(created={f"n{i}.md": b"x" for i in range(20)}))
+        before = await store.load_lean(ORG, "s1", set())
+        sql(url, "ALTER TABLE live DISABLE TRIGGER live_moves_version")
+        sql(
+            url,
+            "UPDATE live SET revision_id = (SELECT revision_id FROM live WHERE path = 'n4.md')"
+            " WHERE path = 'n3.md'",
+        )
+        sql(url, "ALTER TABLE live ENABLE TRIGGER live_moves_version")
+        await save(store, ORG, ChangeSet(updated={"n1.md": b"yy"}, created={"new.md": b"zzz"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert after.revisions["n3.md"] == before.revisions["n3.md"]
+        assert after.sizes["n1.md"] == 2 and after.sizes["new.md"] == 3
+        assert after.files["n1.md"] == b"yy" and after.files["new.md"] == b"zzz"
+        assert list(after.revisions) == sorted(after.revisions)
+    finally:
+        await store.aclose()
+
+
 async def test_a_person_forgotten_and_written_again_is_never_served_the_old_manifest(
     postgres_databases: Databases,
 ) -> None:

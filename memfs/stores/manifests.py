@@ -15,11 +15,14 @@ opens its database again (a restored backup can reuse numbers for other
 contents). The cache is bounded by the files it holds in all
 (``max_files``); the least recently used manifests go first.
 
-A manifest held at an older version is not thrown away unread: a store
-whose live rows name immutable revisions (SQLite's: ids never reused, rows
-never rewritten) refreshes it by reading each live path's revision id and
-only the changed revisions whole, so a turn after a turn that wrote ten
-files reads ten rows, not every file's.
+A manifest held at an older version is not thrown away unread. A store
+whose live rows name immutable revisions (ids that only grow, never
+reused; rows never rewritten) and that counts every write to a space's
+live rows (``changes``) refreshes it from the live rows naming a revision
+newer than any it holds (``top``): when those rows are as many as the
+writes counted since, every write is one of them, so the rest of the
+manifest still holds, and a turn after a turn that wrote ten files reads
+ten rows, not every file's (``memfs.stores.sql.files``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class Manifest:
     sizes: Mapping[str, int]
     meta: Mapping[str, FileMeta]
     folders: frozenset[str]
+    # The space's count of writes to its live rows when read; None: not counted.
+    changes: int | None = None
+    top: int = 0  # the newest revision id a live row named when read
 
     def __len__(self) -> int:
         return len(self.revisions)

@@ -15,7 +15,8 @@ The tables are the SQLite store's (:mod:`memfs.stores.sqlite.schema`), in
 PostgreSQL's terms, and both run the same statements (:mod:`memfs.stores.sql`)::
 
     spaces           one row per (layer, org, user, space); user is '' outside the user layer;
-                     ``version`` moves with every write to what a lean load reads
+                     ``version`` moves with every write to what a lean load reads;
+                     ``live_changes`` counts every write to its live rows
     revisions        every write ever made, with its provenance; content NULL is a deletion
     live             (space, path) -> the revision that is the file's current content
     folders          (space, path) of every folder the space stores, empty ones among them
@@ -421,8 +422,48 @@ _NOTICES = Migration(
     ),
 )
 
+_LIVE_CHANGES = Migration(
+    "every write to a space's live rows counted",
+    (
+        # Counted by the trigger that moves the version, in the same UPDATE: a
+        # lean load refreshes a manifest from the live rows that moved alone
+        # when they account for every write counted since it was read
+        # (memfs.stores.sql.files._refresh_manifest). A TRUNCATE counts too,
+        # for every space, so no refresh takes it for no write at all.
+        "ALTER TABLE spaces ADD COLUMN live_changes bigint NOT NULL DEFAULT 0",
+        """
+        CREATE OR REPLACE FUNCTION memfs_move_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            counted integer := CASE WHEN TG_TABLE_NAME = 'live' THEN 1 ELSE 0 END;
+        BEGIN
+            -- One count per row written: an UPDATE within a space counts once.
+            IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.space_id <> NEW.space_id) THEN
+                UPDATE spaces SET version = nextval('space_clock'),
+                    live_changes = live_changes + counted WHERE id = OLD.space_id;
+            END IF;
+            IF TG_OP <> 'DELETE' THEN
+                UPDATE spaces SET version = nextval('space_clock'),
+                    live_changes = live_changes + counted WHERE id = NEW.space_id;
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION memfs_move_every_version() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE spaces SET version = nextval('space_clock'), live_changes = live_changes + 1;
+            RETURN NULL;
+        END
+        $$
+        """,
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _CORE, _REVIEW, _AUDIT, _TURNS, _VERSIONS, _MEMBERS, _NOTICES, _SEALING, _NAMES,
+    _LIVE_CHANGES,
 )  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 

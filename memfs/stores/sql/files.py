@@ -84,7 +84,7 @@ def _load_lean(
     """``_load`` without the bytes of live files whose sha256 is in ``have``."""
     key = (ref.layer, ref.org, ref.user or "", ref.space)
     row = db.one(
-        f"SELECT id, version, {db.generation()} FROM spaces"
+        f"SELECT id, version, live_changes, {db.generation()} FROM spaces"
         ' WHERE layer = ? AND org = ? AND "user" = ? AND space = ?',
         key,
     )
@@ -92,14 +92,15 @@ def _load_lean(
         return Loaded(
             files={}, cursor=str(_forgotten_at(db, ref)), revisions={}, review=_review_of(ref, None)
         )
-    space_id, version, generation = _found(db, key, int(row[0])), int(row[1]), int(row[2])
+    space_id, version = _found(db, key, int(row[0])), int(row[1])
+    changes, generation = int(row[2]), int(row[3])
     held = lean.held(generation, space_id)
     manifest = lean.get(generation, space_id, version)
     if manifest is None:
         if held is None:
-            manifest = _read_manifest(db, space_id, version)
+            manifest = _read_manifest(db, space_id, version, changes)
         else:
-            manifest = _refresh_manifest(db, space_id, version, held)
+            manifest = _refresh_manifest(db, space_id, version, changes, held)
         lean.put(generation, space_id, manifest)
     files: dict[str, bytes] = {}
     wanted = {
@@ -142,7 +143,7 @@ def _review_of(ref: SpaceRef, db: Db | None, space_id: int | None = None) -> Rev
     return ReviewSetting(mode=None if db is None else _review_setting(db, space_id))
 
 
-def _read_manifest(db: Db, space_id: int, version: int) -> Manifest:
+def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifest:
     """Every live file of the space without its bytes, in path order, and its folders."""
     # Plain tuples and comprehensions: this runs over every file of a space.
     rows = db.tuples(
@@ -161,18 +162,25 @@ def _read_manifest(db: Db, space_id: int, version: int) -> Manifest:
         sizes={row[0]: int(row[3]) for row in rows},
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
         folders=frozenset(_folders(db, space_id)),
+        changes=changes,
+        top=max(map(itemgetter(1), rows), default=0),
     )
 
 
-def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Manifest:
+def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Manifest) -> Manifest:
     """The manifest at ``version``, from ``old`` (read at an earlier one) and the rows that moved.
 
     A live row names a revision, and a revision never changes once written
-    (ids come from AUTOINCREMENT, never reused, and no statement rewrites a
-    revision's sha256, size or metadata): a path whose revision id is the one
-    ``old`` has holds what ``old`` says. So only each live path's revision id
-    is read (the primary key alone), and whole rows for the paths that moved.
+    (ids come from one sequence, only grow and are never reused, and no
+    statement rewrites a revision's sha256, size or metadata): a path whose
+    revision id is the one ``old`` has holds what ``old`` says. So the rows
+    that moved are read whole, found by :func:`_moved_since` where they
+    account for every write since ``old``; else each live path's revision id
+    is read (the primary key alone) to find them.
     """
+    found = _moved_since(db, space_id, version, changes, old)
+    if found is not None:
+        return found
     live = _in_path_order(
         db.tuples(
             # As text, as a manifest keeps it: no conversion per row here.
@@ -189,7 +197,7 @@ def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Man
     was = old.revisions
     moved = list(compress(paths, map(ne, map(was.get, paths), now)))
     if len(moved) > len(revisions) // 2:
-        return _read_manifest(db, space_id, version)  # most moved: read it all at once
+        return _read_manifest(db, space_id, version, changes)  # most moved: read it all at once
     shas, sizes, meta = dict(old.shas), dict(old.sizes), dict(old.meta)
     added = sum(path not in was for path in moved)
     if len(was) + added != len(revisions):  # some went
@@ -216,6 +224,62 @@ def _refresh_manifest(db: Db, space_id: int, version: int, old: Manifest) -> Man
         sizes=sizes,
         meta=meta,
         folders=frozenset(_folders(db, space_id)),
+        changes=changes,
+        top=max(map(int, now), default=0),
+    )
+
+
+def _moved_since(
+    db: Db, space_id: int, version: int, changes: int, old: Manifest
+) -> Manifest | None:
+    """``old`` at ``version`` from the live rows naming a revision newer than any it has.
+
+    Every write to a live row since ``old`` was read is counted
+    (``spaces.live_changes``, by trigger) and either leaves such a row or is
+    one these rows miss (a deletion; a row put back to an older revision).
+    So where the rows are as many as the writes counted since, each row is
+    one write and no other write happened: every other path of ``old``
+    holds. None where they are not, or where the count of live rows says
+    ``old`` is of a space forgotten and made again under the same id (whose
+    count of writes began again). Costs the rows that moved and a count.
+    """
+    if old.changes is None or changes < old.changes:
+        return None
+    names = _names(db, space_id, create=False)
+    rows = db.tuples(
+        "SELECT live.path, live.revision_id, revisions.sha256, revisions.size,"
+        " revisions.mode, revisions.mtime_ns, revisions.ctime_ns FROM live"
+        " JOIN revisions ON revisions.id = live.revision_id"
+        " WHERE live.space_id = ? AND live.revision_id > ?",
+        (space_id, old.top),
+    )
+    if len(rows) != changes - old.changes:
+        return None
+    rows = _in_path_order(rows, names)
+    revisions, shas = dict(old.revisions), dict(old.shas)
+    sizes, meta = dict(old.sizes), dict(old.meta)
+    added = sum(row[0] not in revisions for row in rows)
+    (live,) = db.one("SELECT count(*) FROM live WHERE space_id = ?", (space_id,)) or (0,)
+    if len(revisions) + added != int(live):
+        return None
+    for path, revision_id, sha, size, mode, mtime, ctime in rows:
+        revisions[path], shas[path] = str(revision_id), sha
+        sizes[path], meta[path] = int(size), _meta(mode, mtime, ctime)
+    if added:  # in path order, as a manifest read whole is
+        paths = sorted(revisions)
+        revisions = dict(zip(paths, map(revisions.__getitem__, paths), strict=True))
+        shas = dict(zip(paths, map(shas.__getitem__, paths), strict=True))
+        sizes = dict(zip(paths, map(sizes.__getitem__, paths), strict=True))
+        meta = dict(zip(paths, map(meta.__getitem__, paths), strict=True))
+    return Manifest(
+        version=version,
+        revisions=revisions,
+        shas=shas,
+        sizes=sizes,
+        meta=meta,
+        folders=frozenset(_folders(db, space_id)),
+        changes=changes,
+        top=max(old.top, max(map(itemgetter(1), rows), default=0)),
     )
 
 

@@ -7,7 +7,8 @@ the same new file never sees half a schema; a file newer than this memfs
 understands is refused. These tables hold everything::
 
     spaces           one row per (layer, org, user, space); user is '' outside the user layer;
-                     ``version`` moves with every write to what a lean load reads (schema 9)
+                     ``version`` moves with every write to what a lean load reads (schema 9);
+                     ``live_changes`` counts every write to its live rows (schema 13)
     revisions        every write ever made, with its provenance; content NULL is a deletion
     live             (space, path) -> the revision that is the file's current content
     clock            the store's one sequence (schema 2); only its counter matters
@@ -304,12 +305,13 @@ _SCHEMA_TURNS = (
 )
 
 
-def _bump(table: str, event: str, row: str) -> str:
+def _bump(table: str, event: str, row: str, *, counted: bool = False) -> str:
+    count = ", live_changes = live_changes + 1" if counted else ""
     return f"""
     CREATE TRIGGER {table}_{event.lower()}_moves_version AFTER {event} ON {table}
     BEGIN
         UPDATE space_clock SET n = n + 1;
-        UPDATE spaces SET version = (SELECT n FROM space_clock) WHERE id = {row}.space_id;
+        UPDATE spaces SET version = (SELECT n FROM space_clock){count} WHERE id = {row}.space_id;
     END
     """
 
@@ -480,6 +482,26 @@ def _seal_names(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Schema 13: every write to a space's live rows counted (``live_changes``), by
+# the triggers that move its version: a lean load refreshes a manifest from
+# the live rows that moved alone when they account for every write counted
+# since it was read (``memfs.stores.sql.files._refresh_manifest``).
+_SCHEMA_LIVE_CHANGES = (
+    "ALTER TABLE spaces ADD COLUMN live_changes INTEGER NOT NULL DEFAULT 0",
+    "DROP TRIGGER live_insert_moves_version",
+    "DROP TRIGGER live_update_moves_version",
+    "DROP TRIGGER live_delete_moves_version",
+    _bump("live", "INSERT", "NEW", counted=True),
+    _bump("live", "UPDATE", "NEW", counted=True),
+    _bump("live", "DELETE", "OLD", counted=True),
+)
+
+
+def _count_live_changes(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_LIVE_CHANGES:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _create_core_tables,
     _add_review_tables,
@@ -493,6 +515,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _add_members,
     _add_sealing,
     _seal_names,
+    _count_live_changes,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
