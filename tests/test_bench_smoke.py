@@ -175,3 +175,37 @@ def test_the_web_bench_times_every_page_it_names_and_writes_its_table(tmp_path: 
     assert all(len(times) == 2 and all(t > 0 for t in times) for times in samples.values())
     table = (tmp_path / "web.md").read_text()
     assert "3 waiting changes; a 20-file space" in table and "| map page |" in table
+
+
+def load_instructions() -> ModuleType:
+    sys.path.insert(0, str(RUNNER.parent))  # it imports bench/run.py as ``run``, as a script does
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "memfs_bench_instructions", RUNNER.with_name("instructions.py")
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(RUNNER.parent))
+
+
+def test_the_instruction_count_is_the_whole_process_total_callgrind_wrote(tmp_path: Path) -> None:
+    instructions = load_instructions()
+    out = tmp_path / "callgrind.out"
+    out.write_text("version: 1\nevents: Ir\nfn=main\n5 7\nsummary: 4052113\n")
+    assert instructions.totals(out) == 4052113
+    out.write_text("version: 1\nevents: Ir\n")  # cut off before its totals: no figure made up
+    with pytest.raises(RuntimeError, match="no totals"):
+        instructions.totals(out)
+
+
+def test_another_tree_counted_beside_this_one_runs_its_own_code(tmp_path: Path) -> None:
+    instructions = load_instructions()
+    other = tmp_path / "older"
+    env = instructions.tree_env(other)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(other), str(other / ".typecheck")]
+    assert instructions.tree_env(instructions.HERE).get("PYTHONPATH") == os.environ.get(
+        "PYTHONPATH"
+    )
