@@ -345,3 +345,36 @@ async def test_a_space_made_again_whose_count_of_writes_lines_up_is_never_served
     finally:
         await ours.aclose()
         await theirs.aclose()
+
+
+async def test_a_backup_put_back_in_place_is_never_refreshed_from_the_rows_that_moved(
+    tmp_path: Path,
+) -> None:
+    # SQLite's backup API (the shell's .restore) puts an older copy into the
+    # same file: no new inode to notice, and its counts and ids go back, so
+    # writes after it can line up with the held manifest's. The newest
+    # revision that manifest holds is not in the copy: it is read whole.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    other = SpaceRef(layer="org", space="other", org="bank")
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
+        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+            live.backup(copy)
+        await save(store, other, ChangeSet(created={"x.md": b"x", "y.md": b"y", "z.md": b"z"}))
+        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}, created={"b.md": b"b"}))
+        held = await store.load_lean(ORG, "s1", set())
+        assert held.files == {"a.md": b"newer", "b.md": b"b"}
+        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+            copy.backup(live)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}, created={"b.md": b"b2"}))
+        after = await store.load_lean(ORG, "s1", set())
+        fresh = SqliteStore(path, manifest_cache_files=0)
+        try:
+            truth = await fresh.load_lean(ORG, "s1", set())
+        finally:
+            await fresh.aclose()
+        assert truth.files == {"a.md": b"other", "b.md": b"b2"}
+        assert comparable(after) == comparable(truth) and after.files == truth.files
+    finally:
+        await store.aclose()

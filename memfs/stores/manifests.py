@@ -22,7 +22,10 @@ live rows (``changes``) refreshes it from the live rows naming a revision
 newer than any it holds (``top``): when those rows are as many as the
 writes counted since, every write is one of them, so the rest of the
 manifest still holds, and a turn after a turn that wrote ten files reads
-ten rows, not every file's (``memfs.stores.sql.files``).
+ten rows, not every file's (``memfs.stores.sql.files``). The newest revision
+a manifest holds (``top``, ``top_sha``) must still be there as it was: a
+backup put back in place sends counts and ids back, and writes after it can
+line up with the counts a manifest holds.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Manifest:
     # The space's count of writes to its live rows when read; None: not counted.
     changes: int | None = None
     top: int = 0  # the newest revision id a live row named when read
+    top_sha: str | None = None  # that revision's sha256: a database put back loses it
 
     def __len__(self) -> int:
         return len(self.revisions)

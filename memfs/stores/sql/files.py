@@ -163,7 +163,7 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        top=max(map(itemgetter(1), rows), default=0),
+        **_newest(rows),
     )
 
 
@@ -225,7 +225,7 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         meta=meta,
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        top=max(map(int, now), default=0),
+        **_newest_of(db, space_id, max(map(int, now), default=0)),
     )
 
 
@@ -243,7 +243,11 @@ def _moved_since(
     ``old`` is of a space forgotten and made again under the same id (whose
     count of writes began again). Costs the rows that moved and a count.
     """
-    if old.changes is None or changes < old.changes:
+    if old.changes is None or changes < old.changes or old.top_sha is None:
+        return None
+    # The newest revision it holds, still there as it was: a backup put back
+    # in place (the same file, counts and ids gone back) would not have it.
+    if _newest_of(db, space_id, old.top)["top_sha"] != old.top_sha:
         return None
     names = _names(db, space_id, create=False)
     rows = db.tuples(
@@ -279,8 +283,24 @@ def _moved_since(
         meta=meta,
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        top=max(old.top, max(map(itemgetter(1), rows), default=0)),
+        **(_newest(rows) if rows else {"top": old.top, "top_sha": old.top_sha}),
     )
+
+
+def _newest(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """``top`` and ``top_sha`` of a manifest from its rows (path, revision id, sha256, ...)."""
+    if not rows:
+        return {"top": 0, "top_sha": ""}
+    newest = max(rows, key=itemgetter(1))
+    return {"top": int(newest[1]), "top_sha": newest[2]}
+
+
+def _newest_of(db: Db, space_id: int, top: int) -> dict[str, Any]:
+    """``top`` and the sha256 of revision ``top`` of the space as the database has it now."""
+    if not top:
+        return {"top": 0, "top_sha": ""}
+    row = db.one("SELECT sha256 FROM revisions WHERE id = ? AND space_id = ?", (top, space_id))
+    return {"top": top, "top_sha": None if row is None else row[0]}
 
 
 def _put(
