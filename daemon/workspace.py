@@ -129,13 +129,26 @@ class OverlayWorkspace:
         manifests: dict[str, dict[str, str]] = {}
         # The plan's owner, from this turn on; none named: the session's last.
         owner = plan.owner or Owner(*self._owners.get(plan.session, (None, None)))
+        uid, gid = owner
+        state = plan.state()
+        last = list(plan.mounts)[-1] if plan.mounts else None
+
+        def write_state(manifest: dict[str, str]) -> dict[str, dict[str, Snapshot]]:
+            # The last mount's manifest is not in ``manifests`` yet: it is made
+            # in the same worker-thread trip, just before.
+            assert last is not None
+            return self._write_state(state, {**manifests, last: manifest}, uid, gid)
+
         try:
+            snaps: dict[str, dict[str, Snapshot]] | None = None
             for name, mount in plan.mounts.items():
-                manifests[name] = await self._take_blobs(mount, loaded[name], fetch)
-            uid, gid = owner
-            snaps = await trio.to_thread.run_sync(
-                self._write_state, plan.state(), manifests, uid, gid
-            )
+                # The last mount's blobs and turn.json go in one trip.
+                then = write_state if name == last else None
+                manifests[name], written = await self._take_blobs(mount, loaded[name], fetch, then)
+                if written is not None:
+                    snaps = written
+            if snaps is None:  # no mounts, or the last one's blobs were fetched again
+                snaps = await trio.to_thread.run_sync(self._write_state, state, manifests, uid, gid)
             self._attach(
                 plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False, snaps=snaps
             )
@@ -153,13 +166,22 @@ class OverlayWorkspace:
         if plan.owner is not None:
             self._owners[plan.session] = (plan.owner.uid, plan.owner.gid)
 
-    async def _take_blobs(self, mount: Mount, loaded: Loaded, fetch: Fetch) -> dict[str, str]:
+    async def _take_blobs(
+        self,
+        mount: Mount,
+        loaded: Loaded,
+        fetch: Fetch,
+        then: Callable[[dict[str, str]], dict[str, dict[str, Snapshot]]] | None = None,
+    ) -> tuple[dict[str, str], dict[str, dict[str, Snapshot]] | None]:
         """Hold the blob of every file of one mount, storing the bytes that came along.
 
-        A lean load left out the bytes the cache held when it ran; a person's
-        blob may have been discarded since (their other turn ended), and such
-        bytes are fetched again from the mount's source. On failure nothing
-        stays held.
+        Returns the mount's manifest (path -> sha256) and what ``then`` made
+        of it: ``then`` runs in the same worker-thread trip where every blob
+        was found (None where some were fetched again, and ``then`` did not
+        run). A lean load left out the bytes the cache held when it ran; a
+        person's blob may have been discarded since (their other turn
+        ended), and such bytes are fetched again from the mount's source. On
+        failure nothing stays held.
         """
         blobs = self.overlay.blobs
         # A person's blobs are held by each turn over them, and go with the
@@ -177,9 +199,19 @@ class OverlayWorkspace:
             rest = list(filterfalse(chosen.__contains__, paths)) if chosen else paths
             cached = list(map(loaded.shas.__getitem__, rest))
 
-        def take() -> tuple[list[str], list[bool]]:
-            # One trip to a worker thread for both: what came along is stored,
-            # what did not is looked up (and held, or shared) in the cache.
+        def manifest_of(shas: dict[str, str]) -> dict[str, str]:
+            if loaded.lean:
+                if not shas:
+                    return dict(zip(rest, cached, strict=True))  # in the store's order already
+                shas.update(zip(rest, cached, strict=True))
+            return dict(zip(paths, map(shas.__getitem__, paths), strict=True))
+
+        Made = tuple[dict[str, str], dict[str, dict[str, Snapshot]]]
+
+        def take() -> tuple[list[str], list[bool], Made | None]:
+            # One trip to a worker thread for all of it: what came along is
+            # stored, what did not is looked up (and held, or shared) in the
+            # cache, and where every blob is here, ``then`` runs on the manifest.
             taken = blobs.put_many(
                 [loaded.files[path] for path in brought],
                 [loaded.shas.get(path) for path in brought],
@@ -189,10 +221,20 @@ class OverlayWorkspace:
             flags = blobs.present(cached, hold=private) if loaded.lean else []
             if loaded.lean and not private:
                 blobs.share(cached)
-            return taken, flags
+            if then is None or not all(flags):
+                return taken, flags, None
+            try:
+                manifest = manifest_of(dict(zip(brought, taken, strict=True)))
+                return taken, flags, (manifest, then(manifest))
+            except BaseException:
+                if private:  # held in this trip, and the caller never hears of them
+                    blobs.release([*taken, *compress(cached, flags)], discard=True)
+                raise
 
         try:
-            taken, flags = await trio.to_thread.run_sync(take)
+            taken, flags, made = await trio.to_thread.run_sync(take)
+            if made is not None:
+                return made
             if private:
                 held += taken
             shas = dict(zip(brought, taken, strict=True))
@@ -207,13 +249,10 @@ class OverlayWorkspace:
                     )
                     if private:
                         held += again
-                if not shas:
-                    return dict(zip(rest, cached, strict=True))  # in the store's order already
-                shas.update(zip(rest, cached, strict=True))
         except BaseException:
             blobs.release(held, discard=True)
             raise
-        return dict(zip(paths, map(shas.__getitem__, paths), strict=True))
+        return manifest_of(shas), None
 
     async def _fetch_again(self, mount: Mount, gone: list[str], fetch: Fetch) -> list[bytes]:
         fetched = await fetch(mount.name, gone)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-from collections.abc import Container
+from collections.abc import Callable, Container
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 
 import memfs
 from memfs.core.errors import ConfigError, StoreUnavailable
@@ -291,3 +294,41 @@ async def test_turn_json_keeps_the_note_the_agent_got_and_a_restored_turn_has_it
     restored = again.restore_turn(TurnState.model_validate(record["state"]))
     ws2.reattach(restored.state(), record)
     assert restored.note == turn.note
+
+
+async def test_a_turn_start_takes_its_last_spaces_blobs_and_writes_turn_json_in_one_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each trip to a worker thread hands the interpreter lock over twice;
+    # turn.json needs the last space's manifest and nothing after it.
+    memory, ws = workspace(tmp_path)
+    trips: list[str] = []
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    turn = await memory.start_turn("s1", BODY)
+    assert trips.count("take") == 2  # rules, then me with turn.json
+    assert "_write_state" not in trips
+    [saved] = ws.saved_turns()
+    assert set(saved["state"]["mounts"]) == {"rules", "me"} == set(turn.mounts)
+
+
+async def test_a_turn_json_that_cannot_be_written_leaves_none_of_a_persons_blobs_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, ws = workspace(tmp_path)
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    tea = ChangeSet(created={"prefs.md": b"tea\n"})
+    await store_of(memory).put(me, tea, provenance=Provenance())
+
+    def full(*args: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ws, "_write_state", full)
+    with pytest.raises(OSError, match="No space left"):
+        await memory.start_turn("s1", BODY)
+    assert digest(b"tea\n") not in ws.overlay.blobs  # taken in the trip that failed, let go
