@@ -160,11 +160,19 @@ async def test_a_write_through_another_store_on_the_file_shows_in_the_next_lean_
         await theirs.aclose()
 
 
+@pytest.mark.parametrize(
+    "edits",
+    [(), ({"new.md": b"n2"},)],
+    ids=["written once", "written and edited: its count of writes lines up"],
+)
 async def test_a_person_forgotten_and_written_again_is_never_served_the_old_manifest(
-    tmp_path: Path,
+    tmp_path: Path, edits: tuple[dict[str, bytes], ...]
 ) -> None:
     # The space row is deleted and made again, maybe under the same id: its
-    # version comes from the store's one counter, so it cannot match.
+    # version comes from the store's one counter, so it cannot match. Its
+    # count of writes starts again, so a write and an edit of it count one
+    # more than the old manifest's one, and its one row names a newer
+    # revision: only the count of live rows tells the old file is gone.
     path = tmp_path / "memfs.db"
     ours, theirs = SqliteStore(path), SqliteStore(path)
     try:
@@ -172,8 +180,15 @@ async def test_a_person_forgotten_and_written_again_is_never_served_the_old_mani
         assert (await ours.load_lean(DANA, "s1", set())).paths() == ["secret.md"]
         await theirs.forget_user("dana", "bank", by=ADA)
         await save(theirs, DANA, ChangeSet(created={"new.md": b"n"}))
+        for edit in edits:
+            await save(theirs, DANA, ChangeSet(updated=edit))
+        with sqlite3.connect(path) as conn:  # the same id, the count of writes begun again
+            assert conn.execute("SELECT id, live_changes FROM spaces").fetchall() == [
+                (1, 1 + len(edits))
+            ]
         again = await ours.load_lean(DANA, "s1", set())
-        assert again.paths() == ["new.md"] and again.files == {"new.md": b"n"}
+        assert again.paths() == ["new.md"]
+        assert again.files == {"new.md": edits[-1]["new.md"] if edits else b"n"}
     finally:
         await ours.aclose()
         await theirs.aclose()
@@ -318,30 +333,6 @@ async def test_a_write_the_moved_rows_do_not_show_sends_the_refresh_to_every_liv
         after = await ours.load_lean(ORG, "s1", set())
         assert list(after.revisions) == ["a.md", "c.md"]
         assert after.files == {"a.md": b"a1", "c.md": b"c"}
-    finally:
-        await ours.aclose()
-        await theirs.aclose()
-
-
-async def test_a_space_made_again_whose_count_of_writes_lines_up_is_never_served_the_old_one(
-    tmp_path: Path,
-) -> None:
-    # Forgotten and made again under the same id, the space counts its
-    # writes from nothing: one write and an edit of it after the old manifest
-    # had one counts one more, and its one row names a newer revision. Only
-    # the count of live rows tells the old file is gone.
-    path = tmp_path / "memfs.db"
-    ours, theirs = SqliteStore(path), SqliteStore(path)
-    try:
-        await save(ours, DANA, ChangeSet(created={"secret.md": b"s"}))
-        assert (await ours.load_lean(DANA, "s1", set())).paths() == ["secret.md"]
-        await theirs.forget_user("dana", "bank", by=ADA)
-        await save(theirs, DANA, ChangeSet(created={"new.md": b"n"}))
-        await save(theirs, DANA, ChangeSet(updated={"new.md": b"n2"}))
-        with sqlite3.connect(path) as conn:
-            assert conn.execute("SELECT id, live_changes FROM spaces").fetchall() == [(1, 2)]
-        again = await ours.load_lean(DANA, "s1", set())
-        assert again.paths() == ["new.md"] and again.files == {"new.md": b"n2"}
     finally:
         await ours.aclose()
         await theirs.aclose()

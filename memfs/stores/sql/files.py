@@ -213,10 +213,8 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         ):
             path = wanted[revision_id]
             shas[path], sizes[path], meta[path] = sha, size, _meta(mode, mtime, ctime)
-    if added:  # in path order, as a manifest read whole is
-        shas = dict(zip(paths, map(shas.__getitem__, paths), strict=True))
-        sizes = dict(zip(paths, map(sizes.__getitem__, paths), strict=True))
-        meta = dict(zip(paths, map(meta.__getitem__, paths), strict=True))
+    if added:
+        shas, sizes, meta = _in_order(paths, shas, sizes, meta)
     return Manifest(
         version=version,
         revisions=revisions,
@@ -269,12 +267,8 @@ def _moved_since(
     for path, revision_id, sha, size, mode, mtime, ctime in rows:
         revisions[path], shas[path] = str(revision_id), sha
         sizes[path], meta[path] = int(size), _meta(mode, mtime, ctime)
-    if added:  # in path order, as a manifest read whole is
-        paths = sorted(revisions)
-        revisions = dict(zip(paths, map(revisions.__getitem__, paths), strict=True))
-        shas = dict(zip(paths, map(shas.__getitem__, paths), strict=True))
-        sizes = dict(zip(paths, map(sizes.__getitem__, paths), strict=True))
-        meta = dict(zip(paths, map(meta.__getitem__, paths), strict=True))
+    if added:
+        revisions, shas, sizes, meta = _in_order(sorted(revisions), revisions, shas, sizes, meta)
     return Manifest(
         version=version,
         revisions=revisions,
@@ -285,6 +279,12 @@ def _moved_since(
         changes=changes,
         **(_newest(rows) if rows else {"top": old.top, "top_sha": old.top_sha}),
     )
+
+
+def _in_order(paths: Sequence[str], *maps: dict[str, Any]) -> list[dict[str, Any]]:
+    """``maps`` with their paths in ``paths``' order: path order, as a manifest read whole is."""
+    # C-level maps: this runs over every file of the space.
+    return [dict(zip(paths, map(held.__getitem__, paths), strict=True)) for held in maps]
 
 
 def _newest(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
