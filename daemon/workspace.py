@@ -96,6 +96,8 @@ class OverlayWorkspace:
         self._invalidate = invalidate
         self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
+        # Sessions whose turn record a final ``record`` removed: ``close`` need not.
+        self._record_gone: set[str] = set()
         self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
         # This boot of the machine: a turn.json written in it is whole (the page
         # cache kept it); one from an earlier boot only if it was made durable.
@@ -127,6 +129,7 @@ class OverlayWorkspace:
 
     async def open(self, plan: TurnPlan, loaded: Mapping[str, Loaded], fetch: Fetch) -> None:
         manifests: dict[str, dict[str, str]] = {}
+        self._record_gone.discard(plan.session)  # a mark is for the turn it ended alone
         # The plan's owner, from this turn on; none named: the session's last.
         owner = plan.owner or Owner(*self._owners.get(plan.session, (None, None)))
         uid, gid = owner
@@ -453,6 +456,8 @@ class OverlayWorkspace:
         turn: str,
         done: Mapping[str, SpaceResult],
         kept: Mapping[str, SpaceResult],
+        *,
+        final: bool = False,
     ) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
         # for every stored space would cost O(space) at every turn end.
@@ -474,15 +479,16 @@ class OverlayWorkspace:
             # loses the turn itself, and a crash loses no page of this file
             # (a store repeated after one is caught by its exactly-once record).
             durable = tree is None or tree.make_durable is None
-            await trio.to_thread.run_sync(
-                partial(
-                    _write_atomic,
-                    target,
-                    json.dumps(record),
-                    self.overlay.blobs.syncs,
-                    sync=durable,
-                )
-            )
+            text, syncs = json.dumps(record), self.overlay.blobs.syncs
+
+            def write() -> None:
+                _write_atomic(target, text, syncs, sync=durable)
+                if final:  # close's first step, in the same trip (see close)
+                    _remove_turn_record(self.turn_file(session))
+
+            await trio.to_thread.run_sync(write)
+            if final:
+                self._record_gone.add(session)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -514,8 +520,13 @@ class OverlayWorkspace:
         # brings back (the next start removes it, :meth:`sweep_ended`), never
         # a turn record over half a working copy. The files go in worker
         # threads: an unlink waits for the disk's journal while other turns
-        # sync, and on the trio loop that wait would stall every request.
-        await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
+        # sync, and on the trio loop that wait would stall every request. A
+        # final record (the engine's last before this) removed turn.json
+        # already, in its own trip: one trip fewer at every turn end.
+        if session in self._record_gone:
+            self._record_gone.discard(session)
+        else:
+            await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
         self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
         folder = None

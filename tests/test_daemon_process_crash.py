@@ -81,10 +81,10 @@ async def store_or_die(self, ref, changes, **kw):
 SqliteStore.store = store_or_die
 
 record = workspace.OverlayWorkspace.record
-async def record_or_die(self, session, turn, done, kept):
+async def record_or_die(self, session, turn, done, kept, **how):
     if "me" in done and done["me"].status == "saved":
         point("record-saved")
-    await record(self, session, turn, done, kept)
+    await record(self, session, turn, done, kept, **how)
 workspace.OverlayWorkspace.record = record_or_die
 
 trace = SqliteStore.record_trace

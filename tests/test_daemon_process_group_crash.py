@@ -94,8 +94,8 @@ async def committed_or_die(self, items):
 sql_store.SqlStore.store_batch = committed_or_die
 
 record = workspace.OverlayWorkspace.record
-async def record_or_die(self, session, turn, done, kept):
-    await record(self, session, turn, done, kept)
+async def record_or_die(self, session, turn, done, kept, **how):
+    await record(self, session, turn, done, kept, **how)
     if done and all(r.status in ("saved", "waiting") for r in done.values()) and len(done) == 2:
         point("recorded")  # done.json names every space; no trace yet
 workspace.OverlayWorkspace.record = record_or_die

@@ -27,10 +27,10 @@ import memfsd.workspace as workspace
 
 record = workspace.OverlayWorkspace.record
 
-async def record_or_die(self, session, turn, done, kept):
+async def record_or_die(self, session, turn, done, kept, **how):
     if "me" in done and done["me"].status == "saved":
         os.kill(os.getpid(), signal.SIGKILL)
-    await record(self, session, turn, done, kept)
+    await record(self, session, turn, done, kept, **how)
 
 workspace.OverlayWorkspace.record = record_or_die
 from memfs.cli import main

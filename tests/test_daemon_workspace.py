@@ -332,3 +332,58 @@ async def test_a_turn_json_that_cannot_be_written_leaves_none_of_a_persons_blobs
     with pytest.raises(OSError, match="No space left"):
         await memory.start_turn("s1", BODY)
     assert digest(b"tea\n") not in ws.overlay.blobs  # taken in the trip that failed, let go
+
+
+def counting_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run in worker threads from now on, in order."""
+    trips: list[str] = []
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    return trips
+
+
+async def test_a_turn_end_writes_its_last_record_and_removes_its_turn_json_in_one_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store that takes the trace with the store: nothing can fail between
+    # the last record and the turn's end, so both go in one trip.
+    store = SqliteStore(tmp_path / "memfs.db")
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    memory = Memory(store, [memfs.user_memory()], workspace=ws)
+    me = SpaceRef(layer="user", space="me", user="u1")
+    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    try:
+        for n in range(2):  # and the session's next turn the same way
+            turn = await memory.start_turn("s1", BODY)
+            mount = turn_of(overlay, "s1").mounts["me"]
+            fh, _ = overlay.open(overlay.lookup(mount.root.inode, "prefs.md").inode, os.O_WRONLY)
+            overlay.write(fh, 0, f"coffee {n}\n".encode())
+            overlay.release(fh)
+            trips = counting_trips(monkeypatch)
+            await turn.end()
+            monkeypatch.undo()
+            assert "write" in trips and "_remove_turn_record" not in trips
+            assert not ws.turn_file("s1").exists()
+            assert not ws.turn_file("s1").with_name(DONE_FILE).exists()
+            assert (await store.files(me)) == {"prefs.md": f"coffee {n}\n".encode()}
+    finally:
+        await store.aclose()
+
+
+async def test_a_turn_json_stays_until_a_trace_recorded_after_the_last_record_is_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two spaces, a store that traces apart: the trace comes after the last
+    # record and may fail, so the turn's record stays until it is in.
+    memory, ws = workspace(tmp_path)
+    turn = await memory.start_turn("s1", BODY)
+    trips = counting_trips(monkeypatch)
+    await turn.end()
+    assert trips.index("_remove_turn_record") > trips.index("write")
+    assert not ws.turn_file("s1").exists()

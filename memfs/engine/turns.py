@@ -779,7 +779,8 @@ class Memory:
             traced_with = storing[0][0]
             ending_now = [entry for entry in ending_now if entry is not storing[0]] + storing
         traced = False
-        for name, mount, changes, refused, provenance in ending_now:
+        managed = store_is(self.store, ManagedStore)
+        for at, (name, mount, changes, refused, provenance) in enumerate(ending_now, start=1):
             action = actions[name]
             if action is EndAction.MANUAL:
                 held[name] = HeldSpace(
@@ -808,7 +809,10 @@ class Memory:
             else:
                 turn.kept.pop(name, None)
                 turn.done[name] = spaces[name]
-            await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
+            # The last record, where the turn closes right after it (nothing
+            # kept, no trace still to record), goes down with the turn's end.
+            final = at == len(ending_now) and not turn.kept and (traced or not managed)
+            await self.workspace.record(turn.session, turn.id, turn.done, turn.kept, final=final)
         hold = (
             ManualHold(
                 session=turn.session,
@@ -825,7 +829,7 @@ class Memory:
         if turn.kept:
             return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.
-        if store_is(self.store, ManagedStore) and not traced:
+        if managed and not traced:
             await self._record_trace(cast(ManagedStore, self.store), turn, spaces, files)
         await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, hold, files)

@@ -59,12 +59,17 @@ class Workspace(Protocol):
         turn: str,
         done: Mapping[str, SpaceResult],
         kept: Mapping[str, SpaceResult],
+        *,
+        final: bool = False,
     ) -> None:
         """An ending turn's mounts so far: ``done`` (stored or settled) and ``kept``
         (their store failed).
 
         A durable workspace remembers both, so a restart neither stores a done
-        mount twice nor forgets a kept one.
+        mount twice nor forgets a kept one. ``final``: every mount is done and
+        ``close`` comes next, with nothing between that may fail; a durable
+        workspace may then write the record down and end the turn's record in
+        one go, as ``close`` would first.
         """
         ...
 
@@ -153,6 +158,8 @@ class CopyWorkspace:
         turn: str,
         done: Mapping[str, SpaceResult],
         kept: Mapping[str, SpaceResult],
+        *,
+        final: bool = False,
     ) -> None:
         return None  # copy mode keeps nothing across processes
 
