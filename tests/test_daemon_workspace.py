@@ -45,6 +45,20 @@ def workspace(tmp_path: Path) -> tuple[Memory, OverlayWorkspace]:
     return Memory(MemoryStore(), specs, workspace=ws), ws
 
 
+async def a_persons_workspace(
+    tmp_path: Path,
+) -> tuple[SqliteStore, OverlayWorkspace, Memory, SpaceRef]:
+    """A person's memory over SQLite (a store that takes the trace with the store),
+    holding ``prefs.md``."""
+    store = SqliteStore(tmp_path / "memfs.db")
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    memory = Memory(store, [memfs.user_memory()], workspace=ws)
+    me = SpaceRef(layer="user", space="me", user="u1")
+    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    return store, ws, memory, me
+
+
 def store_of(memory: Memory) -> MemoryStore:
     """The memory store ``workspace`` gives its ``Memory``."""
     assert isinstance(memory.store, MemoryStore)
@@ -74,12 +88,8 @@ async def test_a_record_left_by_an_earlier_turn_is_ignored(tmp_path: Path) -> No
 async def test_a_blob_discarded_after_a_lean_load_is_fetched_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SqliteStore(tmp_path / "memfs.db")
-    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    memory = Memory(store, [memfs.user_memory()], workspace=ws)
-    me = SpaceRef(layer="user", space="me", user="u1")
-    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    store, ws, memory, _ = await a_persons_workspace(tmp_path)
+    overlay = ws.overlay
     sha = digest(b"tea\n")
     await (await memory.start_turn("a", BODY)).end()
     assert sha not in overlay.blobs  # a person's blob leaves with their last turn
@@ -296,12 +306,8 @@ async def test_turn_json_keeps_the_note_the_agent_got_and_a_restored_turn_has_it
     assert restored.note == turn.note
 
 
-async def test_a_turn_start_takes_its_last_spaces_blobs_and_writes_turn_json_in_one_trip(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each trip to a worker thread hands the interpreter lock over twice;
-    # turn.json needs the last space's manifest and nothing after it.
-    memory, ws = workspace(tmp_path)
+def counting_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run in worker threads from now on, in order."""
     trips: list[str] = []
     run_sync = trio.to_thread.run_sync
 
@@ -310,6 +316,16 @@ async def test_a_turn_start_takes_its_last_spaces_blobs_and_writes_turn_json_in_
         return await run_sync(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    return trips
+
+
+async def test_a_turn_start_takes_its_last_spaces_blobs_and_writes_turn_json_in_one_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each trip to a worker thread hands the interpreter lock over twice;
+    # turn.json needs the last space's manifest and nothing after it.
+    memory, ws = workspace(tmp_path)
+    trips = counting_trips(monkeypatch)
     turn = await memory.start_turn("s1", BODY)
     assert trips.count("take") == 2  # rules, then me with turn.json
     assert "_write_state" not in trips
@@ -334,30 +350,13 @@ async def test_a_turn_json_that_cannot_be_written_leaves_none_of_a_persons_blobs
     assert digest(b"tea\n") not in ws.overlay.blobs  # taken in the trip that failed, let go
 
 
-def counting_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the functions run in worker threads from now on, in order."""
-    trips: list[str] = []
-    run_sync = trio.to_thread.run_sync
-
-    async def counted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        trips.append(getattr(fn, "__name__", repr(fn)))
-        return await run_sync(fn, *args, **kwargs)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
-    return trips
-
-
 async def test_a_turn_end_writes_its_last_record_and_removes_its_turn_json_in_one_trip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A store that takes the trace with the store: nothing can fail between
     # the last record and the turn's end, so both go in one trip.
-    store = SqliteStore(tmp_path / "memfs.db")
-    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
-    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
-    memory = Memory(store, [memfs.user_memory()], workspace=ws)
-    me = SpaceRef(layer="user", space="me", user="u1")
-    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    store, ws, memory, me = await a_persons_workspace(tmp_path)
+    overlay = ws.overlay
     try:
         for n in range(2):  # and the session's next turn the same way
             turn = await memory.start_turn("s1", BODY)
