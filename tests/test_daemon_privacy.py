@@ -132,9 +132,13 @@ async def test_state_dir_files_are_0600_and_another_user_reads_none_of_them(
         assert_private(state)
 
         # done.json exists while a turn ends: look at it just before it is removed.
+        # (A final record removes it in its own trip: kept until close here.)
         seen: dict[str, Any] = {}
         workspace = daemon.service.workspace
-        real_close = workspace.close
+        real_close, real_record = workspace.close, workspace.record
+
+        async def record_not_final(*args: Any, final: bool = False) -> None:
+            await real_record(*args)
 
         async def close_and_look(session: str) -> None:
             done = state / "sessions" / session / "done.json"
@@ -144,6 +148,7 @@ async def test_state_dir_files_are_0600_and_another_user_reads_none_of_them(
             await real_close(session)
 
         monkeypatch.setattr(workspace, "close", close_and_look)
+        monkeypatch.setattr(workspace, "record", record_not_final)
         await daemon.service.end_turn("s1")
         assert "me" in seen["done"]["done"]
         assert seen["mode"] == 0o600 and seen["refused"]
