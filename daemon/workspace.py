@@ -79,6 +79,9 @@ _FIELDS = {1: 5, 2: 8, 3: 8}  # fields per file, by manifest format
 
 log = logging.getLogger("memfsd.workspace")
 
+# Each mount's snapshot as the overlay takes it, by mount name.
+Snapshots = dict[str, dict[str, Snapshot]]
+
 
 class OverlayWorkspace:
     sees_access = True  # every open and change goes through the mount
@@ -136,14 +139,14 @@ class OverlayWorkspace:
         state = plan.state()
         last = list(plan.mounts)[-1] if plan.mounts else None
 
-        def write_state(manifest: dict[str, str]) -> dict[str, dict[str, Snapshot]]:
+        def write_state(manifest: dict[str, str]) -> Snapshots:
             # The last mount's manifest is not in ``manifests`` yet: it is made
             # in the same worker-thread trip, just before.
             assert last is not None
             return self._write_state(state, {**manifests, last: manifest}, uid, gid)
 
         try:
-            snaps: dict[str, dict[str, Snapshot]] | None = None
+            snaps: Snapshots | None = None
             for name, mount in plan.mounts.items():
                 # The last mount's blobs and turn.json go in one trip.
                 then = write_state if name == last else None
@@ -174,8 +177,8 @@ class OverlayWorkspace:
         mount: Mount,
         loaded: Loaded,
         fetch: Fetch,
-        then: Callable[[dict[str, str]], dict[str, dict[str, Snapshot]]] | None = None,
-    ) -> tuple[dict[str, str], dict[str, dict[str, Snapshot]] | None]:
+        then: Callable[[dict[str, str]], Snapshots] | None = None,
+    ) -> tuple[dict[str, str], Snapshots | None]:
         """Hold the blob of every file of one mount, storing the bytes that came along.
 
         Returns the mount's manifest (path -> sha256) and what ``then`` made
@@ -209,9 +212,7 @@ class OverlayWorkspace:
                 shas.update(zip(rest, cached, strict=True))
             return dict(zip(paths, map(shas.__getitem__, paths), strict=True))
 
-        Made = tuple[dict[str, str], dict[str, dict[str, Snapshot]]]
-
-        def take() -> tuple[list[str], list[bool], Made | None]:
+        def take() -> tuple[list[str], list[bool], tuple[dict[str, str], Snapshots] | None]:
             # One trip to a worker thread for all of it: what came along is
             # stored, what did not is looked up (and held, or shared) in the
             # cache, and where every blob is here, ``then`` runs on the manifest.
@@ -302,7 +303,7 @@ class OverlayWorkspace:
         manifests: Mapping[str, Mapping[str, str]],
         uid: int | None,
         gid: int | None,
-    ) -> dict[str, dict[str, Snapshot]]:
+    ) -> Snapshots:
         """Write ``turn.json``; return each mount's snapshot as the overlay takes it.
 
         The manifests go after the JSON header as NUL-separated fields
@@ -317,7 +318,7 @@ class OverlayWorkspace:
         make_private_dirs(turn_dir / "data")
         os.close(os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
         bases: dict[str, str] = {}
-        snaps: dict[str, dict[str, Snapshot]] = {}
+        snaps: Snapshots = {}
         fields: list[str] = []
         for name, manifest in manifests.items():
             mount = state.mounts[name]

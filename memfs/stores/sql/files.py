@@ -155,6 +155,7 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
     )
     if (names := _names(db, space_id, create=False)).sealed:
         rows = _in_path_order(rows, names)
+    top, top_sha = _newest(rows)
     return Manifest(
         version=version,
         revisions={row[0]: str(row[1]) for row in rows},
@@ -163,7 +164,8 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        **_newest(rows),
+        top=top,
+        top_sha=top_sha,
     )
 
 
@@ -215,6 +217,7 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
             shas[path], sizes[path], meta[path] = sha, size, _meta(mode, mtime, ctime)
     if added:
         shas, sizes, meta = _in_order(paths, shas, sizes, meta)
+    top = max(map(int, now), default=0)
     return Manifest(
         version=version,
         revisions=revisions,
@@ -223,7 +226,8 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         meta=meta,
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        **_newest_of(db, space_id, max(map(int, now), default=0)),
+        top=top,
+        top_sha=_sha_of(db, space_id, top),
     )
 
 
@@ -239,13 +243,14 @@ def _moved_since(
     one write and no other write happened: every other path of ``old``
     holds. None where they are not, or where the count of live rows says
     ``old`` is of a space forgotten and made again under the same id (whose
-    count of writes began again). Costs the rows that moved and a count.
+    count of writes began again). Costs the rows that moved, a count and a
+    look at its newest revision.
     """
     if old.changes is None or changes < old.changes or old.top_sha is None:
         return None
     # The newest revision it holds, still there as it was: a backup put back
     # in place (the same file, counts and ids gone back) would not have it.
-    if _newest_of(db, space_id, old.top)["top_sha"] != old.top_sha:
+    if _sha_of(db, space_id, old.top) != old.top_sha:
         return None
     names = _names(db, space_id, create=False)
     rows = db.tuples(
@@ -269,6 +274,7 @@ def _moved_since(
         sizes[path], meta[path] = int(size), _meta(mode, mtime, ctime)
     if added:
         revisions, shas, sizes, meta = _in_order(sorted(revisions), revisions, shas, sizes, meta)
+    top, top_sha = _newest(rows) if rows else (old.top, old.top_sha)
     return Manifest(
         version=version,
         revisions=revisions,
@@ -277,7 +283,8 @@ def _moved_since(
         meta=meta,
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        **(_newest(rows) if rows else {"top": old.top, "top_sha": old.top_sha}),
+        top=top,
+        top_sha=top_sha,
     )
 
 
@@ -287,20 +294,25 @@ def _in_order(paths: Sequence[str], *maps: dict[str, Any]) -> list[dict[str, Any
     return [dict(zip(paths, map(held.__getitem__, paths), strict=True)) for held in maps]
 
 
-def _newest(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-    """``top`` and ``top_sha`` of a manifest from its rows (path, revision id, sha256, ...)."""
+def _newest(rows: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
+    """The newest revision id of ``rows`` (path, revision id, sha256, ...) and its sha256."""
     if not rows:
-        return {"top": 0, "top_sha": ""}
+        return 0, ""
     newest = max(rows, key=itemgetter(1))
-    return {"top": int(newest[1]), "top_sha": newest[2]}
+    return int(newest[1]), newest[2]
 
 
-def _newest_of(db: Db, space_id: int, top: int) -> dict[str, Any]:
-    """``top`` and the sha256 of revision ``top`` of the space as the database has it now."""
-    if not top:
-        return {"top": 0, "top_sha": ""}
-    row = db.one("SELECT sha256 FROM revisions WHERE id = ? AND space_id = ?", (top, space_id))
-    return {"top": top, "top_sha": None if row is None else row[0]}
+def _sha_of(db: Db, space_id: int, revision_id: int) -> str | None:
+    """The sha256 of the space's revision ``revision_id`` as the database has it now.
+
+    ``""`` for 0 (no revision: an empty space), None where there is no such revision.
+    """
+    if not revision_id:
+        return ""
+    row = db.one(
+        "SELECT sha256 FROM revisions WHERE id = ? AND space_id = ?", (revision_id, space_id)
+    )
+    return None if row is None else row[0]
 
 
 def _put(
