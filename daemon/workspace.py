@@ -540,14 +540,17 @@ class OverlayWorkspace:
 
         They are what a crash left of turns already over (ended or
         discarded, their ``turn.json`` gone) while their working copies
-        were being removed. Called at start once every open turn is back;
-        returns how many folders went.
+        were being removed. The ``manual`` folder beside them is no turn's:
+        it holds change sets waiting for ``memfs turn commit``. Called at
+        start once every open turn is back; returns how many folders went.
         """
         removed = self.manifests.sweep({session for session, _ in live})
         for session in sorted((self.overlay.state_dir / "sessions").glob("*")):
             if not session.is_dir():
                 continue
             for folder in session.iterdir():
+                if folder.name == MANUAL_DIR:
+                    continue
                 if folder.is_dir() and (session.name, folder.name) not in live:
                     shutil.rmtree(folder, ignore_errors=True)
                     removed += 1

@@ -305,3 +305,23 @@ def test_a_manual_change_set_survives_a_restart_and_a_second_commit_is_already_c
             await store.aclose()
 
     assert trio.run(files) == {"prefs.md": b"short answers\n\xff binary\n"}
+
+
+def test_a_manual_change_set_left_uncommitted_survives_two_restarts(root: Path) -> None:
+    # A start sweeps the folders of turns already over; the manual holds
+    # sit beside them and must not go with them.
+    daemon = DaemonProcess(root, config=MANUAL_CONFIG)
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    (Path(started["root"]) / "me" / "prefs.md").write_bytes(b"long answers\n")
+    memfs("turn", "end", "s1", root=root)
+    daemon.stop()
+    DaemonProcess(root, config=MANUAL_CONFIG).stop()
+
+    again = DaemonProcess(root, config=MANUAL_CONFIG)
+    committed = memfs("turn", "commit", "s1", started["turn"], root=root)
+    assert committed["spaces"]["me"]["created"] == ["prefs.md"]
+    again.stop()
+    last = DaemonProcess(root, config=MANUAL_CONFIG)  # the commit's mark outlives a restart too
+    twice = memfs("turn", "commit", "s1", started["turn"], root=root, check=False)
+    assert twice.returncode == 5, twice.stderr
+    assert last.stop() == 0
