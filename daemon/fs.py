@@ -416,12 +416,16 @@ def invalidate_names(names: Sequence[tuple[int, str]]) -> None:
     Blocks: call it from a worker thread, never from a FUSE request handler
     (the kernel would wait for the handler that waits for the kernel).
     """
+    failed: dict[int, OSError] = {}
     for parent_inode, name in names:
         try:
             pyfuse3.invalidate_entry(parent_inode, name.encode())
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-                log.warning("could not invalidate %s in %d: %s", name, parent_inode, exc)
+                failed[parent_inode] = exc
+    # The names are people's file names: a log outlives any forget, so it gets none.
+    for parent_inode, exc in failed.items():
+        log.warning("could not invalidate names in folder inode %d: %s", parent_inode, exc)
 
 
 def invalidate_inodes(inodes: Sequence[int]) -> None:

@@ -357,9 +357,8 @@ class Overlay:
             name, slash, _ = rest.partition("/")
             if name in folder.kids:
                 if seen is None or name in seen:
-                    log.warning(
-                        "%s: %s is both a file and a folder in the snapshot", mount.name, name
-                    )
+                    # Not the name: it is a person's, and a log outlives any forget.
+                    log.warning("%s: a name is a file and a folder in the snapshot", mount.name)
                 else:
                     seen.add(name)  # planted by a lookup: it is already what this makes
                 at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1

@@ -468,3 +468,25 @@ async def test_a_turn_recorded_with_an_impossible_owner_comes_back_roots_and_pri
         assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o700)
         ended = await daemon.service.end_turn("s1")
         assert ended.spaces["me"].status == "saved"
+
+
+def test_a_name_the_kernel_would_not_drop_is_not_written_to_the_log(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # At start the kernel answers ENOSYS to invalidations; the names are a
+    # person's file names, and a log (journald) is beyond any forget's reach.
+    import errno
+
+    import pyfuse3
+
+    from memfsd.fs import invalidate_names
+
+    def refuse(parent: int, name: bytes) -> None:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(pyfuse3, "invalidate_entry", refuse)
+    with caplog.at_level("WARNING", logger="memfsd.fs"):
+        invalidate_names([(4, "diagnosis-okapi.md"), (4, "other.md")])
+    assert caplog.records, "the failure is still logged"
+    assert "okapi" not in caplog.text and "other.md" not in caplog.text
+    assert "4" in caplog.text  # the folder's inode says where
