@@ -424,8 +424,8 @@ def invalidate_names(names: Sequence[tuple[int, str]]) -> None:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
                 failed[parent_inode] = exc
     # The names are people's file names: a log outlives any forget, so it gets none.
-    for parent_inode, exc in failed.items():
-        log.warning("could not invalidate names in folder inode %d: %s", parent_inode, exc)
+    for parent_inode, error in failed.items():
+        log.warning("could not invalidate names in folder inode %d: %s", parent_inode, error)
 
 
 def invalidate_inodes(inodes: Sequence[int]) -> None:
