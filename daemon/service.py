@@ -200,13 +200,36 @@ class DaemonService:
                 if turn not in self.memory.open_turns():
                     break  # it ended while the store answered: nothing of it is left to drop
                 # Exactly what a notice of the person or of those files does (POST /forgotten).
+                if what.everything:
+                    await self._forget_words(mount.ref.org, mount.ref.user or "")
                 await self.memory.forget_in_turn(turn, name)
                 for path in (None,) if what.everything else what.paths:
                     await self.workspace.drop_forgotten(turn.session, name, path)
                 self.forgets_applied.add(key)
                 log.info("session %s: %s %s", turn.session, name, why)
                 dropped.append((turn.session, name))
+        for held in list(self.manual.values()):
+            for space in held.spaces.values():
+                ref = space.mount.ref
+                if ref.layer != "user" or not held.involves(ref.org, ref.user or ""):
+                    continue
+                if (await store.forgotten_files_since(ref, space.mount.cursor, ())).everything:
+                    await self._forget_words(ref.org, ref.user or "")
+                    break
         return dropped
+
+    async def _forget_words(self, org: str, user: str) -> None:
+        """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
+
+        Open turns drop the prompt and their labels (``Memory.forget_person``);
+        an ended turn's manual change set drops their spaces too, on disk at once.
+        """
+        await self.memory.forget_person(org, user)
+        for key, held in list(self.manual.items()):
+            if held.involves(org, user):
+                forgot = self.memory.forget_in_hold(held, org, user)
+                await self.workspace.save_manual(forgot)
+                self.manual[key] = forgot
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         # A new session is a folder name in the mount root and in state_dir.
@@ -368,6 +391,8 @@ class DaemonService:
             if notice.space is None:
                 raise BadRequest("a forgotten file needs the space it was in")
         dropped: dict[str, list[str]] = {}
+        if notice.path is None:
+            await self._forget_words(notice.org, notice.user)
         for turn in self.memory.open_turns():
             for name, mount in turn.mounts.items():
                 ref = mount.ref

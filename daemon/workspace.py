@@ -459,6 +459,7 @@ class OverlayWorkspace:
         kept: Mapping[str, SpaceResult],
         *,
         final: bool = False,
+        state: TurnState | None = None,
     ) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
         # for every stored space would cost O(space) at every turn end.
@@ -483,6 +484,8 @@ class OverlayWorkspace:
             text, syncs = json.dumps(record), self.overlay.blobs.syncs
 
             def write() -> None:
+                if state is not None:  # before done.json: the words must not outlive a crash here
+                    self._restate(session, state)
                 _write_atomic(target, text, syncs, sync=durable)
                 if final:  # close's first step, in the same trip (see close)
                     _remove_turn_record(self.turn_file(session))
@@ -725,6 +728,27 @@ class OverlayWorkspace:
         if dropped:
             await trio.to_thread.run_sync(self._scrub, session, [name])
         return dropped
+
+    def _restate(self, session: str, state: TurnState) -> None:
+        """Put ``state``'s words (prompt, extra body, each ``by``, who is forgotten) in turn.json.
+
+        The rows (every file's fields) stay as they are: a forget changes no
+        file of the turn's plan, only whose words it keeps.
+        """
+        target = self.turn_file(session)
+        try:
+            text = target.read_text()
+        except FileNotFoundError:
+            return
+        head, newline, rows = text.partition("\n")
+        record = json.loads(head)
+        words = state.model_dump(mode="json", include={"prompt", "extra_body", "forgotten"})
+        record["state"].update(words)
+        for name, mount in record["state"]["mounts"].items():
+            if name in state.mounts:
+                by = state.mounts[name].by
+                mount["by"] = None if by is None else by.model_dump(mode="json")
+        _write_atomic(target, json.dumps(record, separators=(",", ":")) + newline + rows)
 
     def _scrub(self, session: str, names: Sequence[str]) -> None:
         """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal.

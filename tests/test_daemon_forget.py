@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -294,7 +295,9 @@ async def test_a_trace_written_after_the_forget_names_none_of_the_persons_files(
 
         assert ended.spaces["me"].reason == "forgotten"
         [trace] = await store.traces(session="s1")
-        assert "me" in trace.mounts  # the turn's trace is still recorded, without the names
+        # The turn's trace is still recorded: the org's part, none of hers (a part
+        # of hers would be sealed under a key made again for her).
+        assert "lending-rules" in trace.mounts and "me" not in trace.mounts
         assert not [key for key in trace.files if key.startswith("me/")]
         assert "g.md" not in repr(trace) and "diagnosis-2" not in repr(trace)
 
@@ -505,3 +508,90 @@ async def test_a_file_forgotten_by_another_process_is_the_only_one_a_look_at_the
         assert (await sh("ls me", root)).stdout == b"keep.md\n"
         ended = await daemon.service.end_turn("s1")
         assert (ended.spaces["me"].status, ended.spaces["me"].reason) == ("not_saved", "forgotten")
+
+
+def person_keys(daemon: Daemon, user: str) -> int:
+    db = sqlite3.connect(daemon.settings.state_dir / "memfs.db")
+    try:
+        query = 'SELECT count(*) FROM person_keys WHERE "user" = ?'
+        (count,) = db.execute(query, (user,)).fetchone()
+    finally:
+        db.close()
+    return int(count)
+
+
+PROMPT = "okapi-prompt: what did my oncologist say?"
+
+
+async def test_a_person_forgotten_mid_turn_leaves_no_prompt_label_or_key_of_theirs(
+    tmp_path: Path,
+) -> None:
+    # The turn teaches the org a rule in her words, and writes her own memory;
+    # she is forgotten before it ends. Her prompt and name are hers: they leave
+    # the turn's record at once, and the end writes none of them, anywhere.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh("printf rule > lending-rules/new-rule.md && printf mine > me/n.md", root)
+        assert person_keys(daemon, "u_dana") == 1
+
+        await manage(daemon, "forget-user", "u_dana")
+        record = (daemon.settings.state_dir / "sessions" / "s1" / "turn.json").read_bytes()
+        assert b"okapi-prompt" not in record and b'"Dana"' not in record
+        ended = await daemon.service.end_turn("s1")
+
+        assert ended.spaces["lending-rules"].status == "saved"
+        assert ended.spaces["me"].reason == "forgotten"
+        [trace] = await store.traces(session="s1")
+        assert trace.prompt is None and trace.author is None and "me" not in trace.mounts
+        org = SpaceRef(layer="org", space="lending-rules")
+        [revision] = await store.history(org, "new-rule.md")
+        assert revision.provenance.prompt is None
+        assert revision.provenance.by is not None and revision.provenance.by.label is None
+        assert person_keys(daemon, "u_dana") == 0  # none made again for her words
+        assert await store.files(org) == {"new-rule.md": b"rule"}  # the org's rule stays
+
+
+async def test_a_person_forgotten_mid_turn_stays_forgotten_in_the_turn_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    store.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    memory, _ = desk(tmp_path, store, SPECS)
+    await memory.start_turn("s1", {"userId": "u_dana", "name": "Dana"}, prompt=PROMPT)
+    [forgot] = await memory.forget_person("default", "u_dana")
+    assert forgot.prompt is None
+
+    _, restored = restart(tmp_path, store, SPECS)
+    assert restored.prompt is None and restored.author is None and restored.person is None
+    assert "Dana" not in json.dumps(restored.extra_body)
+    assert restored.plan.forgotten == {"u_dana"}
+
+
+async def test_forgetting_a_person_empties_the_manual_change_sets_waiting_for_commit(
+    tmp_path: Path,
+) -> None:
+    # Ended turns' manual change sets wait on disk for `memfs turn commit`;
+    # forgetting the person takes their spaces out of them, and their words
+    # out of what stays (an org space taught in her words).
+    specs = [spec.model_copy(update={"commit": "manual"}) for spec in SPECS]
+    async with running_daemon(tmp_path, specs) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh("printf rule > lending-rules/r.md && printf okapi-secret > me/okapi.md", root)
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["me"].status == "manual"
+        [held] = (daemon.settings.state_dir / "sessions" / "s1" / "manual").glob("*.json")
+
+        await manage(daemon, "forget-user", "u_dana")
+
+        text = held.read_bytes()
+        for secret in (b"okapi", b"b2thcGkt", b'"Dana"'):  # b2thcGkt: base64 of "okapi-"
+            assert secret not in text, secret
+        committed = await daemon.service.commit_turn("s1", ended.turn)
+        assert committed.spaces["me"].reason == "forgotten"
+        org = SpaceRef(layer="org", space="lending-rules")
+        assert await store.files(org) == {"r.md": b"rule"}
+        [revision] = await store.history(org, "r.md")
+        assert revision.provenance.prompt is None
+        assert person_keys(daemon, "u_dana") == 0

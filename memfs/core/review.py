@@ -637,15 +637,15 @@ def without_words(change: WaitingChange) -> tuple[WaitingChange, Words]:
     turns: dict[str, Provenance] = {}
     for key, provenance in change.turns.items():
         author = provenance.author
-        if author is None:
-            turns[key] = provenance
-            continue
         label = None if provenance.by is None else provenance.by.label
+        if author is None or (provenance.prompt is None and label is None):
+            turns[key] = provenance  # no words of anyone's (a store makes no key for none)
+            continue
         words[f"turn:{key}"] = (author, provenance.prompt, label)
         turns[key] = _silent(provenance)
     latest = change.provenance
-    if latest.author is not None:
-        label = None if latest.by is None else latest.by.label
+    label = None if latest.by is None else latest.by.label
+    if latest.author is not None and (latest.prompt is not None or label is not None):
         words[_LATEST] = (latest.author, latest.prompt, label)
         latest = _silent(latest)
     return change.model_copy(update={"turns": turns, "provenance": latest}), words

@@ -15,10 +15,10 @@ daemon can keep it on disk across a restart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import Field
 
@@ -135,6 +135,8 @@ class TurnState(Frozen):
     done: dict[str, SpaceResult] = Field(default_factory=dict)
     # Spaces whose store failed at an earlier end of this turn, kept for a retry.
     kept: dict[str, SpaceResult] = Field(default_factory=dict)
+    # People forgotten while the turn was open: their words left it (``TurnPlan.forgetting``).
+    forgotten: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class TurnPlan:
     mounts: Mapping[str, Mount]
     note: str
     owner: Owner | None = None  # None: the workspace's own (the session's last owner)
+    forgotten: frozenset[str] = frozenset()  # people forgotten since it started (``forgetting``)
 
     def state(
         self,
@@ -164,6 +167,28 @@ class TurnPlan:
             mounts={name: mount.state() for name, mount in self.mounts.items()},
             done=dict(done or {}),
             kept=dict(kept or {}),
+            forgotten=sorted(self.forgotten),
+        )
+
+    def involves(self, org: str, user: str) -> bool:
+        """Whether ``user`` of ``org`` has words in this turn: their memory, or their name."""
+        return _involves(self.mounts.values(), org, user)
+
+    def forgetting(self, user: str) -> TurnPlan:
+        """This plan once ``user`` (whom it :meth:`involves`) is forgotten.
+
+        The prompt goes: it was typed over their memory or by them, so it is
+        theirs, as a store keeps it (``Trace.holders``). So does their label,
+        wherever it is: in each mount's ``by`` and in every extra-body field
+        holding it (the app's body is the one copy a spec's label was read
+        from). Their id stays, as it does in the store after a forget.
+        """
+        return replace(
+            self,
+            prompt=None,
+            extra_body=_without_labels(self.extra_body, self.mounts.values(), user),
+            mounts={name: _unlabelled(mount, user) for name, mount in self.mounts.items()},
+            forgotten=self.forgotten | {user},
         )
 
 
@@ -190,6 +215,104 @@ class ManualHold(Frozen):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     spaces: dict[str, HeldSpace]
     ended: dict[str, SpaceResult] = Field(default_factory=dict)
+    # People forgotten since the turn ended: their words and spaces left it (``forgetting``).
+    forgotten: list[str] = Field(default_factory=list)
+
+    def involves(self, org: str, user: str) -> bool:
+        """Whether ``user`` of ``org`` has words or memory in what this turn holds."""
+        if user in self.forgotten:
+            return False
+        return _involves([space.mount for space in self.spaces.values()], org, user) or any(
+            space.provenance.author == user and space.mount.ref.org == org
+            for space in self.spaces.values()
+        )
+
+    def forgetting(self, org: str, user: str, settled: SpaceResult) -> ManualHold:
+        """This hold once ``user`` of ``org`` is forgotten, as :meth:`TurnPlan.forgetting` does.
+
+        Their own spaces' change sets go (``settled`` is what each ended as
+        now); every other space's provenance keeps no prompt and no label of theirs.
+        """
+        spaces = {
+            name: space.model_copy(
+                update={
+                    "mount": _unlabelled(space.mount, user),
+                    "provenance": _without_words(space.provenance, user),
+                }
+            )
+            for name, space in self.spaces.items()
+            if not _owns(space.mount.ref, org, user)
+        }
+        gone = [name for name, space in self.spaces.items() if _owns(space.mount.ref, org, user)]
+        return self.model_copy(
+            update={
+                "prompt": None,
+                "extra_body": _without_labels(
+                    self.extra_body, [space.mount for space in self.spaces.values()], user
+                ),
+                "spaces": spaces,
+                "ended": {**self.ended, **dict.fromkeys(gone, settled)},
+                "forgotten": sorted({*self.forgotten, user}),
+            }
+        )
+
+
+class _Attributed(Protocol):
+    @property
+    def ref(self) -> SpaceRef: ...
+
+    @property
+    def by(self) -> By | None: ...
+
+
+def _owns(ref: SpaceRef, org: str, user: str) -> bool:
+    return ref.layer == "user" and ref.org == org and ref.user == user
+
+
+def _involves(mounts: Iterable[_Attributed], org: str, user: str) -> bool:
+    return any(
+        _owns(mount.ref, org, user)
+        or (mount.ref.org == org and mount.by is not None and mount.by.id == user)
+        for mount in mounts
+    )
+
+
+A = TypeVar("A", Mount, MountState)
+
+
+def _unlabelled(mount: A, user: str) -> A:
+    """``mount`` with no label of ``user`` in its ``by``."""
+    if mount.by is None or mount.by.id != user or mount.by.label is None:
+        return mount
+    by = mount.by.model_copy(update={"label": None})
+    if isinstance(mount, Mount):
+        return replace(mount, by=by)
+    return mount.model_copy(update={"by": by})
+
+
+def _without_labels(
+    extra_body: Mapping[str, Any], mounts: Iterable[_Attributed], user: str
+) -> dict[str, Any]:
+    """The extra body with no field holding a label of ``user`` (as any mount's ``by`` has it)."""
+    labels = {
+        mount.by.label
+        for mount in mounts
+        if mount.by is not None and mount.by.id == user and mount.by.label is not None
+    }
+    return {
+        key: value
+        for key, value in extra_body.items()
+        if not (isinstance(value, str) and value in labels)
+    }
+
+
+def _without_words(provenance: Provenance, user: str) -> Provenance:
+    """``provenance`` with no prompt, and no label or person of ``user``."""
+    by = provenance.by
+    if by is not None and by.id == user:
+        by = by.model_copy(update={"label": None})
+    person = None if provenance.person == user else provenance.person
+    return provenance.model_copy(update={"prompt": None, "by": by, "person": person})
 
 
 __all__ = ["HeldSpace", "ManualHold", "Mount", "MountState", "Owner", "TurnPlan", "TurnState"]

@@ -196,13 +196,17 @@ class Turn:
         if self.person is not None:
             return self.person
         by = next((m.by for m in self.plan.mounts.values() if m.by is not None), None)
-        return None if by is None else by.id
+        return None if by is None or by.id in self.plan.forgotten else by.id
 
     @property
     def person(self) -> str | None:
-        """The one person whose own memory the turn mounted (``Provenance.person``), if one."""
+        """The one person whose own memory the turn mounted (``Provenance.person``), if one.
+
+        None once they are forgotten: nothing more of the turn is theirs.
+        """
         people = {m.ref.user for m in self.plan.mounts.values() if m.layer == "user"}
-        return next(iter(people)) if len(people) == 1 else None
+        person = next(iter(people)) if len(people) == 1 else None
+        return None if person in self.plan.forgotten else person
 
     @property
     def mounts(self) -> Mapping[str, Mount]:
@@ -400,6 +404,7 @@ class Memory:
             extra_body=state.extra_body,
             mounts=mounts,
             note=state.note,
+            forgotten=frozenset(state.forgotten),
         )
         turn = Turn(self, plan, sources)
         turn.orphaned = orphaned
@@ -545,6 +550,35 @@ class Memory:
         turn.kept.pop(name, None)
         turn.done[name] = ending.forgotten_in_turn(turn.done.get(name))
         await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
+
+    async def forget_person(self, org: str, user: str) -> list[Turn]:
+        """``user`` of ``org`` was forgotten: every open turn with their words forgets them.
+
+        Each turn they are in (their memory mounted, or named as its ``by``)
+        keeps no prompt and no label of theirs from now on, nor a part of
+        them in its trace (:meth:`TurnPlan.forgetting`), and writes that down
+        at once. Their spaces themselves are dropped by :meth:`forget_in_turn`.
+        Returns the turns that changed.
+        """
+        changed = []
+        for turn in self.open_turns():
+            if user in turn.plan.forgotten or not turn.plan.involves(org, user):
+                continue
+            turn.plan = turn.plan.forgetting(user)
+            for name, mount in turn.mounts.items():
+                if mount.layer == "dir":  # an app's dir is handed the prompt and body
+                    turn.sources[name], _ = self._source_again(
+                        name, mount.state(), turn.session, turn.id, turn.prompt, turn.extra_body
+                    )
+            await self.workspace.record(
+                turn.session, turn.id, turn.done, turn.kept, state=turn.state()
+            )
+            changed.append(turn)
+        return changed
+
+    def forget_in_hold(self, held: ManualHold, org: str, user: str) -> ManualHold:
+        """``held`` once ``user`` of ``org`` is forgotten (:meth:`ManualHold.forgetting`)."""
+        return held.forgetting(org, user, ending.forgotten_in_turn(None))
 
     def open_turn(self, session: str) -> Turn:
         """The session's open turn, or ``NotFound``."""
@@ -852,9 +886,17 @@ class Memory:
         access: Mapping[str, TraceFile],
     ) -> Trace:
         """What the store keeps of the turn. App-defined dirs are not the store's: left out."""
-        kept = {name: mount for name, mount in turn.mounts.items() if mount.layer != "dir"}
-        # A forgotten person's space leaves no name of theirs in a trace
-        # written after the forget: the store took them out of the old ones.
+        # A person forgotten while the turn was open has no part in its trace
+        # (a store would keep one under a key made again for them); the store
+        # took their parts out of the traces written before.
+        kept = {
+            name: mount
+            for name, mount in turn.mounts.items()
+            if mount.layer != "dir"
+            and not (mount.layer == "user" and mount.ref.user in turn.plan.forgotten)
+        }
+        # A space of theirs forgotten a file at a time leaves no name of theirs
+        # in a trace written after the forget either.
         forgotten = {name for name, r in spaces.items() if r.reason == ending.FORGOTTEN}
         files = {
             key: entry

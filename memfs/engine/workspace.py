@@ -23,7 +23,7 @@ from memfs.core.diff import diff
 from memfs.core.errors import MemfsError
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.engine import copymode
-from memfs.engine.plan import Mount, TurnPlan
+from memfs.engine.plan import Mount, TurnPlan, TurnState
 
 Fetch = Callable[[str, Collection[str]], Awaitable[Mapping[str, bytes]]]
 """The bytes a lean load left out: ``await fetch(mount_name, shas)`` (``{}``: cannot)."""
@@ -61,6 +61,7 @@ class Workspace(Protocol):
         kept: Mapping[str, SpaceResult],
         *,
         final: bool = False,
+        state: TurnState | None = None,
     ) -> None:
         """An ending turn's mounts so far: ``done`` (stored or settled) and ``kept``
         (their store failed).
@@ -69,7 +70,10 @@ class Workspace(Protocol):
         mount twice nor forgets a kept one. ``final``: every mount is done and
         ``close`` comes next, with nothing between that may fail; a durable
         workspace may then write the record down and end the turn's record in
-        one go, as ``close`` would first.
+        one go, as ``close`` would first. ``state``: the turn's plan changed
+        (a person in it was forgotten): what it wrote down of the prompt, the
+        extra body, each mount's ``by`` and the people forgotten is replaced
+        by ``state``'s, so no copy of the old words stays.
         """
         ...
 
@@ -160,6 +164,7 @@ class CopyWorkspace:
         kept: Mapping[str, SpaceResult],
         *,
         final: bool = False,
+        state: TurnState | None = None,
     ) -> None:
         return None  # copy mode keeps nothing across processes
 
