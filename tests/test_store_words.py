@@ -91,3 +91,36 @@ async def test_words_of_nobody_in_particular_stay_in_the_clear(sql_opener: Opene
         assert revision.provenance.prompt == "Version 1, from code"
     finally:
         await store.aclose()
+
+
+async def test_an_author_forgotten_and_back_leaves_what_they_taught_readable_without_words(
+    sql_opener: Opener,
+) -> None:
+    # Back after the forget, they get a new key; the words sealed under the
+    # old one must read as gone, not as a seal that does not open.
+    store = sql_opener()
+    me = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
+    try:
+        loaded = await store.load(RULES, "s1")
+        await store.store(
+            RULES, ChangeSet(created={"a.md": b"org"}), cursor=loaded.cursor, provenance=said("s1")
+        )
+        await store.set_review(RULES, "person", by=None)
+        loaded = await store.load(RULES, "s2")
+        waiting = await store.store(
+            RULES,
+            ChangeSet(created={"b.md": b"proposal"}),
+            cursor=loaded.cursor,
+            provenance=said("s2", person="dana"),
+            review="person",
+        )
+        await store.forget_user("dana", "bank-1", by=None)
+        await store.put(me, ChangeSet(created={"again.md": b"x"}), provenance=said("s3"))
+
+        [revision] = await store.history(RULES, "a.md")
+        assert revision.provenance.prompt is None and revision.provenance.by is not None
+        assert revision.provenance.by.label is None
+        [change] = await store.list_changes()
+        assert change.id == waiting.change and change.provenance.prompt is None
+    finally:
+        await store.aclose()

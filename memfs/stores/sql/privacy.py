@@ -12,6 +12,7 @@ person's memory for someone else is an audited ``open``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 
 from memfs.core import audit as audit_rules
@@ -38,7 +39,7 @@ from memfs.stores.sql.rows import (
     _live_files,
     _record,
 )
-from memfs.stores.sql.sealed import Names, _forget_person_key, _names
+from memfs.stores.sql.sealed import SEALED_WORDS, Names, _forget_person_key, _names
 from memfs.stores.sql.spaces import _space_id
 from memfs.stores.sql.traces import _forget_file_in_traces, _forget_in_traces
 
@@ -127,6 +128,7 @@ def _forget_user(db: Db, user: str, org: str, by: By | None) -> Forgot:
         db.execute("DELETE FROM spaces WHERE id = ?", (space_id,))
         db.forget_lookups()
     _forget_in_traces(db, user, org)
+    _forget_words(db, user, org)
     # The key goes with the rows: any copy of them left anywhere is ciphertext
     # under a key nobody holds any more (``memfs.core.sealing``).
     _forget_person_key(db, org, user)
@@ -136,6 +138,33 @@ def _forget_user(db: Db, user: str, org: str, by: By | None) -> Forgot:
     detail = audit_rules.count(len(purged), "space")
     _log(db, "forget-user", org, by=by, target=user, detail=detail)
     return Forgot(spaces=tuple(purged), files=files)
+
+
+def _forget_words(db: Db, user: str, org: str) -> None:
+    """Their words in ``org``'s memory go with their key: the columns too, not only the key.
+
+    What is left would be ciphertext under a key nobody holds, read as gone;
+    but a person forgotten and written again gets a new key, which must not
+    be asked to open the old words (a seal that does not open is tampering).
+    """
+    db.execute(
+        "UPDATE revisions SET prompt = NULL, by_label = NULL, sealed = 0, author = NULL"
+        " WHERE sealed = ? AND author = ? AND space_id IN (SELECT id FROM spaces WHERE org = ?)",
+        (SEALED_WORDS, user, org),
+    )
+    for change_id, sealed in db.tuples(
+        "SELECT changes.id, changes.sealed_words FROM changes"
+        " JOIN spaces ON spaces.id = changes.space_id"
+        " WHERE spaces.org = ? AND changes.sealed_words IS NOT NULL",
+        (org,),
+    ):
+        words = json.loads(sealed)
+        left = {key: kept for key, kept in words.items() if kept["author"] != user}
+        if len(left) != len(words):
+            db.execute(
+                "UPDATE changes SET sealed_words = ? WHERE id = ?",
+                (json.dumps(left, sort_keys=True) if left else None, change_id),
+            )
 
 
 def _user_files(db: Db, user: str, org: str) -> dict[str, dict[str, bytes]]:
