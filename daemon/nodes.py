@@ -74,6 +74,9 @@ class Node:
     # cut off, so it is not stored until truncated or rewritten.
     cut: str | None = None
     synced: bool = False  # an fsync reached its data file
+    # A folder at a path the snapshot had no folder at (made, or moved there):
+    # it counts toward ``max_folders`` (``MountTree.folders_stored``) while there.
+    made: bool = False
     # Removed while a handle holds it: it still counts toward its space.
     orphan: bool = False
     # ``Overlay.moves`` when its path was last seen opened in the access log
@@ -135,6 +138,10 @@ class MountTree:
     snapshot: dict[str, Snapshot]
     files: int = 0
     bytes: int = 0
+    # The folders the space would store at the turn's end, as ``max_folders``
+    # counts them: the stored paths still held by a folder, and every folder
+    # (``Node.made``) at a path the snapshot neither stored nor implied.
+    folders_stored: int = 0
     touched: set[str] = field(default_factory=set)
     private: bool = False  # a person's (or an app's) space: its blobs go with its last turn
     # The snapshot's paths, sorted, so a folder's entries are one contiguous run;
@@ -143,6 +150,7 @@ class MountTree:
     plant: Callable[[Node], None] = lambda node: None
     meta: Mapping[str, FileMeta] = field(default_factory=dict)  # the snapshot's, by path
     folders: tuple[str, ...] = ()  # the snapshot's stored folders
+    stored_folders: frozenset[str] = frozenset()  # the same, to look paths up in
     touched_dirs: set[str] = field(default_factory=set)  # folders made, removed or moved
     inode_seeds: tuple[int, int] = (0, 1)  # of (session, mount), for ``Overlay._entry_inode``
     forgotten: bool = False  # its person was forgotten: a compacted journal names none of it

@@ -53,7 +53,7 @@ import stat
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Container, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -73,7 +73,7 @@ from memfs.core.errors import (
     TooLarge,
     TooManyOpen,
 )
-from memfs.core.limits import file_too_large, space_too_full, too_many_files
+from memfs.core.limits import file_too_large, space_too_full, too_many_files, too_many_folders
 from memfs.core.models import MODE_BITS, FileMeta, Limits, clamp_time_ns
 from memfs.core.names import MAX_PATH_BYTES, check_new_name
 from memfs.private import make_private_dirs
@@ -281,9 +281,11 @@ class Overlay:
             mount.inode_seeds = (zlib.crc32(key), zlib.adler32(key))
             mount.meta = (meta or {}).get(name, {})
             mount.folders = tuple((folders or {}).get(name, ()))
+            mount.stored_folders = frozenset(mount.folders)
             mount.paths = sorted([*mount.snapshot, *(f"{path}/" for path in mount.folders)])
             mount.plant = self._plant
             mount.files = len(snapshot)
+            mount.folders_stored = len(mount.folders)
             mount.bytes = sum(map(_SIZE, snapshot.values()))  # C-level: every file, every turn
             root.tree = mount
             root.unplanted = ""
@@ -707,6 +709,8 @@ class Overlay:
             raise Exists("already exists", path=name)
         if kind == "file" and (error := too_many_files(name, mount.files, self.limits)):
             raise error
+        if kind == "dir" and (error := too_many_folders(name, mount.folders_stored, self.limits)):
+            raise error  # ENOSPC now: a folder the store would refuse must not seem made
         # Mode 0 is a mode like any other (POSIX): no default replaces it.
         self._need_room(0, parent)
         node = self._new_node(
@@ -766,6 +770,7 @@ class Overlay:
     def mkdir(self, parent_inode: int, name: str, mode: int, uid: int, gid: int) -> Node:
         mount, node = self._new_entry(parent_inode, name, "dir", mode, uid, gid)
         path = node.path()
+        self._arrive(mount, node, path)
         # Its mode too (a replay makes folders 0755): a 0700 folder stays private.
         mount.turn.log(journal.made_folder(mount.name, path), self._attributes(mount, node, path))
         return node
@@ -808,10 +813,51 @@ class Overlay:
             raise NotADirectory("not a folder", path=name)
         if node.children:
             raise NotEmpty("the folder is not empty", path=name)
-        mount.turn.log(journal.removed_folder(mount.name, node.path()))
+        path = node.path()
+        self._leave(mount, node, path)
+        mount.turn.log(journal.removed_folder(mount.name, path))
         self._detach(node)
         parent.mtime_ns = parent.ctime_ns = self.clock()
         self._synced_names(mount)
+
+    # -- counting folders toward max_folders -----------------------------------
+
+    @staticmethod
+    def _leave(mount: MountTree, node: Node, path: str) -> None:
+        """The folder ``node`` leaves ``path`` (removed, or moved away)."""
+        if node.made or path in mount.stored_folders:
+            mount.folders_stored -= 1
+        node.made = False
+
+    @staticmethod
+    def _arrive(mount: MountTree, node: Node, path: str) -> None:
+        """The folder ``node`` is now at ``path`` (made, or moved there)."""
+        node.made = path not in mount.stored_folders
+        mount.folders_stored += 1
+
+    def _check_folders_moved(
+        self, mount: MountTree, moves: Iterable[tuple[Node, str, str]], name: str
+    ) -> None:
+        """ENOSPC before a move whose folders' new paths would pass ``max_folders``.
+
+        ``moves``: each node, its path now and its path after. A folder moved
+        to a path the snapshot did not store is a folder the store makes at
+        the turn's end, so a move counts as a removal and a mkdir do.
+        """
+        grown = 0
+        for node, old, _ in moves:
+            if node.is_dir:
+                grown += 1 - int(node.made or old in mount.stored_folders)
+        if grown > 0 and (
+            error := too_many_folders(name, mount.folders_stored + grown - 1, self.limits)
+        ):
+            raise error
+
+    def _count_moved(self, mount: MountTree, moves: Iterable[tuple[Node, str, str]]) -> None:
+        for node, old, new in moves:
+            if node.is_dir:
+                self._leave(mount, node, old)
+                self._arrive(mount, node, new)
 
     def rename(
         self,
@@ -847,10 +893,29 @@ class Overlay:
             if target.is_dir and target.children:
                 raise NotEmpty("the folder being replaced is not empty", path=new_name)
         self._check_moved_paths(node, new_parent, new_name)
+        moves = self._moves(node, self._path_in(new_parent, new_name))
+        self._check_folders_moved(mount, moves, new_name)
         with mount.turn.batch():
             self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
+        self._count_moved(mount, moves)
         self._synced_names(mount)
         mount.turn.free_released()
+
+    def _path_in(self, parent: Node, name: str) -> str:
+        """The path in its mount of ``name`` in the folder ``parent``."""
+        return f"{parent.path()}/{name}" if parent.role == "entry" else name
+
+    def _moves(self, node: Node, to: str) -> list[tuple[Node, str, str]]:
+        """Every folder under ``node`` (itself too), its path now and once ``node`` is at ``to``."""
+        if not node.is_dir:
+            return []
+        base = node.path()
+        return [
+            (n, path, to + path[len(base) :])
+            for n in self._walk(node)
+            if n.is_dir
+            for path in (n.path(),)
+        ]
 
     def _check_moved_paths(self, node: Node, new_parent: Node, new_name: str) -> None:
         """Refuse a move that would put anything under ``node`` past the path limit.
@@ -860,7 +925,7 @@ class Overlay:
         """
         if not node.is_dir:
             return  # the new name itself was checked with the rest of the name
-        base = f"{new_parent.path()}/{new_name}" if new_parent.role == "entry" else new_name
+        base = self._path_in(new_parent, new_name)
         longest = len(base.encode()) + self._longest_below(node)
         if longest > MAX_PATH_BYTES:
             raise NameTooLong(
@@ -905,6 +970,11 @@ class Overlay:
                 ancestor = ancestor.parent
         self._check_moved_paths(one, other_parent, other_name)
         self._check_moved_paths(other, one_parent, one_name)
+        moves = [
+            *self._moves(one, self._path_in(other_parent, other_name)),
+            *self._moves(other, self._path_in(one_parent, one_name)),
+        ]
+        self._check_folders_moved(mount, moves, other_name)
         moved = [*self._walk(one), *self._walk(other)]
         old_paths = {id(n): n.path() for n in moved}
         with mount.turn.batch():
@@ -928,6 +998,7 @@ class Overlay:
                 changed.mtime_ns = changed.ctime_ns = now
             one.ctime_ns = other.ctime_ns = now
             self._journal_arrivals(mount, moved, old_paths)
+        self._count_moved(mount, moves)
         self._synced_names(mount)
 
     def _move(
@@ -945,7 +1016,9 @@ class Overlay:
         old_paths = {id(n): n.path() for n in moved}
         if target is not None:
             if target.is_dir:
-                mount.turn.log(journal.removed_folder(mount.name, target.path()))
+                path = target.path()
+                self._leave(mount, target, path)
+                mount.turn.log(journal.removed_folder(mount.name, path))
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
@@ -1556,17 +1629,7 @@ class Overlay:
                 removed.append(journal.removed(name, path))
             else:
                 held += self._node_records(mount, node, path)
-        # The folders the snapshot's files imply, and its stored (maybe empty) ones.
-        snapshot_dirs = {path[:at] for path in mount.paths for at, c in enumerate(path) if c == "/"}
-        for folder in mount.folders:
-            snapshot_dirs.add(folder)
-            snapshot_dirs.update(folder[:at] for at, c in enumerate(folder) if c == "/")
-        gone = sorted(
-            (d for d in snapshot_dirs if not self._has_dir(mount, d)),
-            key=lambda d: -d.count("/"),
-        )
-        planted = sorted(self._planted_dirs(mount.root, ""))
-        made = [d for d in planted if d not in snapshot_dirs]
+        gone, planted, made = self._folder_changes(mount)
         # Every folder that is a node keeps its mode and times (a chmod, a
         # mkdir's mode); the rest are as loaded.
         folder_modes = []
@@ -1581,6 +1644,29 @@ class Overlay:
             *folder_modes,
             *held,
         ]
+
+    def _folder_changes(self, mount: MountTree) -> tuple[list[str], list[str], list[str]]:
+        """The snapshot's folders gone (deepest first), every planted folder, and those made."""
+        # The folders the snapshot's files imply, and its stored (maybe empty) ones.
+        snapshot_dirs = {path[:at] for path in mount.paths for at, c in enumerate(path) if c == "/"}
+        for folder in mount.folders:
+            snapshot_dirs.add(folder)
+            snapshot_dirs.update(folder[:at] for at, c in enumerate(folder) if c == "/")
+        gone = sorted(
+            (d for d in snapshot_dirs if not self._has_dir(mount, d)),
+            key=lambda d: -d.count("/"),
+        )
+        planted = sorted(self._planted_dirs(mount.root, ""))
+        return gone, planted, [d for d in planted if d not in snapshot_dirs]
+
+    def _count_folders(self, mount: MountTree) -> None:
+        """``folders_stored`` and each made folder's mark, from the tree (after a replay)."""
+        gone, _, made = self._folder_changes(mount)
+        mount.folders_stored = len(mount.folders) - len(set(gone) & set(mount.folders)) + len(made)
+        for path in made:
+            node = self.node_at(mount, path)
+            if node is not None:
+                node.made = True
 
     def _node_records(self, mount: MountTree, node: Node, path: str) -> list[journal.Record]:
         """What the journal says of a file held at ``path``: its content and what is known of it."""
@@ -1787,6 +1873,8 @@ class Overlay:
                 highest = max(highest, int(record["d"]))
         on_disk = [int(name) for name in os.listdir(state.dir / "data") if name.isdigit()]
         state.next_data = max([highest, *on_disk]) + 1
+        for mount in state.mounts.values():
+            self._count_folders(mount)
 
     def _apply(self, mount: MountTree, record: Mapping[str, Any]) -> None:
         op, path = record["o"], record["p"]

@@ -31,6 +31,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from memfs.core.diff import diff_folders, implied_folders
 from memfs.core.errors import DiskFull, MemfsError, TooLarge
 from memfs.core.models import Limits
 from memfsd.blobs import BlobCache
@@ -681,6 +682,24 @@ def test_random_changes_with_compactions_and_crashes_replay_to_the_same_turn(
             )
 
         @invariant()
+        def folders_counted_are_never_fewer_than_the_end_stores(self) -> None:
+            # max_folders is checked at mkdir and move against this count: a
+            # folder the end would store but the count missed could be made
+            # past the limit. (One the snapshot implied, emptied of its files
+            # and kept, is stored too and not counted: the end refuses past
+            # the limit there, as it always did.)
+            if not hasattr(self, "overlay"):
+                return
+            mount = turn_of(self.overlay).mounts["m"]
+            at_end = self.overlay.folders_at_end(mount)
+            made, removed = diff_folders(
+                at_end, stored=set(mount.folders), implied_before=implied_folders(FILES)
+            )
+            emptied = [p for p in made if p in implied_folders(FILES) and at_end[p] is False]
+            stored = len(mount.folders) - len(removed) + len(made) - len(emptied)
+            assert mount.folders_stored >= stored
+
+        @invariant()
         def journal_stays_bounded(self) -> None:
             if hasattr(self, "overlay"):
                 turn = turn_of(self.overlay)
@@ -710,3 +729,44 @@ async def test_a_turn_comes_back_even_if_tidying_its_journal_fails(
     monkeypatch.setattr("memfsd.overlay.os.replace", full)
     again, _ = make(tmp_path, LIMITS.model_copy(update={"journal_bytes": 100}), replay=True)
     assert state_of(again) == expected
+
+
+# -- folders: max_folders at mkdir and at a move ---------------------------------------
+
+
+async def test_moving_a_folder_counts_its_folders_new_paths_toward_max_folders(
+    tmp_path: Path,
+) -> None:
+    # "dir" and "dir/sub" are implied by their files; moved, the store keeps
+    # them as folders at their new paths, so they count as made.
+    _, ops = make(tmp_path, Limits(max_folders=2))
+    root = await inode_of(ops, "s1", "m")
+    await ops.rename(root, b"dir", root, b"moved", 0, CTX)
+    assert await errno_of(ops.mkdir(root, b"one-more", 0o40755, CTX)) == errno.ENOSPC
+    moved = await inode_of(ops, "s1", "m", "moved")
+    await ops.rename(moved, b"sub", root, b"sub", 0, CTX)  # made already: no more room taken
+    sub = await inode_of(ops, "s1", "m", "sub")
+    await ops.unlink(sub, b"deep.md", CTX)
+    await ops.rmdir(root, b"sub", CTX)  # its room comes back
+    await ops.mkdir(root, b"one-more", 0o40755, CTX)
+
+
+async def test_a_move_past_max_folders_gets_enospc_and_changes_nothing(tmp_path: Path) -> None:
+    _, ops = make(tmp_path, Limits(max_folders=1))
+    root = await inode_of(ops, "s1", "m")
+    assert await errno_of(ops.rename(root, b"dir", root, b"moved", 0, CTX)) == errno.ENOSPC
+    assert await inode_of(ops, "s1", "m", "dir", "sub", "deep.md")
+    await ops.mkdir(root, b"one", 0o40755, CTX)  # the one folder the limit allows
+
+
+async def test_the_folder_count_comes_back_with_a_replayed_turn(tmp_path: Path) -> None:
+    overlay, ops = make(tmp_path, Limits(max_folders=2))
+    root = await inode_of(ops, "s1", "m")
+    await ops.mkdir(root, b"a", 0o40755, CTX)
+    await ops.mkdir(root, b"b", 0o40755, CTX)
+    overlay.write_held()
+    _, again = make(tmp_path, Limits(max_folders=2), replay=True)  # after kill -9
+    root = await inode_of(again, "s1", "m")
+    assert await errno_of(again.mkdir(root, b"c", 0o40755, CTX)) == errno.ENOSPC
+    await again.rmdir(root, b"a", CTX)
+    await again.mkdir(root, b"c", 0o40755, CTX)

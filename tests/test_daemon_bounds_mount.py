@@ -74,6 +74,25 @@ async def test_a_write_past_the_file_limit_leaves_the_file_not_saved_too_large(
         assert "big.md" not in await files_of(daemon)
 
 
+async def test_a_mkdir_past_max_folders_gets_enospc_and_every_folder_made_is_stored(
+    tmp_path: Path,
+) -> None:
+    # A folder the store would refuse at the turn's end must not seem made:
+    # mkdir says ENOSPC, and what it did make is all stored.
+    limits = memfs.Limits(max_folders=3)
+    async with running_daemon(tmp_path, SPECS, limits=limits) as daemon:
+        root = await start(daemon, "s1")
+        await sh("mkdir me/d1 me/d2 me/d3", root)
+        done = await sh("mkdir me/d4", root, check=False)
+        assert done.returncode != 0 and b"No space left on device" in done.stderr
+        await sh("rmdir me/d3 && mkdir me/d5", root)  # a folder removed gives its room back
+        assert (await sh("mkdir me/d6", root, check=False)).returncode != 0
+        ended = await daemon.service.end_turn("s1")
+        me = ended.spaces["me"]
+        assert (me.status, me.not_saved) == ("saved", [])
+        assert sorted(me.folders_created) == ["d1", "d2", "d5"]
+
+
 async def test_a_cut_file_truncated_or_rewritten_within_the_limit_is_saved(
     tmp_path: Path,
 ) -> None:
