@@ -129,7 +129,7 @@ class MemfsOperations(pyfuse3.Operations):
         self.mount_root = None if mount_root is None else os.path.realpath(mount_root)
         self.requests: Counter[str] = Counter() if requests is None else requests
         self.cache_seconds = cache_seconds
-        self._dirs: dict[int, list[Node]] = {}
+        self._dirs: dict[int, tuple[Node, list[Node]]] = {}  # fh -> (folder, its listing)
         self._next_dir = 1
 
     def attributes(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -323,17 +323,22 @@ class MemfsOperations(pyfuse3.Operations):
         entries = self.overlay.children(inode)
         fh = self._next_dir
         self._next_dir += 1
-        self._dirs[fh] = entries
+        self._dirs[fh] = (self.overlay.node(inode), entries)
         return fh
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        entries = self._dirs.get(fh)
-        if entries is None:
+        listing = self._dirs.get(fh)
+        if listing is None:
             raise NotFound("no such open folder", path=str(fh))
+        folder, entries = listing
         reply, attributes, remember = pyfuse3.readdir_reply, self.attributes, self.overlay.remember
         for index in range(start_id, len(entries)):
             node = entries[index]
+            # Gone from the folder since opendir (removed, moved, or forgotten,
+            # whose names must not come back): left out, as POSIX allows.
+            if not node.attached or node.parent is not folder:
+                continue
             if not reply(token, node.name.encode(), attributes(node), index + 1):
                 return
             remember(node)

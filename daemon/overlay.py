@@ -1775,6 +1775,16 @@ class Overlay:
         found = node is not None and not node.is_dir
         if node is not None and not node.is_dir:
             self._drop_nodes(mount, [node])
+        if path in mount.stored_folders:  # a folder of theirs: its name is forgotten too
+            found = True
+            mount.folders = tuple(folder for folder in mount.folders if folder != path)
+            mount.stored_folders = frozenset(mount.folders)
+            at = bisect.bisect_left(mount.paths, f"{path}/")
+            if at < len(mount.paths) and mount.paths[at] == f"{path}/":
+                del mount.paths[at]
+            if node is not None and node.is_dir and not node.children:
+                self._drop_nodes(mount, [node])  # empty: it goes (one with files stays theirs)
+            self._count_folders(mount)
         file = mount.snapshot.pop(path, None)
         if file is not None:
             at = bisect.bisect_left(mount.paths, path)

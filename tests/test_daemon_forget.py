@@ -595,3 +595,54 @@ async def test_forgetting_a_person_empties_the_manual_change_sets_waiting_for_co
         [revision] = await store.history(org, "r.md")
         assert revision.provenance.prompt is None
         assert person_keys(daemon, "u_dana") == 0
+
+
+async def test_forgetting_a_folder_of_theirs_takes_its_name_out_of_the_open_turn(
+    tmp_path: Path,
+) -> None:
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s0")
+        await sh("mkdir me/oncology-okapi", root)
+        await daemon.service.end_turn("s0")
+        root = await start(daemon, "s1")
+        assert b"oncology-okapi" in (await sh("ls me", root)).stdout
+
+        await manage(daemon, "forget", "me", "oncology-okapi", "--user", "u_dana")
+
+        assert b"okapi" not in (await sh("ls me", root)).stdout
+        record = (daemon.settings.state_dir / "sessions" / "s1" / "turn.json").read_bytes()
+        assert b"okapi" not in record
+
+
+# Lists a folder through one descriptor, once before a line on stdin and once after.
+LIST_TWICE = """
+import os, sys
+fd = os.open("me", os.O_RDONLY | os.O_DIRECTORY)
+print(sorted(os.listdir(fd)), flush=True)
+sys.stdin.readline()
+print(sorted(os.listdir(fd)), flush=True)
+"""
+
+
+async def test_an_open_folder_handle_lists_no_forgotten_name(tmp_path: Path) -> None:
+    # A listing is taken at opendir; what was forgotten since must not come back from it.
+    async with danas_turn(tmp_path) as (daemon, _, root):
+        lister = await trio.lowlevel.open_process(
+            [sys.executable, "-c", LIST_TWICE],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert lister.stdin is not None and lister.stdout is not None
+        try:
+            first = await lister.stdout.receive_some()
+            assert b"g.md" in first
+            await manage(daemon, "forget-user", "u_dana")
+            await lister.stdin.send_all(b"go\n")
+            second = await lister.stdout.receive_some()
+            assert second.strip() == b"[]", second
+        finally:
+            with trio.move_on_after(10):
+                await lister.wait()
+            lister.kill()

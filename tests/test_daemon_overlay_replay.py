@@ -519,7 +519,7 @@ class LazyPlanting(RuleBasedStateMachine):
             try:
                 return [
                     (n.name, stat.S_IFMT(world.ops.attributes(n).st_mode), n.mode)
-                    for n in world.ops._dirs[fh]
+                    for n in world.ops._dirs[fh][1]
                 ]
             finally:
                 run(world.ops.releasedir(fh))
