@@ -36,7 +36,7 @@ from memfs.core.connection import (
     DEFAULT_STORE_POOL_SIZE,
 )
 from memfs.core.defaults import DEFAULT_WEB_MAX_BODY_BYTES, DEFAULT_WEB_READ_TIMEOUT_SECONDS
-from memfs.core.errors import ConfigError, MemfsError, StoreUnavailable
+from memfs.core.errors import ConfigError, MemfsError
 from memfs.core.models import Limits
 from memfs.core.specs import Spec
 from memfs.engine.turns import Memory
@@ -45,6 +45,7 @@ from memfs.stores.base import ManagedStore, Store
 from memfs.stores.keyfile import default_key_file
 from memfs.stores.open import open_store
 from memfs.stores.postgres import PostgresStore
+from memfs.stores.sql.store import SqlStore
 from memfs.web.app import web_app
 from memfs.web.serve import BoundWeb, bind_web, serve_web
 from memfsd.blobs import BlobCache
@@ -252,15 +253,14 @@ async def serve(
     )
     # A store key that is not the store's stops the start by name; a store
     # that cannot be reached now is started through, as at any other time.
-    check_key = getattr(store, "check_key", None)
-    if check_key is not None:
+    if isinstance(store, SqlStore):
         try:
-            await trio.to_thread.run_sync(check_key)
-        except StoreUnavailable as exc:
-            log.warning("the store could not be opened at start: %s", exc)
+            unavailable = await store.check_at_start()
         except BaseException:
             await store.aclose()
             raise
+        if unavailable is not None:
+            log.warning("the store could not be opened at start: %s", unavailable)
     overlay = Overlay(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,7 @@ from memfs.core.errors import ConfigError
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
 from memfs.core.specs import as_spec
 from memfs.stores.keyfile import load_store_key
-from memfs.stores.sqlite import SqliteStore
+from memfs.stores.open import open_store
 from memfsd.config import load_config
 from memfsd.main import Settings, serve
 from tests.daemon_harness import require_fuse, running_daemon, sh
@@ -71,26 +73,43 @@ def public() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sealed_store(request: pytest.FixtureRequest, public: Path) -> str:
+    """The URL of a store with one person's file sealed under ``public/first.key``."""
+    if request.param == "sqlite":
+        (public / "state").mkdir(mode=0o700)
+        return f"sqlite://{public / 'state' / 'memfs.db'}"
+    databases = request.getfixturevalue("postgres_databases")
+    url: str = databases.url()
+    return url
+
+
+async def seal_one_file(url: str, key_file: Path) -> None:
+    store = open_store(url, key_file=key_file)
+    try:
+        dana = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
+        loaded = await store.load(dana, "s0")
+        await store.store(
+            dana, ChangeSet(created={"a.md": b"x"}), cursor=loaded.cursor, provenance=Provenance()
+        )
+    finally:
+        await store.aclose()
+
+
 async def test_a_daemon_with_another_store_key_stops_at_start_naming_store_key_file(
-    public: Path,
+    public: Path, sealed_store: str
 ) -> None:
     require_fuse()
     state = public / "state"
-    state.mkdir(mode=0o700)
-    db = state / "memfs.db"
+    state.mkdir(mode=0o700, exist_ok=True)
     sealed_under = public / "first.key"
-    store = SqliteStore(db, key_file=sealed_under)
-    dana = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
-    loaded = await store.load(dana, "s0")
-    await store.store(
-        dana, ChangeSet(created={"a.md": b"x"}), cursor=loaded.cursor, provenance=Provenance()
-    )
-    await store.aclose()
-    before = db.read_bytes()
+    await seal_one_file(sealed_store, sealed_under)
+    db = state / "memfs.db"
+    before = db.read_bytes() if db.exists() else None
     settings = Settings(
         mount_root=public / "mnt",
         state_dir=state,
-        store=f"sqlite://{db}",
+        store=sealed_store,
         specs=[as_spec(spec) for spec in SPECS],
         limits=Limits(),
         socket=state / "memfs.sock",
@@ -99,5 +118,25 @@ async def test_a_daemon_with_another_store_key_stops_at_start_naming_store_key_f
         await serve(settings)
     assert caught.value.path == str(state / "store.key")  # the default it was given
     assert not os.path.ismount(public / "mnt")
-    assert db.read_bytes() == before
+    if before is not None:
+        assert db.read_bytes() == before
     assert load_store_key(sealed_under) != load_store_key(state / "store.key")
+
+
+async def test_memfs_web_with_another_store_key_stops_at_start_naming_store_key_file(
+    public: Path, sealed_store: str
+) -> None:
+    await seal_one_file(sealed_store, public / "first.key")
+    with socket.socket() as probe:  # a free port (nothing must ever be served on it)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with trio.fail_after(60):  # a start that serves instead never returns
+        done = await trio.run_process(
+            [sys.executable, "-m", "memfs.cli", "web", "--store", sealed_store,
+             "--listen", f"127.0.0.1:{port}", "--store-key-file", str(public / "other.key")],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )  # fmt: skip
+    assert done.returncode == 78, done.stderr
+    assert b"store_key_file" in done.stderr

@@ -194,6 +194,9 @@ class PostgresStore(SqlStore):
                 self._pool.open(wait=False)
             self._ready = True
 
+    def check_key(self) -> None:
+        self._ensure_ready()
+
     def migrate(self) -> int:
         """Apply pending migrations now (``memfs db migrate``); how many. Blocking."""
         with self._state_lock, _map_exceptions(self._where):

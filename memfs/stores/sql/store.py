@@ -25,7 +25,7 @@ from memfs.core import members as member_rules
 from memfs.core import review
 from memfs.core import signin as signin_rules
 from memfs.core.audit import AuditCheck
-from memfs.core.errors import ConfigError
+from memfs.core.errors import ConfigError, StoreUnavailable
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     AsOfFile,
@@ -120,6 +120,26 @@ class SqlStore(ABC):
     @abstractmethod
     async def aclose(self) -> None:
         """Close the store's connections; later calls raise ``StoreUnavailable``."""
+
+    @abstractmethod
+    def check_key(self) -> None:
+        """Open the store now, so a wrong ``store_key_file`` is refused at start. Blocking.
+
+        ``ConfigError`` names the key file; a store that cannot be reached
+        now is ``StoreUnavailable``, which a daemon or ``memfs web`` starts
+        through (the key is checked again at every open).
+        """
+
+    async def check_at_start(self) -> StoreUnavailable | None:
+        """:meth:`check_key` for a process starting: the store's unavailability, if it is.
+
+        A wrong key is raised: the start stops there, naming the key file.
+        """
+        try:
+            await trio.to_thread.run_sync(self.check_key)
+        except StoreUnavailable as exc:
+            return exc
+        return None
 
     def _run_purge(self, fn: Callable[[Db], T], *, what: str) -> T:
         """Run a purge (forgetting a person's memory) in one write transaction. Blocking.

@@ -176,12 +176,6 @@ class SqliteStore(SqlStore):
             self._connect()
 
     def check_key(self) -> None:
-        """Open the database now, so a wrong ``store_key_file`` is refused at start. Blocking.
-
-        ``ConfigError`` names the key file; a database that cannot be opened
-        now is ``StoreUnavailable``, which a daemon starts through (it is
-        checked again at every open).
-        """
         self.migrate()
 
     def _checked_key(self, conn: sqlite3.Connection) -> bool:
