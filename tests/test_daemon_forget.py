@@ -646,3 +646,22 @@ async def test_an_open_folder_handle_lists_no_forgotten_name(tmp_path: Path) -> 
             with trio.move_on_after(10):
                 await lister.wait()
             lister.kill()
+
+
+async def test_a_person_forgotten_elsewhere_is_not_served_from_the_last_known_copy(
+    tmp_path: Path,
+) -> None:
+    # Her turn ended; another process forgot her (this one never heard); then
+    # the store went down. Her next turn must not get her memory back from
+    # what this process loaded before: it keeps none of a person's bytes.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    await store.put(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    memory, _ = desk(tmp_path, store, [memfs.user_memory()])
+    turn = await memory.start_turn("s1", {"userId": "u_dana"})
+    await turn.end()
+    await store.forget_user("u_dana", "default", by=None)
+    store.fail("load_lean", memfs.StoreUnavailable("the database is down"))
+
+    again = await memory.start_turn("s1", {"userId": "u_dana"})
+    assert again.mounts["me"].from_last_known_copy and again.mounts["me"].snapshot == {}
+    assert not any(SECRET in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())

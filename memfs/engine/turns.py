@@ -70,6 +70,7 @@ from memfs.core.policy import (
     check_unique_paths,
     end_action,
     is_read_only,
+    is_shared,
     resolve_by,
     resolve_ref,
 )
@@ -560,6 +561,8 @@ class Memory:
         at once. Their spaces themselves are dropped by :meth:`forget_in_turn`.
         Returns the turns that changed.
         """
+        for key in [key for key in self._last_known if _owned(key[1], org, user)]:
+            del self._last_known[key]
         changed = []
         for turn in self.open_turns():
             if user in turn.plan.forgotten or not turn.plan.involves(org, user):
@@ -631,7 +634,7 @@ class Memory:
             loaded, stale = await self._fall_back(key, exc, ref.space)
             review = spec.review if isinstance(spec, OrgMemory) else "none"
         else:
-            self._last_known[key] = loaded
+            self._remember(key, loaded)
         mount = Mount(
             name=spec.path,
             path=root / spec.path,
@@ -732,6 +735,20 @@ class Memory:
             )
             return gone, False
         return self.source_for(spec, mount.ref, session, turn, prompt, extra_body), True
+
+    def _remember(self, key: tuple[str, SpaceRef], loaded: Loaded) -> None:
+        """Keep ``loaded`` as the last known copy of a space, for when its store is down.
+
+        A person's memory is kept without its bytes (only what names their
+        blobs): caches of it must not outlive the turns that use it, or a
+        forget this process never heard of could be served back from here.
+        """
+        if is_shared(key[1].layer):
+            self._last_known[key] = loaded
+        elif loaded.lean:
+            self._last_known[key] = loaded.model_copy(update={"files": {}})
+        else:
+            self._last_known.pop(key, None)
 
     async def _fall_back(
         self, key: tuple[str, SpaceRef], exc: BaseException, space: str
@@ -1093,6 +1110,10 @@ class _GoneSource:
         review: ReviewMode = "none",
     ) -> Stored:
         raise self._gone()
+
+
+def _owned(ref: SpaceRef, org: str, user: str) -> bool:
+    return ref.layer == "user" and ref.org == org and ref.user == user
 
 
 def _trace_mount(
