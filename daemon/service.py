@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -39,7 +39,7 @@ from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.engine.plan import ManualHold, Owner
-from memfs.engine.turns import CommitResult, Memory, TurnState
+from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.workspace import OverlayWorkspace
 
@@ -69,6 +69,10 @@ def ended(result: CommitResult) -> TurnEnded:
     )
 
 
+# People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
+HEARD_PEOPLE = 1024
+
+
 @dataclass
 class DaemonService:
     memory: Memory
@@ -89,6 +93,13 @@ class DaemonService:
     store_health: StoreHealth | None = None
     # One look for forgets at a time: the poll and a notice may ask at once.
     forget_lock: trio.Lock = field(default_factory=trio.Lock)
+    # Forgets heard of (a notice, or a shared store's notice), counted: a turn
+    # starting meanwhile was not open to hear them, and asks after (start_turn).
+    # The people among the latest, with their count.
+    heard: int = 0
+    heard_people: deque[tuple[int, str, str]] = field(
+        default_factory=lambda: deque(maxlen=HEARD_PEOPLE)
+    )
 
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
@@ -165,6 +176,8 @@ class DaemonService:
         With ``only``, just the open turns' mounts of those spaces are asked
         about (a shared store's notice named them: ``memfsd.listen``).
         """
+        if only is not None:  # a shared store's notice: heard, as a POST /forgotten is
+            self.heard += 1
         return await self._drop_forgotten_spaces("was forgotten by another process", only)
 
     async def _drop_forgotten_spaces(
@@ -237,9 +250,13 @@ class DaemonService:
         owner = None
         if request.uid is not None or request.gid is not None:
             owner = Owner(request.uid, request.gid)
+        heard = self.heard
         turn = await self.memory.start_turn(
             request.session, request.extra_body, request.prompt, owner=owner
         )
+        if self.heard != heard:
+            people = {(org, user) for at, org, user in self.heard_people if at >= heard}
+            await self._forgotten_while_starting(turn, people)
         return TurnStarted(
             session=turn.session,
             turn=turn.id,
@@ -255,6 +272,20 @@ class DaemonService:
             },
             note=turn.note,
         )
+
+    async def _forgotten_while_starting(self, turn: Turn, people: set[tuple[str, str]]) -> None:
+        """Forgets heard while ``turn`` started (not open yet): what they would have dropped.
+
+        Its spaces may have been loaded before the forget: the store says
+        which (as a look at the store does); a person forgotten (``people``)
+        takes their words out of it too.
+        """
+        for org, user in sorted(people):
+            if turn.plan.involves(org, user):
+                await self._forget_words(org, user)
+        refs = {mount.ref for mount in turn.mounts.values() if mount.layer == "user"}
+        if refs:
+            await self._drop_forgotten_spaces("was forgotten while the turn started", refs)
 
     async def end_turn(self, session: str) -> TurnEnded:
         result = await self.memory.end_turn(session)
@@ -391,7 +422,9 @@ class DaemonService:
             if notice.space is None:
                 raise BadRequest("a forgotten file needs the space it was in")
         dropped: dict[str, list[str]] = {}
+        self.heard += 1
         if notice.path is None:
+            self.heard_people.append((self.heard, notice.org, notice.user))
             await self._forget_words(notice.org, notice.user)
         for turn in self.memory.open_turns():
             for name, mount in turn.mounts.items():

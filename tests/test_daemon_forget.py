@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,10 +15,12 @@ from typing import Any, NamedTuple
 import trio
 
 import memfs
-from memfs.api.models import ForgetNotice, TurnEnded
-from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Stored, digest
+from memfs.api.models import ForgetNotice, StartTurnRequest, TurnEnded
+from memfs.core.models import ChangeSet, Limits, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.specs import MemorySpec
+from memfs.engine.plan import TurnPlan
 from memfs.engine.turns import Memory, Turn, TurnState
+from memfs.engine.workspace import Fetch
 from memfs.stores.base import Store
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
@@ -665,3 +667,39 @@ async def test_a_person_forgotten_elsewhere_is_not_served_from_the_last_known_co
     again = await memory.start_turn("s1", {"userId": "u_dana"})
     assert again.mounts["me"].from_last_known_copy and again.mounts["me"].snapshot == {}
     assert not any(SECRET in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
+
+
+async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_that_turn(
+    tmp_path: Path,
+) -> None:
+    # The notice comes after the start loaded her memory and before the turn
+    # is open: no poll will look (forget_poll_seconds = 0), so the start asks.
+    store = FaultyStore(MemoryStore())
+    store.inner.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    loaded = trio.Event()
+    gate = trio.Event()
+    real_open = ws.open
+
+    async def open_after_the_forget(
+        plan: TurnPlan, spaces: Mapping[str, Loaded], fetch: Fetch
+    ) -> None:
+        loaded.set()  # the space is loaded; the turn is not open yet
+        await gate.wait()
+        await real_open(plan, spaces, fetch)
+
+    ws.open = open_after_the_forget  # type: ignore[method-assign,assignment]
+    body = {"userId": "u_dana", "name": "Dana"}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            service.start_turn, StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT)
+        )
+        await loaded.wait()
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        gate.set()
+
+    [turn] = memory.open_turns()
+    assert turn.done["me"].reason == "forgotten" and turn.prompt is None
+    assert mounts_of(ws.overlay)["me"].snapshot == {}
