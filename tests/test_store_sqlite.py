@@ -805,3 +805,52 @@ async def test_statement_journals_and_sorts_stay_in_memory_never_in_a_temp_file(
         assert temp_store == 2  # MEMORY
     finally:
         await store.aclose()
+
+
+async def test_a_turn_that_loaded_before_a_backup_was_put_back_conflicts_instead_of_writing_over(
+    tmp_path: Path,
+) -> None:
+    # The backup (SQLite's backup API: the same file, counts and numbers gone
+    # back) lacks what the turn loaded; writes after it reuse the numbers, so
+    # comparing them with the turn's cursor would let it write over them.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    rules = SpaceRef(layer="org", space="rules")
+    store = SqliteStore(path)
+    try:
+        loaded = await store.load(rules, "a")
+        await store.store(
+            rules, ChangeSet(created={"r.md": b"v1"}), cursor=loaded.cursor, provenance=Provenance()
+        )
+        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+            live.backup(copy)
+        for version in range(2, 7):
+            loaded = await store.load(rules, "a")
+            await store.store(
+                rules,
+                ChangeSet(updated={"r.md": b"v%d" % version}),
+                cursor=loaded.cursor,
+                provenance=Provenance(),
+            )
+        old_turn = await store.load(rules, "b")  # loads v6
+        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+            copy.backup(live)
+        loaded = await store.load(rules, "a")
+        saved = await store.store(
+            rules,
+            ChangeSet(updated={"r.md": b"after"}),
+            cursor=loaded.cursor,
+            provenance=Provenance(),
+        )
+        assert saved.status == "saved"
+
+        late = await store.store(
+            rules,
+            ChangeSet(updated={"r.md": b"from the old turn"}),
+            cursor=old_turn.cursor,
+            provenance=Provenance(),
+        )
+
+        assert (late.status, late.conflicts) == ("conflict", ("r.md",))
+        assert await store.files(rules) == {"r.md": b"after"}
+    finally:
+        await store.aclose()
