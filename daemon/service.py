@@ -238,6 +238,8 @@ class DaemonService:
         an ended turn's manual change set drops their spaces too, on disk at once.
         """
         await self.memory.forget_person(org, user)
+        if await self.workspace.drop_damaged_records():
+            log.warning("removed the turn records set aside as damaged: a person was forgotten")
         for key, held in list(self.manual.items()):
             if held.involves(org, user):
                 forgot = self.memory.forget_in_hold(held, org, user)

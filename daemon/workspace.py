@@ -729,6 +729,24 @@ class OverlayWorkspace:
             await trio.to_thread.run_sync(self._scrub, session, [name])
         return dropped
 
+    async def drop_damaged_records(self) -> int:
+        """Remove every ``turn.json`` set aside as damaged; how many.
+
+        A person was forgotten: such a record cannot be read to tell whether
+        it holds their words, so none is kept (the turn it was never came back).
+        """
+
+        def drop() -> int:
+            gone = 0
+            for path in (self.overlay.state_dir / "sessions").glob(
+                f"*/{TURN_FILE}{DAMAGED_SUFFIX}"
+            ):
+                path.unlink(missing_ok=True)
+                gone += 1
+            return gone
+
+        return await trio.to_thread.run_sync(drop)
+
     def _restate(self, session: str, state: TurnState) -> None:
         """Put ``state``'s words (prompt, extra body, each ``by``, who is forgotten) in turn.json.
 

@@ -703,3 +703,18 @@ async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_that_turn(
     [turn] = memory.open_turns()
     assert turn.done["me"].reason == "forgotten" and turn.prompt is None
     assert mounts_of(ws.overlay)["me"].snapshot == {}
+
+
+async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged(
+    tmp_path: Path,
+) -> None:
+    # A turn.json torn by a power cut is set aside unread; it may hold anyone's words.
+    memory, ws = desk(tmp_path, MemoryStore(), [memfs.user_memory()])
+    torn = tmp_path / "state" / "sessions" / "s9" / "turn.json.damaged"
+    torn.parent.mkdir(parents=True)
+    torn.write_bytes(b'{"state": {"prompt": "okapi-words", "extra_body": {"name": "Da')
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
+    assert not torn.exists()
