@@ -1775,6 +1775,13 @@ class Overlay:
         found = node is not None and not node.is_dir
         if node is not None and not node.is_dir:
             self._drop_nodes(mount, [node])
+        # Moved since the turn loaded it (``mv``, a folder's move, then maybe
+        # written to): the same file under another name is forgotten too.
+        for moved in self._moved_from(mount, path):
+            node = self.node_at(mount, moved)
+            if node is not None and not node.is_dir:
+                self._drop_nodes(mount, [node])
+                found = True
         if path in mount.stored_folders:  # a folder of theirs: its name is forgotten too
             found = True
             mount.folders = tuple(folder for folder in mount.folders if folder != path)
@@ -1793,6 +1800,25 @@ class Overlay:
             if mount.private:
                 self.blobs.release([file[0]], discard=True)
         return found or file is not None
+
+    @staticmethod
+    def _moved_from(mount: MountTree, path: str) -> list[str]:
+        """The paths the turn moved the file at ``path`` to, by way of any others."""
+        came_from = {
+            where: entry.renamed_from
+            for (name, where), entry in mount.turn.access.entries.items()
+            if name == mount.name and entry.renamed_from is not None
+        }
+        moved = []
+        for where in came_from:
+            seen = {where}
+            at: str | None = came_from[where]
+            while at is not None and at != path and at not in seen:
+                seen.add(at)
+                at = came_from.get(at)
+            if at == path:
+                moved.append(where)
+        return moved
 
     def drop_mount(self, session: str, name: str) -> bool:
         """A forgotten person's space leaves the turn at once, with every byte it held here."""

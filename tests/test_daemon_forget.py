@@ -718,3 +718,17 @@ async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged
     await service.forgotten(ForgetNotice(org="default", user="u_dana"))
 
     assert not torn.exists()
+
+
+async def test_forgetting_a_file_the_turn_moved_drops_it_under_its_new_name(
+    tmp_path: Path,
+) -> None:
+    async with danas_turn(tmp_path) as (daemon, _, root):
+        await sh("mv me/g.md me/renamed.md && printf more >> me/renamed.md", root)
+        await sh("mkdir me/box && mv me/renamed.md me/box/again.md", root)
+
+        await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        assert b"again.md" not in (await sh("ls -R me", root)).stdout
+        state = daemon.settings.state_dir
+        assert not any(SECRET in p.read_bytes() for p in state.rglob("*") if p.is_file())
