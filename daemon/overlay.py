@@ -1315,7 +1315,9 @@ class Overlay:
         if access == os.O_RDONLY and not flags & os.O_TRUNC:
             # Most opens only read: nothing to copy up, nothing to check.
             writable = False
-            if not turn.frozen and node.read_checked != self.moves:
+            # A frozen turn (ending, or kept by a failed store) still reads:
+            # its reads are the turn's, in the record of the end that stores it.
+            if node.read_checked != self.moves:
                 self._log_read(mount, node)
         else:
             writable = access in (os.O_WRONLY, os.O_RDWR)
@@ -1332,7 +1334,7 @@ class Overlay:
                     self._uncut(mount, node)
                 else:
                     self._copy_up(mount, node, keep=True)
-            if access in (os.O_RDONLY, os.O_RDWR) and not turn.frozen:
+            if access in (os.O_RDONLY, os.O_RDWR):
                 self._log_read(mount, node)
         fh = self._next_fh
         self._next_fh = fh + 1

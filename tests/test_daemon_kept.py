@@ -232,3 +232,31 @@ async def test_a_path_over_the_limit_from_an_old_journal_is_named_and_the_rest_c
     assert result.not_saved == (too_deep, long_path)
     assert "1024" in result.errors[long_path] and "1024" in result.errors[too_deep]
     assert store.files_nowait(LONE) == {"old.md": b"o", "ok.md": b"fine"}
+
+
+async def test_a_file_read_while_the_turn_is_kept_is_in_the_turns_record(
+    tmp_path: Path,
+) -> None:
+    # A kept turn's mount still serves its files: what the agent reads there
+    # is the turn's reading too, and the end that finally stores it says so.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        root = await start(daemon, "s1")
+        await sh("printf diary > me/diary.md", root)
+        await daemon.service.end_turn("s1")
+        root = await start(daemon, "s1")
+        await sh("printf tea > me/prefs.md", root)
+        locker = sqlite3.connect(daemon.settings.state_dir / "memfs.db", isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            first = await daemon.service.end_turn("s1")
+            assert first.spaces["me"].kept
+            assert "me/diary.md" not in first.files
+            assert (await sh("cat me/diary.md", root)).stdout == b"diary"
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+
+        again = await daemon.service.end_turn("s1")
+
+        assert again.spaces["me"].status == "saved"
+        assert again.files["me/diary.md"].opened
