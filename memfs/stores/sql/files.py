@@ -490,16 +490,6 @@ def _store_turn(
         if row is not None and row["changes"] == _kept_fingerprint(db, space_id, changes):
             assert space_id is not None
             return _stored_of(db, space_id, key, row["stored"], row["sealed_stored"])
-    if base is not None and base > db.clock():
-        # The turn loaded at a number this store has not handed out: the store
-        # was put back to a backup taken before. What the turn started from is
-        # gone, and numbers it would compare with come again: every path it
-        # changed conflicts (kept by the daemon, never written over).
-        return Stored(
-            status="conflict",
-            conflicts=tuple(sorted(changes.paths)),
-            cursor=str(_cursor(db, _space_id(db, ref))),
-        )
     if base is not None and _forgotten_at(db, ref) > base:
         raise Forgotten(
             "this person's memory was forgotten after the turn loaded it; nothing of the "

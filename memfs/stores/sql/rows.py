@@ -361,6 +361,13 @@ def _store(
         conflicts = sorted(
             {*moved_on(changes.paths, last_change, base), *purged_since(changes, last_change)}
         )
+        if base > current and base > db.clock():
+            # The turn loaded at a number this store has not handed out: it was
+            # put back to a backup taken before. What the turn started from is
+            # gone, and the numbers it would compare with come again: every
+            # path it changed conflicts (kept by the daemon, never written over).
+            # (A cursor past the space's own numbers is otherwise a forget's.)
+            conflicts = sorted(changes.paths)
         if conflicts:
             return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(current))
     if changes.is_empty():
