@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 import trio
@@ -38,6 +38,7 @@ from memfs.api.models import (
 from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
+from memfs.core.policy import parse_cursor
 from memfs.engine.plan import ManualHold, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
@@ -71,6 +72,15 @@ def ended(result: CommitResult) -> TurnEnded:
 
 # People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
 HEARD_PEOPLE = 1024
+# The space named when asking whether a whole person was forgotten: a store
+# answers that for any of their spaces (``ForgetLog.forgotten_files_since``).
+PERSON = "me"
+
+
+def _earliest(cursors: Iterable[str | None]) -> str | None:
+    """The earliest of a turn's cursors (they come from one sequence); None if none."""
+    known = [(parse_cursor(cursor), cursor) for cursor in cursors if cursor is not None]
+    return min(known)[1] if known else None
 
 
 @dataclass
@@ -221,14 +231,30 @@ class DaemonService:
                 self.forgets_applied.add(key)
                 log.info("session %s: %s %s", turn.session, name, why)
                 dropped.append((turn.session, name))
-        for held in list(self.manual.values()):
-            for space in held.spaces.values():
-                ref = space.mount.ref
-                if ref.layer != "user" or not held.involves(ref.org, ref.user or ""):
+        # Whose words each open turn and held change set carries, forgotten
+        # since: their own spaces above are one way in; a turn by them (their
+        # id its `by`), or one whose space of theirs was settled by a file's
+        # forget, is another.
+        seen: set[tuple[str, str]] = set()
+        words = [
+            (turn.plan.people(), [mount.cursor for mount in turn.mounts.values()])
+            for turn in self.memory.open_turns()
+        ]
+        words += [
+            (held.people(), [space.mount.cursor for space in held.spaces.values()])
+            for held in self.manual.values()
+        ]
+        for people, cursors in words:
+            cursor = _earliest(cursors)
+            for org, user in sorted(people - seen):
+                if only is not None and not any(
+                    (ref.layer, ref.org, ref.user) == ("user", org, user) for ref in only
+                ):
                     continue
-                if (await store.forgotten_files_since(ref, space.mount.cursor, ())).everything:
-                    await self._forget_words(ref.org, ref.user or "")
-                    break
+                person = SpaceRef(layer="user", org=org, user=user, space=PERSON)
+                if (await store.forgotten_files_since(person, cursor, ())).everything:
+                    seen.add((org, user))
+                    await self._forget_words(org, user)
         return dropped
 
     async def _forget_words(self, org: str, user: str) -> None:

@@ -740,3 +740,43 @@ async def test_forgetting_a_file_the_turn_moved_drops_it_under_its_new_name(
         assert b"again.md" not in (await sh("ls -R me", root)).stdout
         state = daemon.settings.state_dir
         assert not any(SECRET in p.read_bytes() for p in state.rglob("*") if p.is_file())
+
+
+async def test_a_poll_takes_the_words_of_a_person_forgotten_elsewhere_out_of_a_turn_by_them(
+    tmp_path: Path,
+) -> None:
+    # Only org memory is mounted; the turn is by her (her id is its `by`).
+    # Another process forgets her: the poll must find her words here too.
+    async with running_daemon(tmp_path, SPECS[:1]) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh("printf rule > lending-rules/r.md", root)
+        await store.forget_user("u_dana", "default", by=None)  # nobody tells this daemon
+
+        await daemon.service.poll_forgets()
+
+        record = (daemon.settings.state_dir / "sessions" / "s1" / "turn.json").read_bytes()
+        assert b"okapi-prompt" not in record and b'"Dana"' not in record
+        await daemon.service.end_turn("s1")
+        [revision] = await store.history(SpaceRef(layer="org", space="lending-rules"), "r.md")
+        assert revision.provenance.prompt is None
+        assert person_keys(daemon, "u_dana") == 0
+
+
+async def test_a_poll_takes_a_forgotten_persons_words_out_of_a_held_org_change_set(
+    tmp_path: Path,
+) -> None:
+    specs = [SPECS[0].model_copy(update={"commit": "manual"}), SPECS[1]]
+    async with running_daemon(tmp_path, specs) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh("printf rule > lending-rules/r.md", root)
+        ended = await daemon.service.end_turn("s1")
+        [held] = (daemon.settings.state_dir / "sessions" / "s1" / "manual").glob("*.json")
+        await store.forget_user("u_dana", "default", by=None)  # nobody tells this daemon
+
+        await daemon.service.poll_forgets()
+
+        assert b"okapi-prompt" not in held.read_bytes() and b'"Dana"' not in held.read_bytes()
+        await daemon.service.commit_turn("s1", ended.turn)
+        assert person_keys(daemon, "u_dana") == 0

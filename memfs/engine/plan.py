@@ -174,6 +174,10 @@ class TurnPlan:
         """Whether ``user`` of ``org`` has words in this turn: their memory, or their name."""
         return _involves(self.mounts.values(), org, user)
 
+    def people(self) -> set[tuple[str, str]]:
+        """(org, user) of everyone with words in this turn (:meth:`involves`), not forgotten."""
+        return {(org, u) for org, u in _people(self.mounts.values()) if u not in self.forgotten}
+
     def forgetting(self, user: str) -> TurnPlan:
         """This plan once ``user`` (whom it :meth:`involves`) is forgotten.
 
@@ -227,6 +231,16 @@ class ManualHold(Frozen):
             for space in self.spaces.values()
         )
 
+    def people(self) -> set[tuple[str, str]]:
+        """(org, user) of everyone with words or memory here (:meth:`involves`), not forgotten."""
+        found = _people(space.mount for space in self.spaces.values())
+        found |= {
+            (space.mount.ref.org, author)
+            for space in self.spaces.values()
+            if (author := space.provenance.author) is not None
+        }
+        return {(org, user) for org, user in found if user not in self.forgotten}
+
     def forgetting(self, org: str, user: str, settled: SpaceResult) -> ManualHold:
         """This hold once ``user`` of ``org`` is forgotten, as :meth:`TurnPlan.forgetting` does.
 
@@ -267,6 +281,17 @@ class _Attributed(Protocol):
 
 def _owns(ref: SpaceRef, org: str, user: str) -> bool:
     return ref.layer == "user" and ref.org == org and ref.user == user
+
+
+def _people(mounts: Iterable[_Attributed]) -> set[tuple[str, str]]:
+    """(org, user) of each person whose memory is mounted, or named as a mount's ``by``."""
+    found: set[tuple[str, str]] = set()
+    for mount in mounts:
+        if mount.ref.layer == "user" and mount.ref.user is not None:
+            found.add((mount.ref.org, mount.ref.user))
+        if mount.by is not None:
+            found.add((mount.ref.org, mount.by.id))
+    return found
 
 
 def _involves(mounts: Iterable[_Attributed], org: str, user: str) -> bool:
