@@ -836,15 +836,16 @@ class Overlay:
         mount.folders_stored += 1
 
     def _check_folders_moved(
-        self, mount: MountTree, moves: Iterable[tuple[Node, str, str]], name: str
+        self, mount: MountTree, moves: Iterable[tuple[Node, str, str]], name: str, freed: int = 0
     ) -> None:
         """ENOSPC before a move whose folders' new paths would pass ``max_folders``.
 
-        ``moves``: each node, its path now and its path after. A folder moved
-        to a path the snapshot did not store is a folder the store makes at
-        the turn's end, so a move counts as a removal and a mkdir do.
+        ``moves``: each node, its path now and its path after; ``freed``: the
+        counted folders the move replaces. A folder moved to a path the
+        snapshot did not store is a folder the store makes at the turn's end,
+        so a move counts as a removal and a mkdir do.
         """
-        grown = 0
+        grown = -freed
         for node, old, _ in moves:
             if node.is_dir:
                 grown += 1 - int(node.made or old in mount.stored_folders)
@@ -893,8 +894,10 @@ class Overlay:
             if target.is_dir and target.children:
                 raise NotEmpty("the folder being replaced is not empty", path=new_name)
         self._check_moved_paths(node, new_parent, new_name)
-        moves = self._moves(node, self._path_in(new_parent, new_name))
-        self._check_folders_moved(mount, moves, new_name)
+        to = self._path_in(new_parent, new_name)
+        moves = self._moves(node, to)
+        freed = target is not None and target.is_dir and (target.made or to in mount.stored_folders)
+        self._check_folders_moved(mount, moves, new_name, freed=int(freed))
         with mount.turn.batch():
             self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
         self._count_moved(mount, moves)
@@ -1659,16 +1662,20 @@ class Overlay:
             key=lambda d: -d.count("/"),
         )
         planted = sorted(self._planted_dirs(mount.root, ""))
-        return gone, planted, [d for d in planted if d not in snapshot_dirs]
+        # Made: where the snapshot had no folder, or counted as made there (a
+        # folder re-made where the snapshot's files only implied one), so a
+        # replay counts each as the live turn did (``_arrive``).
+        made = [d for d in planted if d not in snapshot_dirs or self._made_at(mount, d)]
+        return gone, planted, made
 
-    def _count_folders(self, mount: MountTree) -> None:
-        """``folders_stored`` and each made folder's mark, from the tree (after a replay)."""
-        gone, _, made = self._folder_changes(mount)
-        mount.folders_stored = len(mount.folders) - len(set(gone) & set(mount.folders)) + len(made)
-        for path in made:
-            node = self.node_at(mount, path)
-            if node is not None:
-                node.made = True
+    def _made_at(self, mount: MountTree, path: str) -> bool:
+        node = self.node_at(mount, path)
+        return node is not None and node.made
+
+    def _replay_rmdir(self, mount: MountTree, node: Node, path: str) -> None:
+        if node.is_dir and not node.children:
+            self._leave(mount, node, path)
+            self._detach(node)
 
     def _node_records(self, mount: MountTree, node: Node, path: str) -> list[journal.Record]:
         """What the journal says of a file held at ``path``: its content and what is known of it."""
@@ -1793,7 +1800,6 @@ class Overlay:
                 del mount.paths[at]
             if node is not None and node.is_dir and not node.children:
                 self._drop_nodes(mount, [node])  # empty: it goes (one with files stays theirs)
-            self._count_folders(mount)
         file = mount.snapshot.pop(path, None)
         if file is not None:
             at = bisect.bisect_left(mount.paths, path)
@@ -1911,8 +1917,6 @@ class Overlay:
                 highest = max(highest, int(record["d"]))
         on_disk = [int(name) for name in os.listdir(state.dir / "data") if name.isdigit()]
         state.next_data = max([highest, *on_disk]) + 1
-        for mount in state.mounts.values():
-            self._count_folders(mount)
 
     def _apply(self, mount: MountTree, record: Mapping[str, Any]) -> None:
         op, path = record["o"], record["p"]
@@ -1944,13 +1948,13 @@ class Overlay:
             self._find(mount, path, self._drop_file(mount))
         elif op == "D":
             try:
-                self._dir_at(mount, path.split("/"))
+                node = self._dir_at(mount, path.split("/"))
             except NotADirectory:
                 return
+            # A folder made or moved here: counted as the live turn counted it.
+            self._arrive(mount, node, path)
         elif op == "R":
-            self._find(
-                mount, path, lambda n: self._detach(n) if n.is_dir and not n.children else None
-            )
+            self._find(mount, path, lambda n: self._replay_rmdir(mount, n, path))
         elif op == "E":
             self._find(mount, path, lambda n: setattr(n, "cut", record["why"]))
         elif op == "e":

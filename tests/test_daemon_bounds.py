@@ -124,6 +124,7 @@ def state_of(overlay: Overlay) -> dict[str, Any]:
         "folders": folders,
         "touched": sorted(mount.touched),
         "counts": (mount.files - len(orphans), mount.bytes - sum(n.size for n in orphans)),
+        "folders counted": mount.folders_stored,
         "access": {k: dataclasses.asdict(v) for k, v in turn.access_log().items()},
     }
 
@@ -770,3 +771,35 @@ async def test_the_folder_count_comes_back_with_a_replayed_turn(tmp_path: Path) 
     assert await errno_of(again.mkdir(root, b"c", 0o40755, CTX)) == errno.ENOSPC
     await again.rmdir(root, b"a", CTX)
     await again.mkdir(root, b"c", 0o40755, CTX)
+
+
+async def test_a_folder_made_again_where_the_snapshot_implied_one_still_counts_after_a_replay(
+    tmp_path: Path,
+) -> None:
+    # "other" held files and had no folder row; emptied, removed and made
+    # again it is a folder the store keeps, before a crash and after it.
+    overlay, ops = make(tmp_path, Limits(max_folders=2))
+    root = await inode_of(ops, "s1", "m")
+    other = await inode_of(ops, "s1", "m", "other")
+    await ops.unlink(other, b"b.md", CTX)
+    await ops.rmdir(root, b"other", CTX)
+    await ops.mkdir(root, b"other", 0o40755, CTX)
+    await ops.mkdir(root, b"x", 0o40755, CTX)
+    assert await errno_of(ops.mkdir(root, b"y", 0o40755, CTX)) == errno.ENOSPC
+    overlay.write_held()
+    _, again = make(tmp_path, Limits(max_folders=2), replay=True)  # after kill -9
+    root = await inode_of(again, "s1", "m")
+    assert await errno_of(again.mkdir(root, b"y", 0o40755, CTX)) == errno.ENOSPC
+
+
+async def test_a_move_that_replaces_a_counted_folder_gives_its_room_back(tmp_path: Path) -> None:
+    _, ops = make(tmp_path, Limits(max_folders=1))
+    root = await inode_of(ops, "s1", "m")
+    await ops.mkdir(root, b"empty", 0o40755, CTX)
+    # "dir" (implied, with its subfolder) replaces "empty": two folders in, one out.
+    assert await errno_of(ops.rename(root, b"dir", root, b"empty", 0, CTX)) == errno.ENOSPC
+    sub = await inode_of(ops, "s1", "m", "dir", "sub")
+    await ops.unlink(sub, b"deep.md", CTX)
+    dir_ = await inode_of(ops, "s1", "m", "dir")
+    await ops.rmdir(dir_, b"sub", CTX)
+    await ops.rename(root, b"dir", root, b"empty", 0, CTX)  # one in, one out
