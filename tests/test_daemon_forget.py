@@ -18,7 +18,7 @@ import memfs
 from memfs.api.models import ForgetNotice, StartTurnRequest, TurnEnded
 from memfs.core.models import ChangeSet, Limits, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.specs import MemorySpec
-from memfs.engine.plan import TurnPlan
+from memfs.engine.plan import Mount, TurnPlan
 from memfs.engine.turns import Memory, Turn, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.stores.base import Store
@@ -780,3 +780,25 @@ async def test_a_poll_takes_a_forgotten_persons_words_out_of_a_held_org_change_s
         assert b"okapi-prompt" not in held.read_bytes() and b'"Dana"' not in held.read_bytes()
         await daemon.service.commit_turn("s1", ended.turn)
         assert person_keys(daemon, "u_dana") == 0
+
+
+def test_forgetting_takes_a_label_out_of_the_extra_body_wherever_it_is_nested() -> None:
+    # An app's own resolver may read the name from deep in its body.
+    by = memfs.By(id="u_dana", label="Dana Okapi")
+    mount = Mount(
+        name="me", path=Path("/m/me"), space="me", layer="user", ref=ME, read_only=False,
+        commit="after-turn", from_last_known_copy=False, cursor="1", snapshot={}, sizes={}, by=by,
+    )  # fmt: skip
+    plan = TurnPlan(
+        session="s1",
+        turn="t1",
+        root=Path("/m"),
+        prompt=PROMPT,
+        extra_body={"user": {"id": "u_dana", "name": "Dana Okapi"}, "tags": ["Dana Okapi", "x"]},
+        mounts={"me": mount},
+        note="",
+    )
+    forgot = plan.forgetting("u_dana")
+    assert forgot.prompt is None and forgot.forgotten == {"u_dana"}
+    assert forgot.extra_body == {"user": {"id": "u_dana"}, "tags": ["x"]}
+    assert forgot.mounts["me"].by == memfs.By(id="u_dana")

@@ -318,17 +318,31 @@ def _unlabelled(mount: A, user: str) -> A:
 def _without_labels(
     extra_body: Mapping[str, Any], mounts: Iterable[_Attributed], user: str
 ) -> dict[str, Any]:
-    """The extra body with no field holding a label of ``user`` (as any mount's ``by`` has it)."""
+    """The extra body with no field, at any depth, holding a label of ``user`` (a ``by``'s)."""
     labels = {
         mount.by.label
         for mount in mounts
         if mount.by is not None and mount.by.id == user and mount.by.label is not None
     }
-    return {
-        key: value
-        for key, value in extra_body.items()
-        if not (isinstance(value, str) and value in labels)
-    }
+    return _without(extra_body, labels)
+
+
+def _without(body: Mapping[str, Any], labels: set[str]) -> dict[str, Any]:
+    """``body`` without the string fields holding one of ``labels``, at any depth."""
+    kept: dict[str, Any] = {}
+    for key, value in body.items():
+        if isinstance(value, str) and value in labels:
+            continue
+        if isinstance(value, Mapping):
+            value = _without(value, labels)
+        elif isinstance(value, list):
+            value = [
+                _without(item, labels) if isinstance(item, Mapping) else item
+                for item in value
+                if not (isinstance(item, str) and item in labels)
+            ]
+        kept[key] = value
+    return kept
 
 
 def _without_words(provenance: Provenance, user: str) -> Provenance:

@@ -45,6 +45,7 @@ import trio
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
+from memfs.core import sealing
 from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.errors import ConfigError, StoreUnavailable
 from memfs.stores.keyfile import default_key_file, load_store_key
@@ -195,7 +196,22 @@ class PostgresStore(SqlStore):
             self._ready = True
 
     def check_key(self) -> None:
-        self._ensure_ready()
+        # A read only: migrating and sealing an older database wait for the
+        # first use, as they always did (on a large database they take longer
+        # than a service manager waits for a start).
+        with self._state_lock, _map_exceptions(self._where):
+            if self._closed:
+                raise StoreUnavailable("the postgresql store is closed", path=self._where)
+            with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
+                self._configure(conn)
+                row = conn.execute("SELECT to_regclass('store_key_check') IS NOT NULL").fetchone()
+                if row is None or not row[0]:
+                    return  # not migrated that far: the first use checks it
+                check = conn.execute("SELECT value FROM store_key_check WHERE id = 1").fetchone()
+                if check is not None:
+                    sealing.require_key_check(
+                        str(check[0]), self._store_key, path=str(self.key_file)
+                    )
 
     def migrate(self) -> int:
         """Apply pending migrations now (``memfs db migrate``); how many. Blocking."""
