@@ -170,16 +170,16 @@ class TurnPlan:
             forgotten=sorted(self.forgotten),
         )
 
-    def involves(self, org: str, user: str) -> bool:
-        """Whether ``user`` of ``org`` has words in this turn: their memory, or their name."""
-        return _involves(self.mounts.values(), org, user)
-
     def people(self) -> set[tuple[str, str]]:
-        """(org, user) of everyone with words in this turn (:meth:`involves`), not forgotten."""
+        """(org, user) of everyone with words in this turn (their memory, or their name),
+        but those forgotten since it started."""
         return {(org, u) for org, u in _people(self.mounts.values()) if u not in self.forgotten}
 
+    def involves(self, org: str, user: str) -> bool:
+        return (org, user) in self.people()
+
     def forgetting(self, user: str) -> TurnPlan:
-        """This plan once ``user`` (whom it :meth:`involves`) is forgotten.
+        """This plan once ``user`` (one of its :meth:`people`) is forgotten.
 
         The prompt goes: it was typed over their memory or by them, so it is
         theirs, as a store keeps it (``Trace.holders``). So does their label,
@@ -223,16 +223,11 @@ class ManualHold(Frozen):
     forgotten: list[str] = Field(default_factory=list)
 
     def involves(self, org: str, user: str) -> bool:
-        """Whether ``user`` of ``org`` has words or memory in what this turn holds."""
-        if user in self.forgotten:
-            return False
-        return _involves([space.mount for space in self.spaces.values()], org, user) or any(
-            space.provenance.author == user and space.mount.ref.org == org
-            for space in self.spaces.values()
-        )
+        return (org, user) in self.people()
 
     def people(self) -> set[tuple[str, str]]:
-        """(org, user) of everyone with words or memory here (:meth:`involves`), not forgotten."""
+        """(org, user) of everyone with words or memory here (their memory, their name, or
+        an author's words), but those forgotten since the turn ended."""
         found = _people(space.mount for space in self.spaces.values())
         found |= {
             (space.mount.ref.org, author)
@@ -292,14 +287,6 @@ def _people(mounts: Iterable[_Attributed]) -> set[tuple[str, str]]:
         if mount.by is not None:
             found.add((mount.ref.org, mount.by.id))
     return found
-
-
-def _involves(mounts: Iterable[_Attributed], org: str, user: str) -> bool:
-    return any(
-        _owns(mount.ref, org, user)
-        or (mount.ref.org == org and mount.by is not None and mount.by.id == user)
-        for mount in mounts
-    )
 
 
 A = TypeVar("A", Mount, MountState)

@@ -565,7 +565,7 @@ class Memory:
             del self._last_known[key]
         changed = []
         for turn in self.open_turns():
-            if user in turn.plan.forgotten or not turn.plan.involves(org, user):
+            if not turn.plan.involves(org, user):
                 continue
             turn.plan = turn.plan.forgetting(user)
             for name, mount in turn.mounts.items():
