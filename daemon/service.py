@@ -283,7 +283,7 @@ class DaemonService:
             request.session, request.extra_body, request.prompt, owner=owner
         )
         if self.heard != heard:
-            people = {(org, user) for at, org, user in self.heard_people if at >= heard}
+            people = {(org, user) for at, org, user in self.heard_people if at > heard}
             await self._forgotten_while_starting(turn, people)
         return TurnStarted(
             session=turn.session,
