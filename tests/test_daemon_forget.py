@@ -802,3 +802,35 @@ def test_forgetting_takes_a_label_out_of_the_extra_body_wherever_it_is_nested() 
     assert forgot.prompt is None and forgot.forgotten == {"u_dana"}
     assert forgot.extra_body == {"user": {"id": "u_dana"}, "tags": ["x"]}
     assert forgot.mounts["me"].by == memfs.By(id="u_dana")
+
+
+async def test_a_person_forgotten_before_their_turn_starts_keeps_the_new_turns_words(
+    tmp_path: Path,
+) -> None:
+    # Forgotten, then back for a new turn; someone else's forget is heard while
+    # it starts. Only forgets heard after the start began are the new turn's.
+    store = MemoryStore()
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await store.forget_user("u_dana", "default", by=None)
+    await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+    loaded, gate = trio.Event(), trio.Event()
+    real_open = ws.open
+
+    async def open_later(plan: TurnPlan, spaces: Mapping[str, Loaded], fetch: Fetch) -> None:
+        loaded.set()
+        await gate.wait()
+        await real_open(plan, spaces, fetch)
+
+    ws.open = open_later  # type: ignore[method-assign,assignment]
+    body = {"userId": "u_dana", "name": "Dana"}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            service.start_turn, StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT)
+        )
+        await loaded.wait()
+        await service.forgotten(ForgetNotice(org="default", user="u_eve"))
+        gate.set()
+
+    [turn] = memory.open_turns()
+    assert turn.prompt == PROMPT and turn.plan.forgotten == frozenset()
