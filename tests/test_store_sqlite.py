@@ -30,6 +30,7 @@ from memfs.core.models import (
     TraceMount,
     digest,
 )
+from memfs.core.review import ReviewMode
 from memfs.stores.base import ManagedStore
 from memfs.stores.open import open_store
 from memfs.stores.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
@@ -807,8 +808,9 @@ async def test_statement_journals_and_sorts_stay_in_memory_never_in_a_temp_file(
         await store.aclose()
 
 
+@pytest.mark.parametrize("review", ["none", "person"])
 async def test_a_turn_that_loaded_before_a_backup_was_put_back_conflicts_instead_of_writing_over(
-    tmp_path: Path,
+    tmp_path: Path, review: ReviewMode
 ) -> None:
     # The backup (SQLite's backup API: the same file, counts and numbers gone
     # back) lacks what the turn loaded; writes after it reuse the numbers, so
@@ -843,14 +845,18 @@ async def test_a_turn_that_loaded_before_a_backup_was_put_back_conflicts_instead
         )
         assert saved.status == "saved"
 
+        # Held for a reviewer, it would look fresh (its cursor past every
+        # number there is) and be approved over the write after the restore.
         late = await store.store(
             rules,
             ChangeSet(updated={"r.md": b"from the old turn"}),
             cursor=old_turn.cursor,
-            provenance=Provenance(),
+            provenance=Provenance(session="b", turn="t-old"),
+            review=review,
         )
 
         assert (late.status, late.conflicts) == ("conflict", ("r.md",))
+        assert await store.list_changes() == []
         assert await store.files(rules) == {"r.md": b"after"}
     finally:
         await store.aclose()

@@ -40,6 +40,7 @@ from memfs.stores.sql.rows import (
     _live_files,
     _live_sizes,
     _make_live,
+    _put_back_since,
     _record,
     _set_folders,
     _store,
@@ -229,9 +230,14 @@ def _hold(
     a reviewer sees a file that moved on as stale instead.
     """
     space_id = _ensure_space(db, ref)
+    current = _cursor(db, space_id)
     if changes.is_empty():
-        return Stored(status="saved", cursor=str(_cursor(db, space_id)))
-    loaded = _cursor(db, space_id) if base is None else base
+        return Stored(status="saved", cursor=str(current))
+    if base is not None and _put_back_since(db, base, current):
+        return Stored(
+            status="conflict", conflicts=tuple(sorted(changes.paths)), cursor=str(current)
+        )
+    loaded = current if base is None else base
     own = _own_waiting(db, space_id, ref, provenance.session)
     review.require_deletable(changes.deleted, _live_among(db, space_id, changes.deleted), own)
     snapshot = _snapshot_at(db, space_id, changes.paths, loaded)

@@ -345,6 +345,19 @@ def _live_metas_of(db: Db, space_id: int, kept: Collection[str]) -> dict[str, Fi
     return found
 
 
+def _put_back_since(db: Db, base: int, current: int) -> bool:
+    """Whether the store was put back to a backup since a turn loaded at ``base``.
+
+    The turn loaded at a number the store has not handed out: what it
+    started from is gone, and the numbers it would compare with come again,
+    so every path it changed conflicts (kept by the daemon, never written
+    over, never held for a reviewer who could not tell it stale). The
+    sequence is read only past the space's own numbers (``current``), where
+    otherwise only a forget puts a cursor.
+    """
+    return base > current and base > db.clock()
+
+
 def _store(
     db: Db,
     ref: SpaceRef,
@@ -361,12 +374,7 @@ def _store(
         conflicts = sorted(
             {*moved_on(changes.paths, last_change, base), *purged_since(changes, last_change)}
         )
-        if base > current and base > db.clock():
-            # The turn loaded at a number this store has not handed out: it was
-            # put back to a backup taken before. What the turn started from is
-            # gone, and the numbers it would compare with come again: every
-            # path it changed conflicts (kept by the daemon, never written over).
-            # (A cursor past the space's own numbers is otherwise a forget's.)
+        if _put_back_since(db, base, current):
             conflicts = sorted(changes.paths)
         if conflicts:
             return Stored(status="conflict", conflicts=tuple(conflicts), cursor=str(current))
