@@ -438,3 +438,22 @@ async def test_folder_store_forget_user_of_nobody_and_of_a_lost_root(tmp_path: P
     with pytest.raises(StoreUnavailable):
         await store.forget_user("dana", "bank-1", by=None)
     assert (tmp_path / "moved" / "people" / "bank-1" / "dana" / "me" / "prefs.md").is_file()
+
+
+def test_a_root_another_thread_makes_during_the_look_is_not_called_missing(
+    tmp_path: Path,
+) -> None:
+    # Eight first stores at once: one makes the root (and says so) between
+    # another's look at the root and its look at whether one was ever made.
+    store = FolderStore(tmp_path / "root")
+
+    class MadeJustAfterTheLook(type(store.root)):  # type: ignore[misc]
+        def is_dir(self) -> bool:
+            seen = bool(super().is_dir())
+            if not seen:
+                os.mkdir(self)
+                store._root_made = True
+            return seen
+
+    store.root = MadeJustAfterTheLook(store.root)
+    assert store._require_root(ORG) is False  # not there when it looked: make it

@@ -309,10 +309,13 @@ class FolderStore:
 
     def _require_root(self, ref: SpaceRef) -> bool:
         """Whether the root exists; ``StoreUnavailable`` if it did and is gone."""
+        # Read before the look: another thread's first store may make the root
+        # (and say so) just after it, which is no root gone missing.
+        made = self._root_made
         if self.root.is_dir():
             self._root_made = True
             return True
-        if self._root_made:
+        if made:
             raise StoreUnavailable(
                 "the folder store's root is missing; memfs does not start an empty store in "
                 f"place of one that existed: {self.root}",
