@@ -753,27 +753,25 @@ class OverlayWorkspace:
         The rows (every file's fields) stay as they are: a forget changes no
         file of the turn's plan, only whose words it keeps.
         """
-        target = self.turn_file(session)
-        try:
-            text = target.read_text()
-        except FileNotFoundError:
-            return
-        head, newline, rows = text.partition("\n")
-        record = json.loads(head)
         words = state.model_dump(mode="json", include={"prompt", "extra_body", "forgotten"})
-        record["state"].update(words)
-        for name, mount in record["state"]["mounts"].items():
-            if name in state.mounts:
-                by = state.mounts[name].by
-                mount["by"] = None if by is None else by.model_dump(mode="json")
-        _write_atomic(target, json.dumps(record, separators=(",", ":")) + newline + rows)
 
-    def _scrub(self, session: str, names: Sequence[str]) -> None:
-        """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal.
+        def restate(record: dict[str, Any], rows: str) -> str:
+            record["state"].update(words)
+            for name, mount in record["state"]["mounts"].items():
+                if name in state.mounts:
+                    by = state.mounts[name].by
+                    mount["by"] = None if by is None else by.model_dump(mode="json")
+            return rows
 
-        Nor in the note ``turn.json`` keeps, which is dropped whole.
+        self._rewrite_record(session, restate)
+
+    def _rewrite_record(
+        self, session: str, edit: Callable[[dict[str, Any], str], str | None]
+    ) -> None:
+        """Rewrite ``turn.json`` through ``edit`` (its JSON head, its rows: the rows to keep).
+
+        Nothing where there is no record, or where ``edit`` returns None.
         """
-        self.overlay.scrub_forgotten(session)
         target = self.turn_file(session)
         try:
             text = target.read_text()
@@ -781,24 +779,36 @@ class OverlayWorkspace:
             return
         head, _, rows = text.partition("\n")
         record = json.loads(head)
-        width = _FIELDS.get(record.get("manifest", 0))
-        if width is None:
-            return  # an old whole-JSON record: rewritten by nobody, read as it is
-        for name in names:
-            mount = record["state"]["mounts"].get(name)
-            if mount is not None:
-                mount["folders"] = []
-        # The note lists every space's files, the forgotten person's too: it
-        # goes (a turn brought back after this has none; the agent had it).
-        record["state"]["note"] = ""
-        parts = rows.split("\0") if rows else []
-        kept = [
-            "\0".join(parts[at : at + width])
-            for at in range(0, len(parts), width)
-            if parts[at] not in names
-        ]
-        body = json.dumps(record, separators=(",", ":")) + "\n" + "\0".join(kept)
-        _write_atomic(target, body)
+        kept = edit(record, rows)
+        if kept is not None:
+            _write_atomic(target, json.dumps(record, separators=(",", ":")) + "\n" + kept)
+
+    def _scrub(self, session: str, names: Sequence[str]) -> None:
+        """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal.
+
+        Nor in the note ``turn.json`` keeps, which is dropped whole.
+        """
+        self.overlay.scrub_forgotten(session)
+
+        def scrub(record: dict[str, Any], rows: str) -> str | None:
+            width = _FIELDS.get(record.get("manifest", 0))
+            if width is None:
+                return None  # an old whole-JSON record: rewritten by nobody, read as it is
+            for name in names:
+                mount = record["state"]["mounts"].get(name)
+                if mount is not None:
+                    mount["folders"] = []
+            # The note lists every space's files, the forgotten person's too: it
+            # goes (a turn brought back after this has none; the agent had it).
+            record["state"]["note"] = ""
+            parts = rows.split("\0") if rows else []
+            return "\0".join(
+                "\0".join(parts[at : at + width])
+                for at in range(0, len(parts), width)
+                if parts[at] not in names
+            )
+
+        self._rewrite_record(session, scrub)
 
 
 class _Implied:

@@ -199,30 +199,30 @@ class PostgresStore(SqlStore):
         # A read only: migrating and sealing an older database wait for the
         # first use, as they always did (on a large database they take longer
         # than a service manager waits for a start).
-        with self._state_lock, _map_exceptions(self._where):
-            if self._closed:
-                raise StoreUnavailable("the postgresql store is closed", path=self._where)
-            with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
-                self._configure(conn)
-                row = conn.execute("SELECT to_regclass('store_key_check') IS NOT NULL").fetchone()
-                if row is None or not row[0]:
-                    return  # not migrated that far: the first use checks it
-                check = conn.execute("SELECT value FROM store_key_check WHERE id = 1").fetchone()
-                if check is not None:
-                    sealing.require_key_check(
-                        str(check[0]), self._store_key, path=str(self.key_file)
-                    )
+        with self._connection() as conn:
+            row = conn.execute("SELECT to_regclass('store_key_check') IS NOT NULL").fetchone()
+            if row is None or not row[0]:
+                return  # not migrated that far: the first use checks it
+            check = conn.execute("SELECT value FROM store_key_check WHERE id = 1").fetchone()
+            if check is not None:
+                sealing.require_key_check(str(check[0]), self._store_key, path=str(self.key_file))
 
     def migrate(self) -> int:
         """Apply pending migrations now (``memfs db migrate``); how many. Blocking."""
+        with self._connection() as conn:
+            applied = _migrate(conn, self._where)
+            self._checked_key(conn)
+            return applied
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        """A connection of its own, outside the pool, configured; failures unavailable."""
         with self._state_lock, _map_exceptions(self._where):
             if self._closed:
                 raise StoreUnavailable("the postgresql store is closed", path=self._where)
             with psycopg.connect(self.url, **self._connect_kwargs()) as conn:  # type: ignore[arg-type]
                 self._configure(conn)
-                applied = _migrate(conn, self._where)
-                self._checked_key(conn)
-                return applied
+                yield conn
 
     def _checked_key(self, conn: Conn) -> bool:
         """Check the store key at open; seal what is in the clear. Whether it sealed any."""
