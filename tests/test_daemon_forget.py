@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -677,6 +677,31 @@ async def test_a_person_forgotten_elsewhere_is_not_served_from_the_last_known_co
     assert not any(SECRET in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
 
 
+async def start_with_forgets_between(
+    service: DaemonService,
+    ws: OverlayWorkspace,
+    forgets: Callable[[], Awaitable[object]],
+) -> None:
+    """Dana's turn starts; ``forgets`` runs once her space is loaded and before the turn is open."""
+    loaded, gate = trio.Event(), trio.Event()
+    real_open = ws.open
+
+    async def open_later(plan: TurnPlan, spaces: Mapping[str, Loaded], fetch: Fetch) -> None:
+        loaded.set()
+        await gate.wait()
+        await real_open(plan, spaces, fetch)
+
+    ws.open = open_later  # type: ignore[method-assign,assignment]
+    body = {"userId": "u_dana", "name": "Dana"}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            service.start_turn, StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT)
+        )
+        await loaded.wait()
+        await forgets()
+        gate.set()
+
+
 async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_that_turn(
     tmp_path: Path,
 ) -> None:
@@ -686,27 +711,12 @@ async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_that_turn(
     store.inner.put_nowait(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
     memory, ws = desk(tmp_path, store, [memfs.user_memory()])
     service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
-    loaded = trio.Event()
-    gate = trio.Event()
-    real_open = ws.open
 
-    async def open_after_the_forget(
-        plan: TurnPlan, spaces: Mapping[str, Loaded], fetch: Fetch
-    ) -> None:
-        loaded.set()  # the space is loaded; the turn is not open yet
-        await gate.wait()
-        await real_open(plan, spaces, fetch)
-
-    ws.open = open_after_the_forget  # type: ignore[method-assign,assignment]
-    body = {"userId": "u_dana", "name": "Dana"}
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(
-            service.start_turn, StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT)
-        )
-        await loaded.wait()
+    async def forget_her() -> None:
         await store.forget_user("u_dana", "default", by=None)
         await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-        gate.set()
+
+    await start_with_forgets_between(service, ws, forget_her)
 
     [turn] = memory.open_turns()
     assert turn.done["me"].reason == "forgotten" and turn.prompt is None
@@ -814,23 +824,9 @@ async def test_a_person_forgotten_before_their_turn_starts_keeps_the_new_turns_w
     service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
     await store.forget_user("u_dana", "default", by=None)
     await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-    loaded, gate = trio.Event(), trio.Event()
-    real_open = ws.open
-
-    async def open_later(plan: TurnPlan, spaces: Mapping[str, Loaded], fetch: Fetch) -> None:
-        loaded.set()
-        await gate.wait()
-        await real_open(plan, spaces, fetch)
-
-    ws.open = open_later  # type: ignore[method-assign,assignment]
-    body = {"userId": "u_dana", "name": "Dana"}
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(
-            service.start_turn, StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT)
-        )
-        await loaded.wait()
-        await service.forgotten(ForgetNotice(org="default", user="u_eve"))
-        gate.set()
+    await start_with_forgets_between(
+        service, ws, lambda: service.forgotten(ForgetNotice(org="default", user="u_eve"))
+    )
 
     [turn] = memory.open_turns()
     assert turn.prompt == PROMPT and turn.plan.forgotten == frozenset()
