@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memfs.core.lineage import Lineage
 from memfs.core.models import DEFAULT_META, FileMeta, SpaceRef
 from memfsd.nodes import Snapshot
 
@@ -52,6 +53,10 @@ class Base:
     revisions: Mapping[str, str]
     meta: Mapping[str, FileMeta]
     snapshot: Mapping[str, Snapshot]  # the same files as the overlay takes them
+    # The store's version these files are, on which line (``memfs.core.lineage``);
+    # None where the turn that wrote the base was not told.
+    line: str | None = None
+    version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,15 +124,24 @@ class SharedManifests:
         sizes: Mapping[str, int],
         revisions: Mapping[str, str],
         meta: Mapping[str, FileMeta],
+        lineage: Lineage | None = None,
     ) -> Written:
         """What ``session``'s turn writes of ``mount``; a new base is written (synced) first.
 
+        ``lineage``, where the store told one, says which paths moved since
+        the base's version: only those are compared, not every file.
         Call before writing ``turn.json``, and :meth:`release` when that turn is over.
         """
         with self._lock:
             base = self._current.get(ref)
             if base is not None:
-                rows, changed, removed = _off(mount, base, shas, sizes, revisions, meta)
+                moved = None if lineage is None else lineage.moved_since(base.line, base.version)
+                if moved is None:
+                    rows, changed, removed = _off(mount, base, shas, sizes, revisions, meta)
+                else:
+                    rows, changed, removed = _off_among(
+                        mount, base, moved, shas, sizes, revisions, meta
+                    )
                 if len(rows) <= max(REBASE_AT, len(shas) // 8):
                     snapshot = dict(base.snapshot)
                     for path in removed:
@@ -136,7 +150,7 @@ class SharedManifests:
                         snapshot[path] = (shas[path], sizes[path], revisions.get(path))
                     self._name(session, base.name)
                     return Written(base.name, rows, snapshot)
-            base = self._new_base(ref, shas, sizes, revisions, meta)
+            base = self._new_base(ref, shas, sizes, revisions, meta, lineage)
             self._name(session, base.name)
             return Written(base.name, [], dict(base.snapshot))
 
@@ -147,6 +161,7 @@ class SharedManifests:
         sizes: Mapping[str, int],
         revisions: Mapping[str, str],
         meta: Mapping[str, FileMeta],
+        lineage: Lineage | None,
     ) -> Base:
         name = secrets.token_hex(16)
         body = "\0".join(
@@ -157,6 +172,7 @@ class SharedManifests:
         base = Base(
             name, dict(shas), dict(sizes), dict(revisions), dict(meta),
             snapshots(shas, sizes, revisions),
+            *((lineage.line, lineage.version) if lineage is not None else (None, None)),
         )  # fmt: skip
         old = self._current.get(ref)
         self._current[ref] = base
@@ -231,21 +247,61 @@ def _off(
     suspects = {path for path, _ in shas.items() - b_shas.items()}
     suspects.update(path for path, _ in revisions.items() ^ b_revisions.items())
     suspects.update(path for path, _ in meta.items() ^ b_meta.items())
-    changed = [
+    changed = _changed(base, filter(suspects.__contains__, shas), shas, revisions, meta)
+    added = sum(path not in b_shas for path in changed)
+    removed = [] if len(b_shas) + added == len(shas) else [p for p in b_shas if p not in shas]
+    return _rows(mount, changed, removed, shas, sizes, revisions, meta), changed, removed
+
+
+def _off_among(
+    mount: str,
+    base: Base,
+    moved: Collection[str],
+    shas: Mapping[str, str],
+    sizes: Mapping[str, int],
+    revisions: Mapping[str, str],
+    meta: Mapping[str, FileMeta],
+) -> tuple[list[str], list[str], list[str]]:
+    """:func:`_off` where only ``moved`` may differ from ``base``: a cost per moved path."""
+    ordered = sorted(moved)
+    changed = _changed(base, filter(shas.__contains__, ordered), shas, revisions, meta)
+    removed = [path for path in ordered if path not in shas and path in base.shas]
+    return _rows(mount, changed, removed, shas, sizes, revisions, meta), changed, removed
+
+
+def _changed(
+    base: Base,
+    paths: Iterable[str],
+    shas: Mapping[str, str],
+    revisions: Mapping[str, str],
+    meta: Mapping[str, FileMeta],
+) -> list[str]:
+    """Those of ``paths`` (every one in ``shas``) whose file is not as ``base`` has it."""
+    b_shas, b_revisions, b_meta = base.shas, base.revisions, base.meta
+    return [
         path
-        for path in filter(suspects.__contains__, shas)  # in the space's order
+        for path in paths
         if b_shas.get(path) != shas[path]
         or b_revisions.get(path) != revisions.get(path)
         or b_meta.get(path, DEFAULT_META) != meta.get(path, DEFAULT_META)
     ]
-    added = sum(path not in b_shas for path in changed)
-    removed = [] if len(b_shas) + added == len(shas) else [p for p in b_shas if p not in shas]
+
+
+def _rows(
+    mount: str,
+    changed: Iterable[str],
+    removed: Iterable[str],
+    shas: Mapping[str, str],
+    sizes: Mapping[str, int],
+    revisions: Mapping[str, str],
+    meta: Mapping[str, FileMeta],
+) -> list[str]:
     rows = [
         row(mount, path, shas[path], sizes[path], revisions.get(path), meta.get(path, DEFAULT_META))
         for path in changed
     ]
     rows += [removed_row(mount, path) for path in removed]
-    return rows, changed, removed
+    return rows
 
 
 def _ns(value: int | None) -> str:

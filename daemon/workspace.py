@@ -47,6 +47,7 @@ from memfs.core.errors import (
     StoreUnavailable,
     TooLarge,
 )
+from memfs.core.lineage import Lineage
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.core.names import check_path
 from memfs.core.policy import is_shared
@@ -138,12 +139,15 @@ class OverlayWorkspace:
         uid, gid = owner
         state = plan.state()
         last = list(plan.mounts)[-1] if plan.mounts else None
+        # The mounts' maps are copies of the loads' own, so what a load's
+        # lineage says of its maps holds for the mount's.
+        lineages = {name: loaded[name].lineage for name in plan.mounts}
 
         def write_state(manifest: dict[str, str]) -> Snapshots:
             # The last mount's manifest is not in ``manifests`` yet: it is made
             # in the same worker-thread trip, just before.
             assert last is not None
-            return self._write_state(state, {**manifests, last: manifest}, uid, gid)
+            return self._write_state(state, {**manifests, last: manifest}, uid, gid, lineages)
 
         try:
             snaps: Snapshots | None = None
@@ -154,7 +158,9 @@ class OverlayWorkspace:
                 if written is not None:
                     snaps = written
             if snaps is None:  # no mounts, or the last one's blobs were fetched again
-                snaps = await trio.to_thread.run_sync(self._write_state, state, manifests, uid, gid)
+                snaps = await trio.to_thread.run_sync(
+                    self._write_state, state, manifests, uid, gid, lineages
+                )
             self._attach(
                 plan.session, plan.turn, plan.mounts, manifests, uid, gid, replay=False, snaps=snaps
             )
@@ -303,6 +309,7 @@ class OverlayWorkspace:
         manifests: Mapping[str, Mapping[str, str]],
         uid: int | None,
         gid: int | None,
+        lineages: Mapping[str, Lineage | None] | None = None,
     ) -> Snapshots:
         """Write ``turn.json``; return each mount's snapshot as the overlay takes it.
 
@@ -325,8 +332,9 @@ class OverlayWorkspace:
             sizes, snapshot, meta = mount.sizes, mount.snapshot, mount.meta
             if is_shared(mount.ref.layer):
                 written = self.manifests.written(
-                    state.session, name, mount.ref, manifest, sizes, snapshot, meta
-                )
+                    state.session, name, mount.ref, manifest, sizes, snapshot, meta,
+                    (lineages or {}).get(name),
+                )  # fmt: skip
                 bases[name] = written.base
                 fields += written.rows
                 snaps[name] = written.snapshot

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from memfs.core.errors import TooManyOpen as TooManyOpen
     from memfs.core.errors import TurnOpen as TurnOpen
     from memfs.core.errors import Unsupported as Unsupported
+    from memfs.core.lineage import Lineage as Lineage
     from memfs.core.members import IssuedToken as IssuedToken
     from memfs.core.members import Member as Member
     from memfs.core.models import AsOfFile as AsOfFile
@@ -131,6 +132,7 @@ _EXPORTS = {
     "TooManyOpen": "memfs.core.errors",
     "TurnOpen": "memfs.core.errors",
     "Unsupported": "memfs.core.errors",
+    "Lineage": "memfs.core.lineage",
     "IssuedToken": "memfs.core.members",
     "Member": "memfs.core.members",
     "AuditEntry": "memfs.core.models",
@@ -208,6 +210,7 @@ __all__ = [
     "IssuedToken",
     "KeptTurn",
     "Limits",
+    "Lineage",
     "LiveOrigin",
     "Loaded",
     "ManagedStore",

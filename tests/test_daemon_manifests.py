@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
+
+import pytest
 
 import memfs
 from memfs.core.models import ChangeSet, FileMeta, Limits, Provenance, SpaceRef, digest
 from memfs.engine.turns import Memory, TurnState
+from memfs.stores.base import Store
 from memfs.stores.memory import MemoryStore
+from memfs.stores.sqlite import SqliteStore
+from memfsd import manifests
 from memfsd.blobs import BlobCache
 from memfsd.manifests import MANIFEST_DIR, REBASE_AT
 from memfsd.overlay import Overlay
@@ -20,7 +26,7 @@ RULES = SpaceRef(layer="org", space="rules", org="o1")
 ME = SpaceRef(layer="user", space="me", user="u1", org="o1")
 
 
-def workspace(tmp_path: Path, store: MemoryStore) -> tuple[Memory, OverlayWorkspace]:
+def workspace(tmp_path: Path, store: Store) -> tuple[Memory, OverlayWorkspace]:
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
     specs = [
@@ -42,13 +48,25 @@ def bases(tmp_path: Path) -> set[str]:
     return {path.name for path in folder.iterdir()} if folder.is_dir() else set()
 
 
+def _compares_every_file(*args: object) -> object:
+    raise AssertionError("compared every file of the space with its base")
+
+
+def a_store(kind: str, tmp_path: Path) -> MemoryStore | SqliteStore:
+    """The memory store (tells no lineage) or SQLite (tells which paths moved)."""
+    return MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "memfs.db")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_a_shared_space_changed_by_a_few_files_writes_only_those_and_restores_whole(
-    tmp_path: Path,
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = MemoryStore()
+    store = a_store(kind, tmp_path)
     files = {f"notes/r{i:03}.md": f"rule {i}\n".encode() for i in range(100)}
     await store.put(RULES, ChangeSet(created=files), provenance=Provenance())
     memory, ws = workspace(tmp_path, store)
+    if kind == "sqlite":  # told which paths moved, the daemon compares only those
+        monkeypatch.setattr(manifests, "_off", _compares_every_file)
     await (await memory.start_turn("s1", BODY)).end()
     # Between two turns: one file updated, one made, one deleted, one only chmod-ed.
     run = FileMeta(mode=0o755, mtime_ns=1_700_000_000_000_000_001, ctime_ns=None)
@@ -172,3 +190,48 @@ async def test_a_base_named_by_a_restored_turn_survives_the_start_sweep(tmp_path
     await restored.end()
     # This daemon never made it its space's current base: it goes with the turn.
     assert bases(tmp_path) == set()
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_shared_space_changed_at_random_between_turns_restores_as_the_store_has_it(
+    tmp_path: Path, seed: int
+) -> None:
+    # SQLite tells the daemon which paths moved since its base (a lineage);
+    # whatever the writes (made, rewritten, chmod-ed, removed, written back),
+    # what turn.json holds must be the space exactly as the turn loaded it.
+    rng = random.Random(seed)
+    store = SqliteStore(tmp_path / "memfs.db")
+    files = {f"d{i % 7}/f{i:03}.md": f"{i}\n".encode() for i in range(60)}
+    await store.put(RULES, ChangeSet(created=files), provenance=Provenance())
+    memory, ws = workspace(tmp_path, store)
+    try:
+        for _ in range(12):
+            await (await memory.start_turn("s1", BODY)).end()
+            live = await store.files(RULES)
+            paths = sorted(live)
+            gone = rng.sample(paths, rng.randint(0, 3))
+            rest = [path for path in paths if path not in gone]
+            updated = {path: rng.randbytes(4) for path in rng.sample(rest, rng.randint(0, 3))}
+            modes = {
+                path: FileMeta(mode=rng.choice([0o600, 0o644, 0o755]), mtime_ns=None, ctime_ns=None)
+                for path in rng.sample(rest, rng.randint(0, 2))
+            }
+            updated.update({path: live[path] for path in modes if path not in updated})
+            created = {f"new/{rng.randrange(10**6)}.md": rng.randbytes(3) for _ in range(2)}
+            await store.put(
+                RULES,
+                ChangeSet(created=created, updated=updated, deleted=tuple(gone), meta=modes),
+                provenance=Provenance(),
+            )
+            turn = await memory.start_turn("s1", BODY)
+            [record] = OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns()
+            want = await store.files(RULES)
+            assert record["shas"]["rules"] == {p: digest(c) for p, c in want.items()}
+            state = record["state"]["mounts"]["rules"]
+            assert state["snapshot"] == dict(turn.mounts["rules"].snapshot)
+            assert state["meta"] == {
+                path: meta._asdict() for path, meta in turn.mounts["rules"].meta.items()
+            }
+            await turn.end()
+    finally:
+        await store.aclose()

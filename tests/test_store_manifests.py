@@ -269,7 +269,7 @@ async def test_a_space_that_moved_reads_only_the_rows_of_the_files_that_changed(
         assert after.shas["n1.md"] == digest(b"yy") and "n2.md" not in after.sizes
         assert {after.sizes[p] for p in after.sizes if p not in ("n1.md", "new.md")} == {1}
         assert set(after.paths()) == {f"n{i}.md" for i in range(50)} - {"n2.md"} | {"new.md"}
-        assert list(after.shas) == sorted(after.shas)  # path order, as a manifest read whole
+        assert set(after.shas) == set(after.sizes) == set(after.revisions) == set(after.meta)
     finally:
         await store.aclose()
 
@@ -312,7 +312,7 @@ async def test_a_space_moved_by_writes_alone_reads_no_live_row_of_an_unchanged_f
         assert after.sizes["n1.md"] == 2 and after.sizes["new.md"] == 3
         assert after.shas["new.md"] == digest(b"zzz") and after.files["new.md"] == b"zzz"
         assert set(after.paths()) == {f"n{i}.md" for i in range(50)} | {"new.md"}
-        assert list(after.shas) == sorted(after.shas)  # path order, as a manifest read whole
+        assert set(after.shas) == set(after.sizes) == set(after.revisions) == set(after.meta)
     finally:
         await store.aclose()
 
@@ -369,3 +369,98 @@ async def test_a_backup_put_back_in_place_is_never_refreshed_from_the_rows_that_
         assert comparable(after) == comparable(truth) and after.files == truth.files
     finally:
         await store.aclose()
+
+
+async def test_a_refresh_keeps_every_path_in_place_and_puts_new_ones_after_them(
+    tmp_path: Path,
+) -> None:
+    # Sorting the whole space again at every turn start that follows a new
+    # file cost more than every other step of the refresh: order is the
+    # store's, and only a manifest read whole is in path order.
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"b.md": b"b", "d.md": b"d"}))
+        await store.load_lean(ORG, "s1", set())
+        await save(store, ORG, ChangeSet(created={"c.md": b"c", "a.md": b"a"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert list(after.revisions) == ["b.md", "d.md", "a.md", "c.md"]
+        assert after.files == {"a.md": b"a", "b.md": b"b", "c.md": b"c", "d.md": b"d"}
+        fresh = SqliteStore(path)  # reads it whole: path order, the same maps
+        try:
+            whole = await fresh.load_lean(ORG, "s1", set())
+            assert list(whole.revisions) == ["a.md", "b.md", "c.md", "d.md"]
+            assert (whole.revisions, whole.shas, whole.sizes, whole.meta) == (
+                after.revisions, after.shas, after.sizes, after.meta,
+            )  # fmt: skip
+        finally:
+            await fresh.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_a_lean_load_tells_which_paths_moved_since_each_earlier_version_it_saw(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memfs.db"
+    store, other = SqliteStore(path), SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={f"n{i}.md": b"x" for i in range(20)}))
+        first = (await store.load_lean(ORG, "s1", set())).lineage
+        assert first is not None and first.steps == ()
+        # Writes alone (the rows that moved), then a deletion (every live row read).
+        await save(other, ORG, ChangeSet(updated={"n1.md": b"y"}, created={"new.md": b"z"}))
+        second = (await store.load_lean(ORG, "s1", set())).lineage
+        await save(other, ORG, ChangeSet(deleted=("n2.md",), updated={"n3.md": b"w"}))
+        third = (await store.load_lean(ORG, "s1", set())).lineage
+        assert second is not None and third is not None
+        assert third.line == second.line == first.line
+        assert third.moved_since(first.line, first.version) == frozenset(
+            {"n1.md", "new.md", "n2.md", "n3.md"}
+        )
+        assert third.moved_since(second.line, second.version) == frozenset({"n2.md", "n3.md"})
+        assert third.moved_since(third.line, third.version) == frozenset()
+        # Another store process reads it whole: a line of its own.
+        theirs = (await other.load_lean(ORG, "s1", set())).lineage
+        assert theirs is not None and theirs.moved_since(first.line, first.version) is None
+    finally:
+        await store.aclose()
+        await other.aclose()
+
+
+async def test_a_load_with_its_own_waiting_change_laid_over_tells_no_lineage(
+    tmp_path: Path,
+) -> None:
+    # Its maps are no longer the store's manifest: what moved in the store
+    # says nothing of the paths the waiting change wrote.
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
+        assert (await store.load_lean(ORG, "s1", set())).lineage is not None
+        held = await store.store(
+            ORG,
+            ChangeSet(created={"mine.md": b"m"}),
+            cursor=None,
+            provenance=Provenance(origin="conversation", session="s1", turn="t1"),
+            review="person",
+        )
+        assert held.status == "waiting"
+        own = await store.load_lean(ORG, "s1", set())
+        assert own.files["mine.md"] == b"m" and own.lineage is None
+        assert (await store.load_lean(ORG, "s2", set())).lineage is not None
+    finally:
+        await store.aclose()
+
+
+def test_a_copy_of_a_load_that_replaced_a_map_tells_no_lineage() -> None:
+    from memfs.core.lineage import Lineage
+
+    loaded = Loaded(revisions={"a.md": "1"}, shas={"a.md": "s"}, sizes={"a.md": 1}).with_lineage(
+        Lineage.start(1)
+    )
+    assert loaded.lineage is not None
+    assert loaded.model_copy(update={"files": {}, "cursor": "2"}).lineage is not None
+    for name in ("revisions", "shas", "sizes", "meta"):
+        replaced = loaded.model_copy(update={name: dict(getattr(loaded, name))})
+        assert replaced.lineage is None, name
+    assert loaded == Loaded(revisions={"a.md": "1"}, shas={"a.md": "s"}, sizes={"a.md": 1})

@@ -400,7 +400,10 @@ async def test_a_space_moved_by_writes_alone_reads_no_live_row_of_an_unchanged_f
         assert after.revisions["n3.md"] == before.revisions["n3.md"]
         assert after.sizes["n1.md"] == 2 and after.sizes["new.md"] == 3
         assert after.files["n1.md"] == b"yy" and after.files["new.md"] == b"zzz"
-        assert list(after.revisions) == sorted(after.revisions)
+        assert set(after.shas) == set(after.sizes) == set(after.revisions) == set(after.meta)
+        assert before.lineage is not None and after.lineage is not None
+        moved = after.lineage.moved_since(before.lineage.line, before.lineage.version)
+        assert moved == frozenset({"n1.md", "new.md"})
     finally:
         await store.aclose()
 

@@ -26,13 +26,15 @@ Folders keep no mode or times of their own: a folder is planted 0755 each turn.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from memfs.core.errors import InvalidName
+from memfs.core.lineage import Lineage
 from memfs.core.names import (
     check_identity,
     check_mount_path,
@@ -406,6 +408,35 @@ class Loaded(Frozen):
     # An org space's own review setting, where the store read it with the
     # load (in the same transaction); None: not read, ask ``review_mode``.
     review: ReviewSetting | None = None
+    # Where the maps came from, with the maps themselves (see ``lineage``).
+    _from: tuple[Lineage, tuple[Mapping[str, Any], ...]] | None = PrivateAttr(default=None)
+
+    def with_lineage(self, lineage: Lineage) -> Loaded:
+        """This load, saying its maps are its store's manifest at ``lineage.version``."""
+        self._from = (lineage, (self.revisions, self.shas, self.sizes, self.meta))
+        return self
+
+    @property
+    def lineage(self) -> Lineage | None:
+        """Which paths moved since earlier versions, while the maps are still the store's own.
+
+        A copy that replaced any map (a waiting change laid over, an app's
+        source renaming revisions) is no longer the manifest the lineage
+        describes: it has none. The maps are held by identity, not compared.
+        """
+        if self._from is None:
+            return None
+        lineage, maps = self._from
+        held = (self.revisions, self.shas, self.sizes, self.meta)
+        return lineage if all(map(operator.is_, held, maps)) else None
+
+    def __eq__(self, other: object) -> bool:
+        # The fields alone: a lineage is a hint about where they came from.
+        if not isinstance(other, Loaded):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
+
+    __hash__ = None  # type: ignore[assignment]  # its maps make it unhashable anyway
 
     def meta_of(self, path: str) -> FileMeta:
         return self.meta.get(path, DEFAULT_META)

@@ -66,7 +66,7 @@ class NoteSpace(Frozen):
     layer: Layer
     description: str = ""
     writable: bool = True
-    files: dict[str, int] = Field(default_factory=dict)  # path -> size in bytes
+    files: Mapping[str, int] = Field(default_factory=dict)  # path -> size in bytes
     from_last_known_copy: bool = False
     saving: Saving = "at_turn_end"
     extra_lines: tuple[str, ...] = ()

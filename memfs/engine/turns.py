@@ -774,13 +774,15 @@ class Memory:
             await outcome
 
     def _note_space(self, spec: Spec, mount: Mount) -> NoteSpace:
-        return NoteSpace(
+        # model_construct: every value comes from a validated load or spec, and
+        # validating a 10,000-file size map again costs at every turn start.
+        return NoteSpace.model_construct(
             path=mount.name,
             space=mount.space,
             layer=mount.layer,
             description=spec.description,
             writable=not mount.read_only,
-            files=dict(mount.sizes),
+            files=mount.sizes,
             from_last_known_copy=mount.from_last_known_copy,
             # Only a store that holds changes for a person makes them wait.
             saving=saving_for(

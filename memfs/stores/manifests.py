@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memfs.core.lineage import Lineage
 from memfs.core.models import FileMeta
 
 DEFAULT_MAX_FILES = 50_000
@@ -44,7 +45,10 @@ class Manifest:
     """A space's live files at one version, without their bytes; never mutated once made."""
 
     version: int
-    revisions: Mapping[str, str]  # path order: as the store reads them
+    # Path order when read whole; a refresh keeps each path where it was and
+    # puts the new ones after them (sorting 10,000 paths again at every
+    # turn start costs more than every other step of a refresh).
+    revisions: Mapping[str, str]
     shas: Mapping[str, str]
     sizes: Mapping[str, int]
     meta: Mapping[str, FileMeta]
@@ -53,6 +57,14 @@ class Manifest:
     changes: int | None = None
     top: int = 0  # the newest revision id a live row named when read
     top_sha: str | None = None  # that revision's sha256: a database put back loses it
+    # The paths each refresh moved, since the manifest was read whole; None: not told.
+    lineage: Lineage | None = None
+
+    def moved_to(self, version: int, paths: frozenset[str]) -> Lineage:
+        """The lineage of this manifest refreshed to ``version`` by moving ``paths``."""
+        if self.lineage is None:
+            return Lineage.start(version)
+        return self.lineage.then(version, paths)
 
     def __len__(self) -> int:
         return len(self.revisions)

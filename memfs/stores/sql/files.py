@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Container, Sequence
 from itertools import compress
-from operator import itemgetter, ne
+from operator import itemgetter, ne, not_
 from typing import Any
 
 from memfs.core import audit as audit_rules
 from memfs.core import review
 from memfs.core.errors import Forgotten, MemfsError, NotFound, StoreUnavailable, TraceFailed
 from memfs.core.limits import require_within
+from memfs.core.lineage import Lineage
 from memfs.core.models import (
     ChangeSet,
     FileMeta,
@@ -103,11 +104,10 @@ def _load_lean(
             manifest = _refresh_manifest(db, space_id, version, changes, held)
         lean.put(generation, space_id, manifest)
     files: dict[str, bytes] = {}
-    wanted = {
-        int(manifest.revisions[path]): path
-        for path, sha in manifest.shas.items()
-        if sha not in have
-    }
+    # C-level maps: this runs over every file of the space at every turn start.
+    shas = manifest.shas
+    lacking = compress(shas, map(not_, map(have.__contains__, shas.values())))
+    wanted = {int(manifest.revisions[path]): path for path in lacking}
     ids = list(wanted)
     sealer = _sealer(db, space_id, create=False) if ids else None
     for chunk in chunks(ids):
@@ -129,9 +129,11 @@ def _load_lean(
         folders=tuple(sorted(manifest.folders)),
         review=_review_of(ref, db, space_id),
     )
+    if manifest.lineage is not None:
+        live = live.with_lineage(manifest.lineage)
     own = _own_waiting(db, space_id, ref, session)
     if own is None:
-        return live  # ordered by path already
+        return live
     loaded = review.lay_over(live, own)
     return loaded.model_copy(update={"revisions": dict(sorted(loaded.revisions.items()))})
 
@@ -166,6 +168,7 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
         changes=changes,
         top=top,
         top_sha=top_sha,
+        lineage=Lineage.start(version),
     )
 
 
@@ -202,9 +205,10 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         return _read_manifest(db, space_id, version, changes)  # most moved: read it all at once
     shas, sizes, meta = dict(old.shas), dict(old.sizes), dict(old.meta)
     added = sum(path not in was for path in moved)
-    if len(was) + added != len(revisions):  # some went
-        for path in [path for path in was if path not in revisions]:
-            del shas[path], sizes[path], meta[path]
+    some_went = len(was) + added != len(revisions)
+    gone = [path for path in was if path not in revisions] if some_went else []
+    for path in gone:
+        del shas[path], sizes[path], meta[path]
     wanted = {int(revisions[path]): path for path in moved}
     ids = list(wanted)
     for chunk in chunks(ids):
@@ -228,6 +232,7 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         changes=changes,
         top=top,
         top_sha=_sha_of(db, space_id, top),
+        lineage=old.moved_to(version, frozenset([*moved, *gone])),
     )
 
 
@@ -269,11 +274,10 @@ def _moved_since(
     (live,) = db.one("SELECT count(*) FROM live WHERE space_id = ?", (space_id,)) or (0,)
     if len(revisions) + added != int(live):
         return None
+    # New paths go after the others (see ``Manifest``), in path order among themselves.
     for path, revision_id, sha, size, mode, mtime, ctime in rows:
         revisions[path], shas[path] = str(revision_id), sha
         sizes[path], meta[path] = int(size), _meta(mode, mtime, ctime)
-    if added:
-        revisions, shas, sizes, meta = _in_order(sorted(revisions), revisions, shas, sizes, meta)
     top, top_sha = _newest(rows) if rows else (old.top, old.top_sha)
     return Manifest(
         version=version,
@@ -285,6 +289,7 @@ def _moved_since(
         changes=changes,
         top=top,
         top_sha=top_sha,
+        lineage=old.moved_to(version, frozenset(map(itemgetter(0), rows))),
     )
 
 
