@@ -9,7 +9,7 @@ def test_a_line_names_the_paths_moved_after_a_version_and_none_before_it() -> No
     line = Lineage.start(3).then(5, frozenset({"a"})).then(9, frozenset({"b", "c"}))
     assert line.moved_since(line.line, 3) == frozenset({"a", "b", "c"})
     assert line.moved_since(line.line, 5) == frozenset({"b", "c"})
-    assert line.moved_since(line.line, 7) == frozenset({"b", "c"})  # between steps: the later ones
+    assert line.moved_since(line.line, 7) is None  # between steps: maybe another branch's
     assert line.moved_since(line.line, 9) == frozenset()
 
 
@@ -40,3 +40,25 @@ def test_one_step_larger_than_the_bound_leaves_only_the_version_it_reached() -> 
     assert line.since == 2 and line.steps == ()
     assert line.moved_since(line.line, 1) is None
     assert line.moved_since(line.line, 2) == frozenset()
+
+
+def test_a_version_no_later_than_the_last_starts_a_new_line() -> None:
+    # A backup put back in place sends versions back; the steps of the old
+    # line would no longer be in order, and an answer from them would miss paths.
+    line = Lineage.start(3).then(5, frozenset({"a"}))
+    back = line.then(4, frozenset({"b"}))
+    assert back.line != line.line and back.since == 4 and back.steps == ()
+    assert back.moved_since(line.line, 3) is None
+    assert line.then(5, frozenset({"c"})).line != line.line
+
+
+def test_a_branch_answers_only_for_versions_it_passed_through() -> None:
+    # Two threads refresh one held manifest: one to 3 (q made), the other to
+    # 2 and then 5 (x made, q made and removed). A base taken at 3 from the
+    # first is not a version the second passed through: it says nothing.
+    held = Lineage.start(1)
+    first = held.then(3, frozenset({"q.md"}))
+    second = held.then(2, frozenset({"x.md"})).then(5, frozenset({"q.md", "y.md"}))
+    assert second.moved_since(first.line, 3) is None
+    assert second.moved_since(first.line, 2) == frozenset({"q.md", "y.md"})
+    assert second.moved_since(first.line, 1) == frozenset({"x.md", "q.md", "y.md"})

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 import memfs
-from memfs.core.models import ChangeSet, FileMeta, Limits, Provenance, SpaceRef, digest
+from memfs.core.models import ChangeSet, FileMeta, Limits, Loaded, Provenance, SpaceRef, digest
 from memfs.engine.turns import Memory, TurnState
 from memfs.stores.base import Store
+from memfs.stores.manifests import Manifest
 from memfs.stores.memory import MemoryStore
+from memfs.stores.sql.files import _load_lean
+from memfs.stores.sql.lean import LeanCache
 from memfs.stores.sqlite import SqliteStore
+from memfs.stores.sqlite.db import SqliteDb
 from memfsd import manifests
 from memfsd.blobs import BlobCache
-from memfsd.manifests import MANIFEST_DIR, REBASE_AT
+from memfsd.manifests import MANIFEST_DIR, REBASE_AT, SharedManifests, Written, snapshots
 from memfsd.overlay import Overlay
-from memfsd.workspace import OverlayWorkspace
+from memfsd.workspace import OverlayWorkspace, _write_atomic
 from tests.overlay_helpers import node_of, source_of, turn_of
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
+P = Provenance()
 RULES = SpaceRef(layer="org", space="rules", org="o1")
 ME = SpaceRef(layer="user", space="me", user="u1", org="o1")
 
@@ -234,4 +240,93 @@ async def test_a_shared_space_changed_at_random_between_turns_restores_as_the_st
             }
             await turn.end()
     finally:
+        await store.aclose()
+
+
+async def test_a_backup_put_back_in_place_under_a_base_restores_the_turn_as_the_store_has_it(
+    tmp_path: Path,
+) -> None:
+    # The backup sends the space's version back below the base's; later
+    # writes carry it past again. The line the base was taken on must not
+    # answer for it: a.md is a1 again, never the base's a2.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    store = SqliteStore(path)
+    memory, ws = workspace(tmp_path, store)
+    other = SpaceRef(layer="org", space="other", org="o1")
+    try:
+        await store.put(RULES, ChangeSet(created={"a.md": b"a1", "b.md": b"b1"}), provenance=P)
+        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+            live.backup(copy)
+        await store.put(RULES, ChangeSet(updated={"a.md": b"a2"}), provenance=P)
+        await (await memory.start_turn("s1", BODY)).end()  # the base: a2
+        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+            copy.backup(live)
+        await (await memory.start_turn("s1", BODY)).end()  # the version went back
+        for i in range(5):
+            await store.put(other, ChangeSet(created={f"x{i}.md": b"x"}), provenance=P)
+        await store.put(RULES, ChangeSet(created={"c.md": b"c"}), provenance=P)
+        turn = await memory.start_turn("s1", BODY)
+        [record] = OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns()
+        want = {p: digest(c) for p, c in (await store.files(RULES)).items()}
+        assert want["a.md"] == digest(b"a1") and record["shas"]["rules"] == want
+        mount = turn_of(ws.overlay).mounts["rules"]
+        assert source_of(ws.overlay, mount, "a.md").read_bytes() == b"a1"
+        await turn.end()
+    finally:
+        await store.aclose()
+
+
+async def test_a_base_from_one_threads_refresh_says_nothing_to_another_threads_branch(
+    tmp_path: Path,
+) -> None:
+    # PostgreSQL's pool threads each read at their own snapshot, and each
+    # refreshes the manifest the store holds: thread A (snapshot {a, x})
+    # puts its refresh after thread B's ({a, x, q}), from which the daemon
+    # took its base. q.md removed later must leave the next turn's snapshot.
+    # (SQLite emulates it: a second connection holds A's read transaction.)
+    path = tmp_path / "memfs.db"
+    store = SqliteStore(path)
+    late = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    shared = SharedManifests(tmp_path / "state", _write_atomic)
+
+    def written(session: str, loaded: Loaded) -> Written:
+        return shared.written(
+            session, "rules", RULES, loaded.shas, loaded.sizes, loaded.revisions, loaded.meta,
+            loaded.lineage,
+        )  # fmt: skip
+
+    class HeldBefore:
+        """The store's manifests as thread A saw them: held before thread B's put."""
+
+        def __init__(self, lean: LeanCache, held: Manifest | None) -> None:
+            self.lean, self._held = lean, held
+
+        def held(self, generation: int, space_id: int) -> Manifest | None:
+            return self._held
+
+        def get(self, generation: int, space_id: int, version: int) -> Manifest | None:
+            return None
+
+        def put(self, generation: int, space_id: int, manifest: Manifest) -> None:
+            self.lean.put(generation, space_id, manifest)
+
+    try:
+        await store.put(RULES, ChangeSet(created={"a.md": b"a"}), provenance=P)
+        first = await store.load_lean(RULES, "s0", set())
+        (space_id,) = sqlite3.connect(path).execute("SELECT id FROM spaces").fetchone()
+        assert first.lineage is not None
+        held = store._lean.held(0, space_id)  # SQLite's generation is always 0
+        await store.put(RULES, ChangeSet(created={"x.md": b"x"}), provenance=P)
+        late.execute("BEGIN")
+        late.execute("SELECT version FROM spaces").fetchall()  # A's snapshot: {a, x}
+        await store.put(RULES, ChangeSet(created={"q.md": b"q"}), provenance=P)
+        written("s1", await store.load_lean(RULES, "s1", set()))  # the base, from B
+        thread_a = HeldBefore(store._lean, held)
+        _load_lean(SqliteDb(late, store._store_key), RULES, "s2", set(), thread_a)  # type: ignore[arg-type]
+        late.execute("COMMIT")
+        await store.put(RULES, ChangeSet(deleted=("q.md",)), provenance=P)
+        now = await store.load_lean(RULES, "s3", set())
+        assert written("s3", now).snapshot == snapshots(now.shas, now.sizes, now.revisions)
+    finally:
+        late.close()
         await store.aclose()
