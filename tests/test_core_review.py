@@ -545,3 +545,12 @@ def test_each_file_of_a_change_keeps_the_turn_that_taught_it() -> None:
     old = second.model_copy(update={"turns": {}})
     assert taught(old, "a.md") == second.provenance
     assert WaitingChange.model_validate_json(second.model_dump_json()) == second
+
+
+def test_words_have_an_author_only_where_there_are_words_a_prompt_or_a_label() -> None:
+    dana = By(id="dana", label="Dana", role="member")
+    assert Provenance(prompt="remember this", person="dana").words_author == "dana"
+    assert Provenance(by=dana).words_author == "dana"  # the label is hers
+    assert Provenance(person="dana").words_author is None  # nothing typed, no label
+    assert Provenance(by=dana.model_copy(update={"label": None})).words_author is None
+    assert Provenance(prompt="no one's").words_author is None  # typed by no one named

@@ -379,6 +379,17 @@ class Provenance(Frozen):
             return self.person
         return None if self.by is None else self.by.id
 
+    @property
+    def words_author(self) -> str | None:
+        """:attr:`author`, where there are words of theirs here (a prompt or a ``by`` label).
+
+        None where there are none: a store seals nothing then, and makes no
+        key for the author (a person forgotten mid-turn must not get one again).
+        """
+        if self.prompt is None and (self.by is None or self.by.label is None):
+            return None
+        return self.author
+
 
 class ReviewSetting(Frozen):
     """A space's own review setting as a store keeps it: ``mode`` None when it has none."""

@@ -622,6 +622,10 @@ Words = dict[str, tuple[str, str | None, str | None]]  # key -> (author, prompt,
 _LATEST = ""  # the key of ``provenance`` (a turn's own keys are "turn:<id>")
 
 
+def _label(provenance: Provenance) -> str | None:
+    return None if provenance.by is None else provenance.by.label
+
+
 def _silent(provenance: Provenance) -> Provenance:
     by = None if provenance.by is None else provenance.by.model_copy(update={"label": None})
     return provenance.model_copy(update={"prompt": None, "by": by})
@@ -636,17 +640,15 @@ def without_words(change: WaitingChange) -> tuple[WaitingChange, Words]:
     words: Words = {}
     turns: dict[str, Provenance] = {}
     for key, provenance in change.turns.items():
-        author = provenance.author
-        label = None if provenance.by is None else provenance.by.label
-        if author is None or (provenance.prompt is None and label is None):
-            turns[key] = provenance  # no words of anyone's (a store makes no key for none)
+        author = provenance.words_author
+        if author is None:
+            turns[key] = provenance  # no words of anyone's
             continue
-        words[f"turn:{key}"] = (author, provenance.prompt, label)
+        words[f"turn:{key}"] = (author, provenance.prompt, _label(provenance))
         turns[key] = _silent(provenance)
     latest = change.provenance
-    label = None if latest.by is None else latest.by.label
-    if latest.author is not None and (latest.prompt is not None or label is not None):
-        words[_LATEST] = (latest.author, latest.prompt, label)
+    if (author := latest.words_author) is not None:
+        words[_LATEST] = (author, latest.prompt, _label(latest))
         latest = _silent(latest)
     return change.model_copy(update={"turns": turns, "provenance": latest}), words
 

@@ -269,12 +269,8 @@ def _revision_row(
             revision_id,
             None if approved_by is None else approved_by.label,
         )
-    elif provenance.author is not None and (
-        provenance.prompt is not None or (by is not None and by.label is not None)
-    ):
+    elif (author := provenance.words_author) is not None:
         # Org memory is the org's; the words that taught it are the author's.
-        # No words, no key: a person forgotten mid-turn must not get one again.
-        author = provenance.author
         words = _author_sealer(db, space_id, author, create=True)
         assert words is not None  # made just now if the author had no key
         sealed = SEALED_WORDS
