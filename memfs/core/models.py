@@ -208,6 +208,10 @@ class SpaceRef(Frozen):
             raise InvalidName(f"a {self.layer}-layer space has no user", path=self.space)
         return self
 
+    def owned_by(self, org: str, user: str) -> bool:
+        """Whether this is ``user``'s own memory in ``org`` (what forgetting them removes)."""
+        return self.layer == "user" and self.org == org and self.user == user
+
     def __str__(self) -> str:
         if self.layer == "user":
             return f"user:{self.org}/{self.user}/{self.space}"

@@ -250,9 +250,9 @@ class ManualHold(Frozen):
                 }
             )
             for name, space in self.spaces.items()
-            if not _owns(space.mount.ref, org, user)
+            if not space.mount.ref.owned_by(org, user)
         }
-        gone = [name for name, space in self.spaces.items() if _owns(space.mount.ref, org, user)]
+        gone = [name for name, space in self.spaces.items() if space.mount.ref.owned_by(org, user)]
         return self.model_copy(
             update={
                 "prompt": None,
@@ -272,10 +272,6 @@ class _Attributed(Protocol):
 
     @property
     def by(self) -> By | None: ...
-
-
-def _owns(ref: SpaceRef, org: str, user: str) -> bool:
-    return ref.layer == "user" and ref.org == org and ref.user == user
 
 
 def _people(mounts: Iterable[_Attributed]) -> set[tuple[str, str]]:

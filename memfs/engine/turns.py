@@ -561,7 +561,7 @@ class Memory:
         at once. Their spaces themselves are dropped by :meth:`forget_in_turn`.
         Returns the turns that changed.
         """
-        for key in [key for key in self._last_known if _owned(key[1], org, user)]:
+        for key in [key for key in self._last_known if key[1].owned_by(org, user)]:
             del self._last_known[key]
         changed = []
         for turn in self.open_turns():
@@ -1112,10 +1112,6 @@ class _GoneSource:
         review: ReviewMode = "none",
     ) -> Stored:
         raise self._gone()
-
-
-def _owned(ref: SpaceRef, org: str, user: str) -> bool:
-    return ref.layer == "user" and ref.org == org and ref.user == user
 
 
 def _trace_mount(

@@ -594,7 +594,7 @@ class MemoryStore:
             (
                 ref
                 for ref in {*self._spaces, *self._review, *(c.ref for c in self._changes.values())}
-                if ref.layer == "user" and ref.org == org and ref.user == user
+                if ref.owned_by(org, user)
             ),
             key=str,
         )
