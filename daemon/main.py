@@ -255,12 +255,10 @@ async def serve(
     # that cannot be reached now is started through, as at any other time.
     if isinstance(store, SqlStore):
         try:
-            unavailable = await store.check_at_start()
+            await store.check_at_start()
         except BaseException:
             await store.aclose()
             raise
-        if unavailable is not None:
-            log.warning("the store could not be opened at start: %s", unavailable)
     overlay = Overlay(
         settings.state_dir,
         BlobCache(settings.state_dir / "blobs"),

@@ -20,6 +20,7 @@ from memfs.core.errors import StoreUnavailable
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
 from memfs.stores.base import Store
 from memfs.stores.folder import FolderStore
+from memfs.stores.postgres import PostgresStore
 from memfs.stores.sqlite import SqliteStore
 
 RULES = SpaceRef(layer="org", space="rules", org="acme")
@@ -140,3 +141,21 @@ async def test_a_turn_over_a_removed_store_ends_unavailable_not_conflict(tmp_pat
     assert space.conflicts == ()
     assert space.error is not None and "root is missing" in space.error
     assert not root.exists()
+
+
+async def test_a_store_that_cannot_be_reached_at_start_is_logged_and_started_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A daemon and ``memfs web`` check the store key at start; a store that
+    # is down then is no reason not to start (it is checked at every open).
+    store = PostgresStore(
+        "postgresql://memfs@127.0.0.1:1/nowhere",
+        connect_timeout_seconds=1,
+        key_file=tmp_path / "store.key",
+    )
+    try:
+        with caplog.at_level("WARNING"):
+            await store.check_at_start()
+        assert "could not be opened at start" in caplog.text
+    finally:
+        await store.aclose()

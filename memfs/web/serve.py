@@ -13,7 +13,6 @@ that without FUSE (:func:`run_web`); the daemon runs it in its nursery.
 from __future__ import annotations
 
 import errno
-import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,8 +34,6 @@ from memfs.core.listen import require_tls
 from memfs.stores.open import open_store
 from memfs.stores.sql.store import SqlStore
 from memfs.web.app import web_app
-
-log = logging.getLogger(__name__)
 
 
 def hypercorn_config(
@@ -192,9 +189,7 @@ def run_web(
         try:
             # A wrong store key stops the start, naming the file (as a daemon's does).
             if isinstance(store, SqlStore):
-                unavailable = await store.check_at_start()
-                if unavailable is not None:
-                    log.warning("the store could not be opened at start: %s", unavailable)
+                await store.check_at_start()
             await serve_web(web_app(store, max_body_bytes=max_body_bytes), bound)
         finally:
             await store.aclose()

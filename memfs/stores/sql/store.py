@@ -13,6 +13,7 @@ the call returns.
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Container, Sequence
 from datetime import datetime
@@ -99,6 +100,7 @@ from memfs.stores.sql.spaces import _space_id
 from memfs.stores.sql.traces import _find_traces, _record_trace, _traces
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _check_member(id: str, org: str) -> None:
@@ -130,16 +132,16 @@ class SqlStore(ABC):
         through (the key is checked again at every open).
         """
 
-    async def check_at_start(self) -> StoreUnavailable | None:
-        """:meth:`check_key` for a process starting: the store's unavailability, if it is.
+    async def check_at_start(self) -> None:
+        """:meth:`check_key` for a process starting (a daemon, ``memfs web``).
 
         A wrong key is raised: the start stops there, naming the key file.
+        A store that cannot be reached now is logged and started through.
         """
         try:
             await trio.to_thread.run_sync(self.check_key)
         except StoreUnavailable as exc:
-            return exc
-        return None
+            log.warning("the store could not be opened at start: %s", exc)
 
     def _run_purge(self, fn: Callable[[Db], T], *, what: str) -> T:
         """Run a purge (forgetting a person's memory) in one write transaction. Blocking.
