@@ -72,9 +72,6 @@ def ended(result: CommitResult) -> TurnEnded:
 
 # People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
 HEARD_PEOPLE = 1024
-# The space named when asking whether a whole person was forgotten: a store
-# answers that for any of their spaces (``ForgetLog.forgotten_files_since``).
-PERSON = "me"
 
 
 def _earliest(cursors: Iterable[str | None]) -> str | None:
@@ -251,8 +248,7 @@ class DaemonService:
                     (ref.layer, ref.org, ref.user) == ("user", org, user) for ref in only
                 ):
                     continue
-                person = SpaceRef(layer="user", org=org, user=user, space=PERSON)
-                if (await store.forgotten_files_since(person, cursor, ())).everything:
+                if await store.person_forgotten_since(org, user, cursor):
                     seen.add((org, user))
                     await self._forget_words(org, user)
         return dropped

@@ -105,6 +105,14 @@ class ForgetLog(Store, Protocol):
         """
         ...
 
+    async def person_forgotten_since(self, org: str, user: str, cursor: str | None) -> bool:
+        """Whether ``user`` of ``org`` was forgotten whole after ``cursor`` (None: no).
+
+        A daemon asks this of everyone whose words an open turn carries (a
+        turn by them, not only one over their memory), to drop those words.
+        """
+        ...
+
 
 @runtime_checkable
 class PersonForgetting(Store, Protocol):

@@ -188,7 +188,7 @@ class MemoryStore:
         user = ref.user or ""
         return max(
             self._forgotten.get((ref.org, user, ref.space), 0),
-            self._forgotten.get((ref.org, user, ""), 0),
+            self._person_forgotten_at(ref.org, user),
         )
 
     def _store(
@@ -632,7 +632,7 @@ class MemoryStore:
         base = parse_cursor(cursor)
         if base is None or ref.layer != "user":
             return Forgetting()
-        if self._forgotten.get((ref.org, ref.user or "", ""), 0) > base:
+        if self._person_forgotten_at(ref.org, ref.user or "") > base:
             return Forgetting(everything=True)
         return Forgetting(
             paths=tuple(
@@ -643,6 +643,13 @@ class MemoryStore:
                 )
             )
         )
+
+    async def person_forgotten_since(self, org: str, user: str, cursor: str | None) -> bool:
+        base = parse_cursor(cursor)
+        return base is not None and self._person_forgotten_at(org, user) > base
+
+    def _person_forgotten_at(self, org: str, user: str) -> int:
+        return self._forgotten.get((org, user, ""), 0)
 
     async def record_trace(self, trace: Trace) -> None:
         # Once per (session, turn): a turn end repeated after a crash traces nothing twice.

@@ -327,6 +327,29 @@ async def check_a_store_says_whether_a_person_was_forgotten_after_a_cursor(store
     assert not await store.forgotten_since(DANA, None)  # loaded nothing: nothing to drop
 
 
+async def check_a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor(
+    store: Store,
+) -> None:
+    """``person_forgotten_since``: whether an open turn's words of someone go (their turn's too)."""
+    assert isinstance(store, ManagedStore)
+    if not isinstance(store, ForgetLog):
+        return
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a"}))
+    before = (await store.load(DANA, "s1")).cursor
+    assert not await store.person_forgotten_since("bank-1", "dana", before)
+    await store.forget_file(DANA, "a.md", by=None)  # a file of theirs is not the person
+    assert not await store.person_forgotten_since("bank-1", "dana", before)
+    middle = (await store.load(DANA, "s1")).cursor
+    await store.forget_user("dana", "bank-1", by=None)
+    assert await store.person_forgotten_since("bank-1", "dana", before)
+    assert await store.person_forgotten_since("bank-1", "dana", middle)
+    assert not await store.person_forgotten_since("bank-1", "carol", before)  # someone else
+    assert not await store.person_forgotten_since("bank-2", "dana", before)  # another org
+    assert not await store.person_forgotten_since("bank-1", "dana", None)  # loaded nothing
+    after = (await store.load(DANA, "s1")).cursor
+    assert not await store.person_forgotten_since("bank-1", "dana", after)
+
+
 async def check_a_store_says_which_files_of_a_person_were_forgotten_after_a_cursor(
     store: Store,
 ) -> None:
@@ -1969,6 +1992,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "a_store_says_whether_a_person_was_forgotten_after_a_cursor": (
         check_a_store_says_whether_a_person_was_forgotten_after_a_cursor
+    ),
+    "a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor": (
+        check_a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor
     ),
     "every_sensitive_act_is_audited_with_actor_and_time": (
         check_every_sensitive_act_is_audited_with_actor_and_time

@@ -221,10 +221,7 @@ def _forgotten_files(db: Db, ref: SpaceRef, base: int, paths: Collection[str]) -
     """What of ``ref`` was forgotten after ``base``: the whole person, or which of ``paths``."""
     if ref.layer != "user":
         return Forgetting()
-    person = db.execute(
-        "SELECT seq FROM forgotten WHERE key = ?", (_forgotten_key(ref.org, ref.user or "", ""),)
-    ).fetchone()
-    if person is not None and int(person[0]) > base:
+    if _person_forgotten_at(db, ref.org, ref.user or "") > base:
         return Forgetting(everything=True)
     space_id = _space_id(db, ref)
     names = None if space_id is None else _names(db, space_id, create=False)
@@ -239,6 +236,14 @@ def _forgotten_files(db: Db, ref: SpaceRef, base: int, paths: Collection[str]) -
             if int(seq) > base
         )
     return Forgetting(paths=tuple(sorted(found)))
+
+
+def _person_forgotten_at(db: Db, org: str, user: str) -> int:
+    """When ``user`` of ``org`` was last forgotten whole; 0 if never."""
+    row = db.execute(
+        "SELECT seq FROM forgotten WHERE key = ?", (_forgotten_key(org, user, ""),)
+    ).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _file_key(ref: SpaceRef, path: str, names: Names | None) -> str:

@@ -81,6 +81,7 @@ from memfs.stores.sql.privacy import (
     _open_history,
     _open_person,
     _people,
+    _person_forgotten_at,
     _purge,
     _user_files,
 )
@@ -278,6 +279,12 @@ class SqlStore(ABC):
         if base is None:
             return Forgetting()
         return await self._call(lambda db: _forgotten_files(db, ref, base, paths), write=False)
+
+    async def person_forgotten_since(self, org: str, user: str, cursor: str | None) -> bool:
+        base = parse_cursor(cursor)
+        if base is None:
+            return False
+        return await self._call(lambda db: _person_forgotten_at(db, org, user), write=False) > base
 
     async def record_trace(self, trace: Trace) -> None:
         await self._call(lambda db: _record_trace(db, trace), write=True)
