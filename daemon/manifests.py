@@ -124,7 +124,7 @@ class SharedManifests:
         sizes: Mapping[str, int],
         revisions: Mapping[str, str],
         meta: Mapping[str, FileMeta],
-        lineage: Lineage | None = None,
+        lineage: Lineage | None,
     ) -> Written:
         """What ``session``'s turn writes of ``mount``; a new base is written (synced) first.
 

@@ -309,7 +309,7 @@ class OverlayWorkspace:
         manifests: Mapping[str, Mapping[str, str]],
         uid: int | None,
         gid: int | None,
-        lineages: Mapping[str, Lineage | None] | None = None,
+        lineages: Mapping[str, Lineage | None],
     ) -> Snapshots:
         """Write ``turn.json``; return each mount's snapshot as the overlay takes it.
 
@@ -332,9 +332,8 @@ class OverlayWorkspace:
             sizes, snapshot, meta = mount.sizes, mount.snapshot, mount.meta
             if is_shared(mount.ref.layer):
                 written = self.manifests.written(
-                    state.session, name, mount.ref, manifest, sizes, snapshot, meta,
-                    (lineages or {}).get(name),
-                )  # fmt: skip
+                    state.session, name, mount.ref, manifest, sizes, snapshot, meta, lineages[name]
+                )
                 bases[name] = written.base
                 fields += written.rows
                 snaps[name] = written.snapshot
