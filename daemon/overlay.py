@@ -895,11 +895,12 @@ class Overlay:
                 raise NotEmpty("the folder being replaced is not empty", path=new_name)
         self._check_moved_paths(node, new_parent, new_name)
         to = self._path_in(new_parent, new_name)
-        moves = self._moves(node, to)
+        walked = self._walked(node)
+        moves = _folder_moves(walked, to)
         freed = target is not None and target.is_dir and (target.made or to in mount.stored_folders)
         self._check_folders_moved(mount, moves, new_name, freed=int(freed))
         with mount.turn.batch():
-            self._move(mount, node, old_parent, old_name, new_parent, new_name, target)
+            self._move(mount, walked, old_parent, old_name, new_parent, new_name, target)
         self._count_moved(mount, moves)
         self._synced_names(mount)
         mount.turn.free_released()
@@ -908,17 +909,9 @@ class Overlay:
         """The path in its mount of ``name`` in the folder ``parent``."""
         return f"{parent.path()}/{name}" if parent.role == "entry" else name
 
-    def _moves(self, node: Node, to: str) -> list[tuple[Node, str, str]]:
-        """Every folder under ``node`` (itself too), its path now and once ``node`` is at ``to``."""
-        if not node.is_dir:
-            return []
-        base = node.path()
-        return [
-            (n, path, to + path[len(base) :])
-            for n in self._walk(node)
-            if n.is_dir
-            for path in (n.path(),)
-        ]
+    def _walked(self, node: Node) -> list[tuple[Node, str]]:
+        """Every node under ``node`` (itself first), with its path now: walked once per move."""
+        return [(n, n.path()) for n in self._walk(node)]
 
     def _check_moved_paths(self, node: Node, new_parent: Node, new_name: str) -> None:
         """Refuse a move that would put anything under ``node`` past the path limit.
@@ -973,16 +966,15 @@ class Overlay:
                 ancestor = ancestor.parent
         self._check_moved_paths(one, other_parent, other_name)
         self._check_moved_paths(other, one_parent, one_name)
+        one_walked, other_walked = self._walked(one), self._walked(other)
         moves = [
-            *self._moves(one, self._path_in(other_parent, other_name)),
-            *self._moves(other, self._path_in(one_parent, one_name)),
+            *_folder_moves(one_walked, self._path_in(other_parent, other_name)),
+            *_folder_moves(other_walked, self._path_in(one_parent, one_name)),
         ]
         self._check_folders_moved(mount, moves, other_name)
-        moved = [*self._walk(one), *self._walk(other)]
-        old_paths = {id(n): n.path() for n in moved}
+        walked = [*one_walked, *other_walked]
         with mount.turn.batch():
-            for n in reversed(moved):
-                path = old_paths[id(n)]
+            for n, path in reversed(walked):
                 if n.is_dir:
                     mount.turn.log(journal.removed_folder(mount.name, path))
                 else:
@@ -1000,23 +992,22 @@ class Overlay:
             for changed in (one_parent, other_parent):
                 changed.mtime_ns = changed.ctime_ns = now
             one.ctime_ns = other.ctime_ns = now
-            self._journal_arrivals(mount, moved, old_paths)
+            self._journal_arrivals(mount, walked)
         self._count_moved(mount, moves)
         self._synced_names(mount)
 
     def _move(
         self,
         mount: MountTree,
-        node: Node,
+        walked: list[tuple[Node, str]],
         old_parent: Node,
         old_name: str,
         new_parent: Node,
         new_name: str,
         target: Node | None,
     ) -> None:
-        """Carry out a checked rename: journal it and move the nodes."""
-        moved = list(self._walk(node))
-        old_paths = {id(n): n.path() for n in moved}
+        """Carry out a checked rename of ``walked`` (:meth:`_walked`): journal it, move it."""
+        node = walked[0][0]
         if target is not None:
             if target.is_dir:
                 path = target.path()
@@ -1025,14 +1016,14 @@ class Overlay:
                 self._detach(target)
             else:
                 self._remove_file(mount, target)
-        for n in moved:
+        for n, path in walked:
             if not n.is_dir:
-                mount.touched.add(old_paths[id(n)])
-                mount.turn.log(journal.removed(mount.name, old_paths[id(n)]))
+                mount.touched.add(path)
+                mount.turn.log(journal.removed(mount.name, path))
         # Folders after their files, deepest first: a replay removes only empty ones.
-        for n in reversed(moved):
+        for n, path in reversed(walked):
             if n.is_dir:
-                mount.turn.log(journal.removed_folder(mount.name, old_paths[id(n)]))
+                mount.turn.log(journal.removed_folder(mount.name, path))
         del old_parent.children[old_name]
         self.moves += 1
         node.name = new_name
@@ -1044,13 +1035,11 @@ class Overlay:
         now = self.clock()
         old_parent.mtime_ns = old_parent.ctime_ns = new_parent.mtime_ns = now
         new_parent.ctime_ns = node.ctime_ns = now
-        self._journal_arrivals(mount, moved, old_paths)
+        self._journal_arrivals(mount, walked)
 
-    def _journal_arrivals(
-        self, mount: MountTree, moved: list[Node], old_paths: Mapping[int, str]
-    ) -> None:
-        for n in moved:
-            self._log_arrival(mount, n, old_paths[id(n)])
+    def _journal_arrivals(self, mount: MountTree, walked: list[tuple[Node, str]]) -> None:
+        for n, old_path in walked:
+            self._log_arrival(mount, n, old_path)
 
     def _log_arrival(self, mount: MountTree, node: Node, old_path: str) -> None:
         """Journal a moved node at its new path, with all it had (``_node_records``).
@@ -2024,6 +2013,14 @@ class Overlay:
             node = node.children.get(part)
         if node is not None:
             action(node)
+
+
+def _folder_moves(walked: list[tuple[Node, str]], to: str) -> list[tuple[Node, str, str]]:
+    """Each folder of ``walked`` (a subtree, root first): its path now and once moved to ``to``."""
+    if not walked or not walked[0][0].is_dir:
+        return []
+    cut = len(walked[0][1])
+    return [(n, path, to + path[cut:]) for n, path in walked if n.is_dir]
 
 
 __all__ = ["Overlay"]
