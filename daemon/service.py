@@ -232,7 +232,6 @@ class DaemonService:
         # since: their own spaces above are one way in; a turn by them (their
         # id its `by`), or one whose space of theirs was settled by a file's
         # forget, is another.
-        seen: set[tuple[str, str]] = set()
         words = [
             (turn.plan.people(), [mount.cursor for mount in turn.mounts.values()])
             for turn in self.memory.open_turns()
@@ -241,16 +240,16 @@ class DaemonService:
             (held.people(), [space.mount.cursor for space in held.spaces.values()])
             for held in self.manual.values()
         ]
+        # Each person asked once, since the earliest load that carries their words.
+        since: dict[tuple[str, str], list[str | None]] = {}
         for people, cursors in words:
-            cursor = _earliest(cursors)
-            for org, user in sorted(people - seen):
-                if only is not None and not any(
-                    (ref.layer, ref.org, ref.user) == ("user", org, user) for ref in only
-                ):
-                    continue
-                if await store.person_forgotten_since(org, user, cursor):
-                    seen.add((org, user))
-                    await self._forget_words(org, user)
+            for person in people:
+                since.setdefault(person, []).extend(cursors)
+        for (org, user), cursors in sorted(since.items()):
+            if only is not None and not any(ref.owned_by(org, user) for ref in only):
+                continue
+            if await store.person_forgotten_since(org, user, _earliest(cursors)):
+                await self._forget_words(org, user)
         return dropped
 
     async def _forget_words(self, org: str, user: str) -> None:
