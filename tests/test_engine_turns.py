@@ -185,3 +185,30 @@ async def test_specs_of_one_turn_in_two_orgs_are_a_config_error_and_mount_nothin
 def test_a_memory_org_resolver_must_be_a_field_name_or_a_callable() -> None:
     with pytest.raises(memfs.ConfigError):
         memfs.Memory(MemoryStore(), [memfs.user_memory()], org=17)  # type: ignore[arg-type]
+
+
+async def test_with_the_store_down_no_session_is_served_another_sessions_waiting_change(
+    tmp_path: Path,
+) -> None:
+    # A session's load lays its own waiting change over the live files: its
+    # view alone. Kept as the last known copy, it was served to every other
+    # session's turn while the store was down (a change nobody approved).
+    store = Flaky()
+    rules = SpaceRef(layer="org", space="rules", org="bank_17")
+    bob = {**DANA, "userId": "u_bob", "name": "Bob"}
+    spec = memfs.org_memory(space="rules", org="bankId", review="person")
+    memory = memfs.Memory(store, [spec], workdir=tmp_path)
+    await (await memory.start_turn("y", bob)).end()  # a view everyone may see
+    turn = await memory.start_turn("x", DANA)
+    (turn.mounts["rules"].path / "pending.md").write_text("not approved\n")
+    assert (await turn.end()).spaces["rules"].status == "waiting"
+    again = await memory.start_turn("x", DANA)  # x sees its own change: its load, not y's
+    assert (again.mounts["rules"].path / "pending.md").exists()
+    await again.end()
+    store.down = True
+    theirs = await memory.start_turn("y", bob)
+    assert theirs.mounts["rules"].from_last_known_copy
+    assert not (theirs.mounts["rules"].path / "pending.md").exists()
+    assert "pending.md" not in theirs.note
+    await theirs.end()
+    assert await store.files(rules) == {}

@@ -423,6 +423,9 @@ class Loaded(Frozen):
     # An org space's own review setting, where the store read it with the
     # load (in the same transaction); None: not read, ask ``review_mode``.
     review: ReviewSetting | None = None
+    # The session's own waiting change laid over the live files (its id), if
+    # any: this load is that session's view, never to be shown to another.
+    own_change: str | None = None
     # Where the maps came from, with the maps themselves (see ``lineage``).
     _from: tuple[Lineage, tuple[Mapping[str, Any], ...]] | None = PrivateAttr(default=None)
 

@@ -347,7 +347,8 @@ def lay_over(loaded: Loaded, own: WaitingChange | None) -> Loaded:
     ``person``), None if it has none. A file the change deleted is gone for
     this conversation only; a file it wrote comes with its bytes, its own
     revision name (:func:`own_revision`), no sha256 (the bytes differ from
-    the live revision's) and the metadata its turn gave it.
+    the live revision's) and the metadata its turn gave it. The load says
+    whose view it is now (``own_change``: the change's id).
     """
     if own is None or own.state != "waiting":
         return loaded
@@ -378,6 +379,7 @@ def lay_over(loaded: Loaded, own: WaitingChange | None) -> Loaded:
             "sizes": sizes,
             "meta": meta,
             "folders": tuple(sorted(folders)),
+            "own_change": own.id,
         }
     )
 

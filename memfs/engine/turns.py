@@ -742,7 +742,11 @@ class Memory:
         A person's memory is kept without its bytes (only what names their
         blobs): caches of it must not outlive the turns that use it, or a
         forget this process never heard of could be served back from here.
+        A load with its session's own waiting change laid over it is that
+        session's view alone: the copy every session may be served stays.
         """
+        if loaded.own_change is not None:
+            return
         if is_shared(key[1].layer):
             self._last_known[key] = loaded
         elif loaded.lean:

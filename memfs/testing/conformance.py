@@ -966,10 +966,12 @@ async def _wait(
 async def check_person_review_holds_the_change_for_its_own_conversation(store: Store) -> None:
     assert isinstance(store, ReviewingStore)
     stored = await _wait(store, ChangeSet(created={"rule.md": b"SA302s"}))
-    assert (await store.load(ORG, "s2")).files == {}
+    theirs = await store.load(ORG, "s2")
+    assert theirs.files == {} and theirs.own_change is None
     own = await store.load(ORG, "s1")
     assert own.files == {"rule.md": b"SA302s"}
     assert "rule.md" in own.revisions
+    assert own.own_change == stored.change  # its view alone (``Loaded.own_change``)
     assert await store.files(ORG) == {}
     [change] = await store.list_changes()
     assert change.id == stored.change
