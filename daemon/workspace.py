@@ -149,8 +149,8 @@ class OverlayWorkspace:
             assert last is not None
             return self._write_state(state, {**manifests, last: manifest}, uid, gid, lineages)
 
+        snaps: Snapshots | None = None  # set once turn.json is written
         try:
-            snaps: Snapshots | None = None
             for name, mount in plan.mounts.items():
                 # The last mount's blobs and turn.json go in one trip.
                 then = write_state if name == last else None
@@ -169,10 +169,20 @@ class OverlayWorkspace:
                 await trio.to_thread.run_sync(tree.ensure_durable)
             await self.forget_names()  # a session directory given a new owner is a new node
         except BaseException:
-            # The turn never got its mounts: what it held must not stay behind.
+            # The turn never got its mounts: nothing of it may stay behind,
+            # turn.json least of all (a restart would bring back a turn whose
+            # start failed, over a base released just below).
+            laid = self.overlay.sessions.get(plan.session)
+            attached = laid is not None and laid.turn is not None and laid.turn.turn == plan.turn
+            if snaps is not None:
+                _remove_turn_record(self.turn_file(plan.session))
+            if attached:
+                self.overlay.detach_turn(plan.session)  # its folder and blobs with it
+            elif snaps is not None:
+                self.overlay.remove_turn_dir(self.overlay.session_dir(plan.session) / plan.turn)
             self.manifests.release(plan.session)
             for name, manifest in manifests.items():
-                if not is_shared(plan.mounts[name].layer):
+                if not attached and not is_shared(plan.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
             raise
         if plan.owner is not None:

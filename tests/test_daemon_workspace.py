@@ -386,3 +386,34 @@ async def test_a_turn_json_stays_until_a_trace_recorded_after_the_last_record_is
     await turn.end()
     assert trips.index("_remove_turn_record") > trips.index("write")
     assert not ws.turn_file("s1").exists()
+
+
+@pytest.mark.parametrize("failing", ["attach_turn", "_arm"])
+async def test_a_start_that_fails_after_turn_json_leaves_no_turn_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    # The client is told the start failed: a restart must not bring the turn
+    # back (its base may be gone), and the session must start again at once.
+    memory, ws = workspace(tmp_path)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    await store_of(memory).put(rules, ChangeSet(created={"r.md": b"r\n"}), provenance=Provenance())
+    await (await memory.start_turn("s1", BODY)).end()
+    await store_of(memory).put(rules, ChangeSet(created={"n.md": b"n\n"}), provenance=Provenance())
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    await store_of(memory).put(me, ChangeSet(created={"p.md": b"tea\n"}), provenance=Provenance())
+    target = ws.overlay if failing == "attach_turn" else ws
+    real = getattr(target, failing)
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(target, failing, full)
+    with pytest.raises(OSError, match="No space left"):
+        await memory.start_turn("s1", BODY)
+    assert not ws.turn_file("s1").exists()
+    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == []
+    assert digest(b"tea\n") not in ws.overlay.blobs  # a person's blobs: let go, once
+    monkeypatch.setattr(target, failing, real)
+    turn = await memory.start_turn("s1", BODY)
+    assert set(turn.mounts["rules"].snapshot) == {"r.md", "n.md"}
+    await turn.end()
