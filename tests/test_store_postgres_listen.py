@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from memfs.core.errors import StoreUnavailable
-from memfs.core.models import ChangeSet
+from memfs.core.models import ChangeSet, SpaceRef
 from memfs.stores.postgres.listen import APPLICATION_NAME, SpaceListener, SpaceNotice, parse_notice
 from tests.postgres_fixtures import DATABASE, Databases
 from tests.test_store_manifests import ADA, DANA, ORG, save
@@ -104,23 +104,32 @@ async def test_a_terminated_listening_connection_is_unavailable_and_listens_agai
         await store.aclose()
 
 
-async def test_a_notice_drops_the_cached_manifest_and_a_load_without_one_is_still_fresh(
+async def test_a_notice_drops_a_persons_cached_manifest_and_every_load_is_still_fresh(
     postgres_databases: Databases,
 ) -> None:
     store = postgres_databases.store()
     other = postgres_databases.open(store.url)
     listener = store.listener()
+    dana = SpaceRef(layer="user", space="me", org=ORG.org, user="dana")
     try:
         await save(store, ORG, ChangeSet(created={"a.md": b"a"}))
-        await store.load_lean(ORG, "s1", set())
-        assert store._lean.files == 1
+        await save(store, dana, ChangeSet(created={"p.md": b"p"}))
+        first = (await store.load_lean(ORG, "s1", set())).lineage
+        await store.load_lean(dana, "s1", set())
+        assert store._lean.files == 2
         await trio.to_thread.run_sync(listener.open)
         await save(other, ORG, ChangeSet(created={"b.md": b"b"}))
+        await save(other, dana, ChangeSet(created={"q.md": b"q"}))
         store.notified(await heard(listener))
-        assert store._lean.files == 0
-        # No notice at all (a listener down): the version read at load decides.
-        await save(other, ORG, ChangeSet(created={"c.md": b"c"}))
-        assert sorted((await store.load_lean(ORG, "s2", set())).files) == ["a.md", "b.md", "c.md"]
+        # A person's names go at once; shared memory's manifest is refreshed
+        # at the next load from the rows that moved, its lineage going on.
+        assert store._lean.files == 1
+        await save(other, ORG, ChangeSet(created={"c.md": b"c"}))  # no notice heard of this
+        now = await store.load_lean(ORG, "s2", set())
+        assert sorted(now.files) == ["a.md", "b.md", "c.md"]
+        assert first is not None and now.lineage is not None
+        assert now.lineage.moved_since(first.line, first.version) == frozenset({"b.md", "c.md"})
+        assert sorted((await store.load_lean(dana, "s2", set())).files) == ["p.md", "q.md"]
     finally:
         listener.close()
         await other.aclose()

@@ -48,6 +48,7 @@ from psycopg.pq import TransactionStatus
 from memfs.core import sealing
 from memfs.core.defaults import DEFAULT_STATE_DIR
 from memfs.core.errors import ConfigError, StoreUnavailable
+from memfs.core.policy import is_shared
 from memfs.stores.keyfile import default_key_file, load_store_key
 from memfs.stores.manifests import DEFAULT_MAX_FILES
 from memfs.stores.postgres.db import Conn, PostgresDb
@@ -281,13 +282,18 @@ class PostgresStore(SqlStore):
         )
 
     def notified(self, notices: Collection[SpaceNotice]) -> None:
-        """Other processes changed these spaces: drop what is cached of them.
+        """Other processes changed these spaces: drop what is cached of people's.
 
         Only a hint: a lean load reads the space's version in its own
-        transaction and never serves a manifest of another version, notice or not.
+        transaction and never serves a manifest of another version, notice or
+        not. A person's file names leave this process as soon as it hears
+        (they may have been forgotten); shared memory's manifest stays, to be
+        refreshed from the rows that moved at the next load, where a drop
+        would have it read every file again and start a new lineage.
         """
         for notice in notices:
-            self._lean.drop(notice.id)
+            if not is_shared(notice.ref.layer):
+                self._lean.drop(notice.id)
 
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StoreUnavailable``. Safe to call twice."""
