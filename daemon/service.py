@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import trio
@@ -39,7 +39,7 @@ from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.core.policy import parse_cursor
-from memfs.engine.plan import ManualHold, Owner
+from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.workspace import OverlayWorkspace
@@ -70,6 +70,9 @@ def ended(result: CommitResult) -> TurnEnded:
     )
 
 
+# Whether a person was forgotten after a cursor (``DaemonService._forgot_after``).
+ForgotAfter = Callable[[str | None], Awaitable[bool]]
+
 # People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
 HEARD_PEOPLE = 1024
 
@@ -78,6 +81,20 @@ def _earliest(cursors: Iterable[str | None]) -> str | None:
     """The earliest of a turn's cursors (they come from one sequence); None if none."""
     known = [(parse_cursor(cursor), cursor) for cursor in cursors if cursor is not None]
     return min(known)[1] if known else None
+
+
+def _dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str | None:
+    """The cursor that dates the words of ``user`` of ``org`` in one turn's (or change set's) loads.
+
+    Their own space's cursor is at least their last forget once the load saw
+    it (a load of it says so), so it tells a turn they started once back from
+    one open before. A turn by them over org memory only has nothing that
+    exact: its earliest cursor, which may date it too early (its words are
+    then dropped, never kept).
+    """
+    mounts = list(mounts)
+    own = [mount.cursor for mount in mounts if mount.ref.owned_by(org, user)]
+    return _earliest(own or [mount.cursor for mount in mounts])
 
 
 @dataclass
@@ -221,7 +238,8 @@ class DaemonService:
                     break  # it ended while the store answered: nothing of it is left to drop
                 # Exactly what a notice of the person or of those files does (POST /forgotten).
                 if what.everything:
-                    await self._forget_words(mount.ref.org, mount.ref.user or "")
+                    org, user = mount.ref.org, mount.ref.user or ""
+                    await self._forget_words(org, user, self._forgot_after(store, org, user))
                 await self.memory.forget_in_turn(turn, name)
                 for path in (None,) if what.everything else what.paths:
                     await self.workspace.drop_forgotten(turn.session, name, path)
@@ -232,37 +250,66 @@ class DaemonService:
         # since: their own spaces above are one way in; a turn by them (their
         # id its `by`), or one whose space of theirs was settled by a file's
         # forget, is another.
-        words = [
-            (turn.plan.people(), [mount.cursor for mount in turn.mounts.values()])
-            for turn in self.memory.open_turns()
+        carriers: list[tuple[set[tuple[str, str]], list[Mount | MountState]]] = [
+            (turn.plan.people(), [*turn.mounts.values()]) for turn in self.memory.open_turns()
         ]
-        words += [
-            (held.people(), [space.mount.cursor for space in held.spaces.values()])
+        carriers += [
+            (held.people(), [space.mount for space in held.spaces.values()])
             for held in self.manual.values()
         ]
-        # Each person asked once, since the earliest load that carries their words.
+        # Each person asked once, since the earliest load that dates their words.
         since: dict[tuple[str, str], list[str | None]] = {}
-        for people, cursors in words:
-            for person in people:
-                since.setdefault(person, []).extend(cursors)
+        for people, mounts in carriers:
+            for org, user in people:
+                since.setdefault((org, user), []).append(_dating(mounts, org, user))
         for (org, user), cursors in sorted(since.items()):
             if only is not None and not any(ref.owned_by(org, user) for ref in only):
                 continue
-            if await store.person_forgotten_since(org, user, _earliest(cursors)):
-                await self._forget_words(org, user)
+            forgot_after = self._forgot_after(store, org, user)
+            if await forgot_after(_earliest(cursors)):
+                await self._forget_words(org, user, forgot_after)
         return dropped
 
-    async def _forget_words(self, org: str, user: str) -> None:
+    @staticmethod
+    def _forgot_after(store: ForgetLog, org: str, user: str) -> ForgotAfter:
+        """Whether ``user`` of ``org`` was forgotten whole after a cursor, each asked once."""
+        answers: dict[str | None, bool] = {}
+
+        async def forgot_after(cursor: str | None) -> bool:
+            if cursor not in answers:
+                answers[cursor] = await store.person_forgotten_since(org, user, cursor)
+            return answers[cursor]
+
+        return forgot_after
+
+    async def _forget_words(
+        self, org: str, user: str, forgot_after: ForgotAfter | None = None
+    ) -> None:
         """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
 
         Open turns drop the prompt and their labels (``Memory.forget_person``);
         an ended turn's manual change set drops their spaces too, on disk at once.
+        With ``forgot_after``, only those whose words the forget came after
+        (:func:`_dating`): a turn the person started once back holds new
+        words. Without, every one (the notice of a forget just made).
         """
-        await self.memory.forget_person(org, user)
+        turns: list[Turn] | None = None
+        if forgot_after is not None:
+            turns = [
+                turn
+                for turn in self.memory.open_turns()
+                if turn.plan.involves(org, user)
+                and await forgot_after(_dating(turn.mounts.values(), org, user))
+            ]
+        await self.memory.forget_person(org, user, turns)
         if await self.workspace.drop_damaged_records():
             log.warning("removed the turn records set aside as damaged: a person was forgotten")
         for key, held in list(self.manual.items()):
-            if held.involves(org, user):
+            if not held.involves(org, user):
+                continue
+            if forgot_after is None or await forgot_after(
+                _dating([space.mount for space in held.spaces.values()], org, user)
+            ):
                 forgot = self.memory.forget_in_hold(held, org, user)
                 await self.workspace.save_manual(forgot)
                 self.manual[key] = forgot
@@ -304,8 +351,8 @@ class DaemonService:
         takes their words out of it too.
         """
         for org, user in sorted(people):
-            if turn.plan.involves(org, user):
-                await self._forget_words(org, user)
+            # The notice reached every other turn and change set open then.
+            await self.memory.forget_person(org, user, [turn])
         refs = {mount.ref for mount in turn.mounts.values() if mount.layer == "user"}
         if refs:
             await self._drop_forgotten_spaces("was forgotten while the turn started", refs)

@@ -830,3 +830,57 @@ async def test_a_person_forgotten_before_their_turn_starts_keeps_the_new_turns_w
 
     [turn] = memory.open_turns()
     assert turn.prompt == PROMPT and turn.plan.forgotten == frozenset()
+
+
+async def test_a_poll_keeps_the_words_of_a_forgotten_persons_turn_started_after_the_forget(
+    tmp_path: Path,
+) -> None:
+    # Her older turn is still open when another process forgets her; she comes
+    # back and starts a new turn. The poll that finds the forget takes her
+    # words out of the older turn only: the new one's prompt came after it.
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        store = await seeded(daemon)
+        await start(daemon, "s1", prompt=PROMPT)
+        await store.forget_user("u_dana", "default", by=None)  # nobody tells this daemon
+        await start(daemon, "s2", prompt="okapi-second: my new treatment plan")
+
+        await daemon.service.poll_forgets()
+
+        sessions = daemon.settings.state_dir / "sessions"
+        assert b"okapi-prompt" not in (sessions / "s1" / "turn.json").read_bytes()
+        assert b"okapi-second" in (sessions / "s2" / "turn.json").read_bytes()
+        [s1, s2] = daemon.service.memory.open_turns()
+        assert s1.prompt is None and s2.prompt == "okapi-second: my new treatment plan"
+        assert s2.plan.forgotten == frozenset()
+        await sh("printf mine > me/new.md", Path(s2.root))
+        ended = await daemon.service.end_turn("s2")
+        assert ended.spaces["me"].status == "saved"
+        [revision] = await store.history(ME, "new.md")
+        assert revision.provenance.prompt == "okapi-second: my new treatment plan"
+
+
+async def test_a_turn_she_starts_after_a_forget_keeps_its_words_when_an_older_start_hears_it(
+    tmp_path: Path,
+) -> None:
+    # Her first turn's start hears the forget; before it is open, she is back
+    # and a second turn of hers starts and opens. The first start drops her
+    # words from itself: the notice already reached every turn open before.
+    store = MemoryStore()
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    real_open = ws.open
+
+    async def forget_her_then_she_is_back() -> None:
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        ws.open = real_open  # type: ignore[method-assign]
+        body = {"userId": "u_dana", "name": "Dana"}
+        again = "okapi-second: my new treatment plan"
+        await service.start_turn(StartTurnRequest(session="s2", extra_body=body, prompt=again))
+
+    await start_with_forgets_between(service, ws, forget_her_then_she_is_back)
+
+    first, second = memory.open_turns()
+    assert first.prompt is None and first.plan.forgotten == {"u_dana"}
+    assert second.prompt == "okapi-second: my new treatment plan"
+    assert second.plan.forgotten == frozenset()

@@ -552,19 +552,23 @@ class Memory:
         turn.done[name] = ending.forgotten_in_turn(turn.done.get(name))
         await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
 
-    async def forget_person(self, org: str, user: str) -> list[Turn]:
+    async def forget_person(
+        self, org: str, user: str, turns: Collection[Turn] | None = None
+    ) -> list[Turn]:
         """``user`` of ``org`` was forgotten: every open turn with their words forgets them.
 
         Each turn they are in (their memory mounted, or named as its ``by``)
         keeps no prompt and no label of theirs from now on, nor a part of
         them in its trace (:meth:`TurnPlan.forgetting`), and writes that down
         at once. Their spaces themselves are dropped by :meth:`forget_in_turn`.
-        Returns the turns that changed.
+        ``turns``: only those of the open turns (the ones started before the
+        forget); None, every one. No last known copy of theirs is kept either
+        way. Returns the turns that changed.
         """
         for key in [key for key in self._last_known if key[1].owned_by(org, user)]:
             del self._last_known[key]
         changed = []
-        for turn in self.open_turns():
+        for turn in self.open_turns() if turns is None else turns:
             if not turn.plan.involves(org, user):
                 continue
             turn.plan = turn.plan.forgetting(user)
