@@ -168,22 +168,29 @@ class OverlayWorkspace:
             if self.boot is None:  # no way to tell a reboot: durable before the agent starts
                 await trio.to_thread.run_sync(tree.ensure_durable)
             await self.forget_names()  # a session directory given a new owner is a new node
-        except BaseException:
+        except BaseException as exc:
             # The turn never got its mounts: nothing of it may stay behind,
             # turn.json least of all (a restart would bring back a turn whose
-            # start failed, over a base released just below).
+            # start failed, over a base released just below). A session
+            # starting a turn has no turn.json, so any there now is this
+            # one's, whether or not its write got past the rename.
             laid = self.overlay.sessions.get(plan.session)
             attached = laid is not None and laid.turn is not None and laid.turn.turn == plan.turn
-            if snaps is not None:
-                _remove_turn_record(self.turn_file(plan.session))
+            _remove_turn_record(self.turn_file(plan.session))
             if attached:
                 self.overlay.detach_turn(plan.session)  # its folder and blobs with it
-            elif snaps is not None:
+            else:
                 self.overlay.remove_turn_dir(self.overlay.session_dir(plan.session) / plan.turn)
             self.manifests.release(plan.session)
             for name, manifest in manifests.items():
                 if not attached and not is_shared(plan.mounts[name].layer):
                     self.overlay.blobs.release(list(manifest.values()), discard=True)
+            if _no_room(exc):
+                raise DiskFull(
+                    "the disk under state_dir is full, so the turn could not start; "
+                    "nothing of it was kept: start it again once there is room",
+                    path=plan.session,
+                ) from exc
             raise
         if plan.owner is not None:
             self._owners[plan.session] = (plan.owner.uid, plan.owner.gid)
@@ -511,7 +518,7 @@ class OverlayWorkspace:
             if final:
                 self._record_gone.add(session)
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if not _no_room(exc):
                 raise
             # Nothing is lost: the turn stays open with what it holds (and the
             # store's exactly-once record catches a space stored just before).
@@ -883,6 +890,11 @@ def _real_id(value: Any) -> bool:
 def _durable_mark(session_dir: Path, turn: str) -> Path:
     """Where the turn's ``durable`` mark goes, once its record is on disk."""
     return session_dir / turn / DURABLE_FILE
+
+
+def _no_room(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk under ``state_dir`` has no room (full, or over quota)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _remove_turn_record(turn_file: Path) -> None:

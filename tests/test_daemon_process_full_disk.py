@@ -181,3 +181,33 @@ def test_a_turn_ended_on_a_full_disk_loses_nothing_across_a_kill_9_and_stores_on
         assert again.stop() == 0
     dana_files, revisions, _ = stored(root)
     assert dana_files == {"prefs.md": b"short answers\n"} and revisions == 1
+
+
+def test_a_turn_started_on_a_full_disk_is_refused_with_disk_full_and_leaves_nothing_behind(
+    root: Path,
+) -> None:
+    state = root / "state"
+    daemon = DaemonProcess(root, config=with_limits(LIMITS))
+    try:
+        dana = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)["root"]
+        subprocess.run(["sh", "-c", "echo 'short answers' > me/prefs.md"], cwd=dana, check=True)
+        assert memfs("turn", "end", "s1", root=root)["spaces"]["me"]["status"] == "saved"
+        filler = state / "filler"
+        fill(filler)
+
+        refused = memfs(
+            "turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root, check=False
+        )
+
+        assert refused.returncode == 6, refused.stderr
+        assert "the disk under state_dir is full, so the turn could not start" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert [s["turn"] for s in memfs("status", root=root)["sessions"]] == [None]
+        session = state / "sessions" / "s1"
+        assert sorted(p.name for p in session.iterdir()) == [], list(session.iterdir())
+        os.truncate(filler, 0)
+        again = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+        assert (Path(again["root"]) / "me" / "prefs.md").read_text() == "short answers\n"
+        assert memfs("turn", "end", "s1", root=root)["spaces"]["me"]["status"] == "saved"
+    finally:
+        assert daemon.stop() == 0

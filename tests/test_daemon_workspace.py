@@ -13,7 +13,8 @@ import pytest
 import trio
 
 import memfs
-from memfs.core.errors import ConfigError, StoreUnavailable
+import memfsd.workspace as workspace_module
+from memfs.core.errors import ConfigError, DiskFull, StoreUnavailable
 from memfs.core.models import (
     ChangeSet,
     FileMeta,
@@ -345,9 +346,30 @@ async def test_a_turn_json_that_cannot_be_written_leaves_none_of_a_persons_blobs
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ws, "_write_state", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(DiskFull, match="the turn could not start; nothing of it was kept"):
         await memory.start_turn("s1", BODY)
     assert digest(b"tea\n") not in ws.overlay.blobs  # taken in the trip that failed, let go
+
+
+async def test_a_turn_json_written_but_not_synced_at_a_failed_start_is_not_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rename went through and the folder's sync failed: the client is told
+    # the start failed, so a restart must not bring that turn back.
+    memory, ws = workspace(tmp_path)
+    real = workspace_module._write_atomic
+
+    def written_then_failed(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
+        real(target, text, *args, **kwargs)
+        if target.name == "turn.json":
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(workspace_module, "_write_atomic", written_then_failed)
+    with pytest.raises(OSError, match="Input/output error"):
+        await memory.start_turn("s1", BODY)
+    assert not ws.turn_file("s1").exists()
+    assert sorted(ws.overlay.session_dir("s1").iterdir()) == []
+    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == []
 
 
 async def test_a_turn_end_writes_its_last_record_and_removes_its_turn_json_in_one_trip(
@@ -408,9 +430,10 @@ async def test_a_start_that_fails_after_turn_json_leaves_no_turn_behind(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(target, failing, full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(DiskFull, match="start it again once there is room"):
         await memory.start_turn("s1", BODY)
     assert not ws.turn_file("s1").exists()
+    assert sorted(ws.overlay.session_dir("s1").iterdir()) == []
     assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == []
     assert digest(b"tea\n") not in ws.overlay.blobs  # a person's blobs: let go, once
     monkeypatch.setattr(target, failing, real)
