@@ -97,6 +97,8 @@ def _load_lean(
     changes, generation = int(row[2]), int(row[3])
     held = lean.held(generation, space_id)
     manifest = lean.get(generation, space_id, version)
+    if manifest is not None and not _as_read(db, space_id, manifest):
+        manifest = None  # a backup put back in place handed this version out again
     if manifest is None:
         if held is None:
             manifest = _read_manifest(db, space_id, version, changes)
@@ -182,7 +184,12 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
     that moved are read whole, found by :func:`_moved_since` where they
     account for every write since ``old``; else each live path's revision id
     is read (the primary key alone) to find them.
+
+    Neither holds for a backup put back in place (:func:`_as_read`): the
+    manifest is then read whole.
     """
+    if not _as_read(db, space_id, old):
+        return _read_manifest(db, space_id, version, changes)
     found = _moved_since(db, space_id, version, changes, old)
     if found is not None:
         return found
@@ -248,14 +255,10 @@ def _moved_since(
     one write and no other write happened: every other path of ``old``
     holds. None where they are not, or where the count of live rows says
     ``old`` is of a space forgotten and made again under the same id (whose
-    count of writes began again). Costs the rows that moved, a count and a
-    look at its newest revision.
+    count of writes began again). Costs the rows that moved and a count;
+    the caller has found ``old``'s newest revision as it was.
     """
-    if old.changes is None or changes < old.changes or old.top_sha is None:
-        return None
-    # The newest revision it holds, still there as it was: a backup put back
-    # in place (the same file, counts and ids gone back) would not have it.
-    if _sha_of(db, space_id, old.top) != old.top_sha:
+    if old.changes is None or changes < old.changes:
         return None
     names = _names(db, space_id, create=False)
     rows = db.tuples(
@@ -291,6 +294,20 @@ def _moved_since(
         top_sha=top_sha,
         lineage=old.moved_to(version, frozenset(map(itemgetter(0), rows))),
     )
+
+
+def _as_read(db: Db, space_id: int, manifest: Manifest) -> bool:
+    """Whether the newest revision ``manifest`` holds is still in the space as it was.
+
+    Revision ids and space versions only grow, but a backup put back in
+    place (SQLite's backup API, the shell's ``.restore``; a PostgreSQL
+    restore of the rows alone) takes them back with it, and the writes
+    after it hand the same numbers out again for other bytes: the newest
+    revision a manifest read before holds is then gone or not as it was.
+    (Writes after it that only delete files leave it as it was, and are not
+    told apart: restart every process on a store put back in place.)
+    """
+    return manifest.top_sha is not None and _sha_of(db, space_id, manifest.top) == manifest.top_sha
 
 
 def _in_order(paths: Sequence[str], *maps: dict[str, Any]) -> list[dict[str, Any]]:
