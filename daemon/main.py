@@ -74,6 +74,13 @@ log = logging.getLogger("memfsd")
 # in reference cycles (trio's tracebacks) waits a little longer.
 GC_YOUNG_THRESHOLD = 10_000
 
+# Tasks reading FUSE requests. No handler awaits (``memfsd.fs``: each runs
+# whole between two requests), so a second task never has a request to
+# serve while the first is busy: pyfuse3's default (up to 99) started one
+# anyway and handed the FUSE fd between the two at every request, a task
+# switch each time.
+FUSE_TASKS = 1
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -352,7 +359,7 @@ async def serve(
             if web is not None:
                 log.info("the Memory tab on %s (sign in at %s/login)", web.url, web.url)
             task_status.started(service)
-            await pyfuse3.main()
+            await pyfuse3.main(min_tasks=1, max_tasks=FUSE_TASKS)
             seeds_stop.set()  # awatch ends on its stop event; cancelling alone is slow
             if web is not None:
                 web_stop.set()
@@ -466,6 +473,7 @@ def run_daemon(config: Any) -> None:
 
 __all__ = [
     "DAEMON_DESCRIPTORS",
+    "FUSE_TASKS",
     "GC_YOUNG_THRESHOLD",
     "MIN_POOL_DESCRIPTORS",
     "Settings",

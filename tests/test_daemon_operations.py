@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import errno
+import inspect
 import os
 from pathlib import Path
 
 import pyfuse3
 import pytest
 
+import memfsd.fs
 from memfs.core.models import FileMeta, Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, fuse_errors
+from memfsd.main import FUSE_TASKS
 from memfsd.nodes import ROOT_INODE, SnapshotFile
 from memfsd.overlay import Overlay
 from tests.overlay_helpers import Ctx, node_of, source_of, turn_of
@@ -762,3 +766,19 @@ async def test_a_folder_emptied_below_folders_only_looked_up_is_seen_empty_at_th
     await ops.unlink(await inode_of(ops, "s1", "rules", "top", "sub"), b"f.md", CTX)
     ends = overlay.folders_at_end(turn_of(overlay).mounts["rules"])
     assert ends == {"top": top_holds, "top/sub": False}
+
+
+def test_no_fuse_handler_awaits_so_one_task_reads_every_request() -> None:
+    # The daemon reads FUSE requests with FUSE_TASKS = 1: a handler that
+    # awaited would hold every other request of every mount until it resumed.
+    tree = ast.parse(inspect.getsource(memfsd.fs))
+    [ops] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MemfsOperations"]
+    handlers = [n for n in ops.body if isinstance(n, ast.AsyncFunctionDef)]
+    assert len(handlers) > 20 and FUSE_TASKS == 1
+    for handler in handlers:
+        suspends = [
+            type(node).__name__
+            for node in ast.walk(handler)
+            if isinstance(node, ast.Await | ast.AsyncFor | ast.AsyncWith)
+        ]
+        assert suspends == [], f"{handler.name} suspends: {suspends}"
