@@ -421,6 +421,68 @@ async def test_a_backup_put_back_in_place_never_serves_a_manifest_at_a_version_h
         await store.aclose()
 
 
+async def truth(path: Path) -> Loaded:
+    """The space as a store with no manifest held reads it."""
+    fresh = SqliteStore(path, manifest_cache_files=0)
+    try:
+        return await fresh.load_lean(ORG, "s1", set())
+    finally:
+        await fresh.aclose()
+
+
+def put_back(backup: Path, path: Path) -> None:
+    """SQLite's backup API (the shell's .restore): the older copy into the same file."""
+    with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+        copy.backup(live)
+
+
+def take(path: Path, backup: Path) -> None:
+    with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+        live.backup(copy)
+
+
+async def test_a_backup_put_back_in_place_never_serves_a_manifest_whose_newest_write_was_a_deletion(
+    tmp_path: Path,
+) -> None:
+    # The manifest's newest live revision is older than the copy, so it is
+    # still there as it was; the deletion it followed is not.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+        take(path, backup)
+        await save(store, ORG, ChangeSet(deleted=("b.md",)))
+        assert list((await store.load_lean(ORG, "s1", set())).revisions) == ["a.md"]
+        put_back(backup, path)
+        await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert comparable(after) == comparable(await truth(path))
+        assert sorted(after.revisions) == ["a.md", "b.md", "c.md"]
+    finally:
+        await store.aclose()
+
+
+async def test_a_backup_put_back_in_place_is_never_refreshed_when_only_counts_line_up(
+    tmp_path: Path,
+) -> None:
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"a", "b.md": b"b"}))
+        await save(store, ORG, ChangeSet(created={"e.md": b"e"}))
+        take(path, backup)
+        await save(store, ORG, ChangeSet(deleted=("b.md",)))
+        await store.load_lean(ORG, "s1", set())
+        put_back(backup, path)
+        await save(store, ORG, ChangeSet(deleted=("e.md",)))
+        await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert comparable(after) == comparable(await truth(path))
+        assert sorted(after.revisions) == ["a.md", "b.md", "c.md"]
+    finally:
+        await store.aclose()
+
+
 async def test_a_refresh_keeps_every_path_in_place_and_puts_new_ones_after_them(
     tmp_path: Path,
 ) -> None:

@@ -22,10 +22,11 @@ live rows (``changes``) refreshes it from the live rows naming a revision
 newer than any it holds (``top``): when those rows are as many as the
 writes counted since, every write is one of them, so the rest of the
 manifest still holds, and a turn after a turn that wrote ten files reads
-ten rows, not every file's (``memfs.stores.sql.files``). The newest revision
-a manifest holds (``top``, ``top_sha``) must still be there as it was: a
-backup put back in place sends counts and ids back, and writes after it can
-line up with the counts a manifest holds.
+ten rows, not every file's (``memfs.stores.sql.files``). The space's newest
+revision row of any kind when the manifest was read (``newest``: its id,
+and its path, sha256 and time; a deletion is a row too) must still be there
+as it was: a backup put back in place sends versions, counts and ids back,
+and the writes after it hand the same numbers out again to other rows.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ class Manifest:
     # The space's count of writes to its live rows when read; None: not counted.
     changes: int | None = None
     top: int = 0  # the newest revision id a live row named when read
-    top_sha: str | None = None  # that revision's sha256: a database put back loses it
+    # The space's newest revision row when read (its id, and what tells it
+    # apart); (0, None): none. None: not known, never taken as still there.
+    newest: tuple[int, object] | None = None
     # The paths each refresh moved, since the manifest was read whole; None: not told.
     lineage: Lineage | None = None
 

@@ -159,7 +159,6 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
     )
     if (names := _names(db, space_id, create=False)).sealed:
         rows = _in_path_order(rows, names)
-    top, top_sha = _newest(rows)
     return Manifest(
         version=version,
         revisions={row[0]: str(row[1]) for row in rows},
@@ -168,8 +167,8 @@ def _read_manifest(db: Db, space_id: int, version: int, changes: int) -> Manifes
         meta={row[0]: _meta(row[4], row[5], row[6]) for row in rows},
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
-        top=top,
-        top_sha=top_sha,
+        top=max((int(row[1]) for row in rows), default=0),
+        newest=_newest_row(db, space_id),
         lineage=Lineage.start(version),
     )
 
@@ -238,7 +237,7 @@ def _refresh_manifest(db: Db, space_id: int, version: int, changes: int, old: Ma
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
         top=top,
-        top_sha=_sha_of(db, space_id, top),
+        newest=_newest_row(db, space_id),
         lineage=old.moved_to(version, frozenset([*moved, *gone])),
     )
 
@@ -281,7 +280,7 @@ def _moved_since(
     for path, revision_id, sha, size, mode, mtime, ctime in rows:
         revisions[path], shas[path] = str(revision_id), sha
         sizes[path], meta[path] = int(size), _meta(mode, mtime, ctime)
-    top, top_sha = _newest(rows) if rows else (old.top, old.top_sha)
+    top = max((int(row[1]) for row in rows), default=old.top)
     return Manifest(
         version=version,
         revisions=revisions,
@@ -291,50 +290,49 @@ def _moved_since(
         folders=frozenset(_folders(db, space_id)),
         changes=changes,
         top=top,
-        top_sha=top_sha,
+        newest=_newest_row(db, space_id),
         lineage=old.moved_to(version, frozenset(map(itemgetter(0), rows))),
     )
 
 
 def _as_read(db: Db, space_id: int, manifest: Manifest) -> bool:
-    """Whether the newest revision ``manifest`` holds is still in the space as it was.
+    """Whether the space's newest revision row when ``manifest`` was read is still as it was.
 
     Revision ids and space versions only grow, but a backup put back in
     place (SQLite's backup API, the shell's ``.restore``; a PostgreSQL
     restore of the rows alone) takes them back with it, and the writes
-    after it hand the same numbers out again for other bytes: the newest
-    revision a manifest read before holds is then gone or not as it was.
-    (Writes after it that only delete files leave it as it was, and are not
-    told apart: restart every process on a store put back in place.)
+    after it hand the same numbers out again: that row is then gone, or
+    another row has its id (another path, other bytes, another write). Every
+    write of a file, a deletion too, adds a row; a write of folders alone
+    adds none, so folders written after such a restore alone are not told
+    apart (restart every process on a store put back in place).
     """
-    return manifest.top_sha is not None and _sha_of(db, space_id, manifest.top) == manifest.top_sha
+    if manifest.newest is None:
+        return False
+    newest, seen = manifest.newest
+    if not newest:
+        return _newest_row(db, space_id) == (0, None)
+    row = db.one(
+        "SELECT created_at, sha256, path FROM revisions WHERE id = ? AND space_id = ?",
+        (newest, space_id),
+    )
+    return row is not None and tuple(row) == seen
+
+
+def _newest_row(db: Db, space_id: int) -> tuple[int, object]:
+    """The space's newest revision row of any kind: its id and what tells it apart; (0, None)."""
+    row = db.one(
+        "SELECT id, created_at, sha256, path FROM revisions WHERE space_id = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (space_id,),
+    )
+    return (0, None) if row is None else (int(row[0]), tuple(row[1:]))
 
 
 def _in_order(paths: Sequence[str], *maps: dict[str, Any]) -> list[dict[str, Any]]:
     """``maps`` with their paths in ``paths``' order: path order, as a manifest read whole is."""
     # C-level maps: this runs over every file of the space.
     return [dict(zip(paths, map(held.__getitem__, paths), strict=True)) for held in maps]
-
-
-def _newest(rows: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
-    """The newest revision id of ``rows`` (path, revision id, sha256, ...) and its sha256."""
-    if not rows:
-        return 0, ""
-    newest = max(rows, key=itemgetter(1))
-    return int(newest[1]), newest[2]
-
-
-def _sha_of(db: Db, space_id: int, revision_id: int) -> str | None:
-    """The sha256 of the space's revision ``revision_id`` as the database has it now.
-
-    ``""`` for 0 (no revision: an empty space), None where there is no such revision.
-    """
-    if not revision_id:
-        return ""
-    row = db.one(
-        "SELECT sha256 FROM revisions WHERE id = ? AND space_id = ?", (revision_id, space_id)
-    )
-    return None if row is None else row[0]
 
 
 def _put(
