@@ -83,18 +83,20 @@ def _earliest(cursors: Iterable[str | None]) -> str | None:
     return min(known)[1] if known else None
 
 
-def _dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str | None:
+def _dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str:
     """The cursor that dates the words of ``user`` of ``org`` in one turn's (or change set's) loads.
 
     Their own space's cursor is at least their last forget once the load saw
     it (a load of it says so), so it tells a turn they started once back from
     one open before. A turn by them over org memory only has nothing that
     exact: its earliest cursor, which may date it too early (its words are
-    then dropped, never kept).
+    then dropped, never kept). Only the store's loads count (an app's folder
+    has cursors of its own), and a load that failed has none: a turn with
+    none left is dated before every forget.
     """
-    mounts = list(mounts)
-    own = [mount.cursor for mount in mounts if mount.ref.owned_by(org, user)]
-    return _earliest(own or [mount.cursor for mount in mounts])
+    known = [m for m in mounts if m.ref.layer != "dir" and m.cursor is not None]
+    own = [mount.cursor for mount in known if mount.ref.owned_by(org, user)]
+    return _earliest(own or [mount.cursor for mount in known]) or "0"
 
 
 @dataclass

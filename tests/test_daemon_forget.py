@@ -16,6 +16,7 @@ import trio
 
 import memfs
 from memfs.api.models import ForgetNotice, StartTurnRequest, TurnEnded
+from memfs.core.errors import StoreUnavailable
 from memfs.core.models import ChangeSet, Limits, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.specs import MemorySpec
 from memfs.engine.plan import Mount, TurnPlan
@@ -884,3 +885,56 @@ async def test_a_turn_she_starts_after_a_forget_keeps_its_words_when_an_older_st
     assert first.prompt is None and first.plan.forgotten == {"u_dana"}
     assert second.prompt == "okapi-second: my new treatment plan"
     assert second.plan.forgotten == frozenset()
+
+
+async def dana_starts(service: DaemonService) -> Turn:
+    """Dana's turn, by her, with her prompt; the open turn of session s1."""
+    body = {"userId": "u_dana", "name": "Dana"}
+    await service.start_turn(StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT))
+    return service.memory.open_turn("s1")
+
+
+async def test_a_poll_takes_her_words_out_of_a_turn_whose_load_of_her_space_failed(
+    tmp_path: Path,
+) -> None:
+    # Her space could not be loaded (no copy of it known): that mount has no
+    # cursor, so her words are dated by the turn's other loads, never kept.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    down = StoreUnavailable("the store is down")
+    store.fail("load_lean", down, times=1, when=lambda ref, *_: ref == ME)
+    memory, ws = desk(tmp_path, store, SPECS)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        turn = await dana_starts(service)
+        assert turn.mounts["me"].cursor is None and turn.mounts["lending-rules"].cursor
+        await store.inner.forget_user("u_dana", "default", by=None)  # nobody tells it
+
+        await service.poll_forgets()
+
+        assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
+        assert b"okapi-prompt" not in ws.turn_file("s1").read_bytes()
+    finally:
+        await store.aclose()
+
+
+async def test_a_poll_dates_her_words_by_the_stores_loads_not_an_apps_folder(
+    tmp_path: Path,
+) -> None:
+    # An app's folder has a cursor of the app's own ("etag-abc"), no number
+    # of the store's sequence: asking the store with it failed every look.
+    async def load(ctx: object) -> tuple[dict[str, bytes], str]:
+        return {}, "etag-abc"
+
+    async def keep(ctx: object, changes: object, cursor: object) -> None:
+        return None
+
+    store = MemoryStore()
+    specs = [SPECS[0], memfs.persistent_dir(path="scratch", load=load, store=keep)]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    turn = await dana_starts(service)
+    await store.forget_user("u_dana", "default", by=None)  # nobody tells it
+
+    await service.poll_forgets()
+
+    assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
