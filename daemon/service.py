@@ -349,8 +349,8 @@ class DaemonService:
         """Forgets heard while ``turn`` started (not open yet): what they would have dropped.
 
         Its spaces may have been loaded before the forget: the store says
-        which (as a look at the store does); a person forgotten (``people``)
-        takes their words out of it too.
+        which (as a look at the store does); a person forgotten (``people``,
+        or found so by the store) takes their words out of it too.
         """
         for org, user in sorted(people):
             # The notice reached every other turn and change set open then.
@@ -358,6 +358,15 @@ class DaemonService:
         refs = {mount.ref for mount in turn.mounts.values() if mount.layer == "user"}
         if refs:
             await self._drop_forgotten_spaces("was forgotten while the turn started", refs)
+        # A shared store's notice names spaces, not people: everyone whose
+        # words the turn carries is asked about, as a look does.
+        store = self.memory.store
+        if isinstance(store, ForgetLog):
+            async with self.forget_lock:
+                for org, user in sorted(turn.plan.people()):
+                    dated = _dating(turn.mounts.values(), org, user)
+                    if await store.person_forgotten_since(org, user, dated):
+                        await self.memory.forget_person(org, user, [turn])
 
     async def end_turn(self, session: str) -> TurnEnded:
         result = await self.memory.end_turn(session)

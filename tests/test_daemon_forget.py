@@ -938,3 +938,24 @@ async def test_a_poll_dates_her_words_by_the_stores_loads_not_an_apps_folder(
     await service.poll_forgets()
 
     assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
+
+
+async def test_a_shared_stores_notice_heard_while_a_turn_by_her_starts_takes_her_words_out(
+    tmp_path: Path,
+) -> None:
+    # Only org memory is mounted; a shared store's notice names her space,
+    # not her, and comes while her turn starts: no poll will look again
+    # (forget_poll_seconds = 0), so the start asks of everyone in the turn.
+    store = MemoryStore()
+    memory, ws = desk(tmp_path, store, SPECS[:1])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    async def forget_her() -> None:
+        await store.forget_user("u_dana", "default", by=None)
+        await service.poll_forgets(only={ME})  # what memfsd.listen does on a notice
+
+    await start_with_forgets_between(service, ws, forget_her)
+
+    [turn] = memory.open_turns()
+    assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
+    assert b"okapi-prompt" not in ws.turn_file("s1").read_bytes()
