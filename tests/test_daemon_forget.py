@@ -889,7 +889,7 @@ async def test_a_turn_she_starts_after_a_forget_keeps_its_words_when_an_older_st
 
 async def dana_starts(service: DaemonService) -> Turn:
     """Dana's turn, by her, with her prompt; the open turn of session s1."""
-    body = {"userId": "u_dana", "name": "Dana"}
+    body = {"userId": "u_dana", "name": "Dana", "role": "underwriter"}
     await service.start_turn(StartTurnRequest(session="s1", extra_body=body, prompt=PROMPT))
     return service.memory.open_turn("s1")
 
@@ -959,3 +959,75 @@ async def test_a_shared_stores_notice_heard_while_a_turn_by_her_starts_takes_her
     [turn] = memory.open_turns()
     assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
     assert b"okapi-prompt" not in ws.turn_file("s1").read_bytes()
+
+
+def block_stores(store: FaultyStore) -> list[trio.Event]:
+    """Stores wait until the events are set: alone, or with the trace (one space stored)."""
+    return [store.block("store"), store.block("store_batch")]
+
+
+async def her_store_waits(store: FaultyStore) -> None:
+    """Until the turn's end has called the store for her space (the first), blocked there."""
+    with trio.fail_after(10):  # the end goes through worker threads before it gets there
+        while store.calls["store"] + store.calls["store_batch"] < 1:  # noqa: ASYNC110
+            await trio.sleep(0.01)  # calls are counted, not signalled
+    assert store.calls["store"] + store.calls["store_batch"] == 1, store.calls
+
+
+async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_the_spaces_stored_after(
+    tmp_path: Path,
+) -> None:
+    # Her space is stored first; she is forgotten (and the daemon told) while
+    # that store runs. The org space, stored next, must not carry her prompt
+    # or her name: they were taken out of the turn before it was stored.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    memory, ws = desk(tmp_path, store, [SPECS[1], SPECS[0]])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        turn = await dana_starts(service)
+        overlay = ws.overlay
+        write_new(overlay, mounts_of(overlay)["me"], "n.md", b"mine\n")
+        write_new(overlay, mounts_of(overlay)["lending-rules"], "r.md", b"a rule\n")
+        gates = block_stores(store)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.end_turn, "s1")
+            await her_store_waits(store)
+            await store.inner.forget_user("u_dana", "default", by=None)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            for gate in gates:
+                gate.set()
+        assert turn.prompt is None
+        [revision] = await store.inner.history(SpaceRef(layer="org", space="lending-rules"), "r.md")
+        assert revision.provenance.prompt is None
+        assert revision.provenance.by is not None and revision.provenance.by.label is None
+    finally:
+        await store.aclose()
+
+
+async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_its_held_change_set(
+    tmp_path: Path,
+) -> None:
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    manual = SPECS[0].model_copy(update={"commit": "manual"})
+    memory, ws = desk(tmp_path, store, [SPECS[1], manual])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        overlay = ws.overlay
+        write_new(overlay, mounts_of(overlay)["me"], "n.md", b"mine\n")
+        write_new(overlay, mounts_of(overlay)["lending-rules"], "r.md", b"a rule\n")
+        gates = block_stores(store)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.end_turn, "s1")
+            await her_store_waits(store)
+            await store.inner.forget_user("u_dana", "default", by=None)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            for gate in gates:
+                gate.set()
+        [held] = (tmp_path / "state" / "sessions" / "s1" / "manual").glob("*.json")
+        assert b"okapi-prompt" not in held.read_bytes() and b'"Dana"' not in held.read_bytes()
+        [hold] = service.manual.values()
+        assert hold.spaces["lending-rules"].provenance.prompt is None
+        assert hold.forgotten == ["u_dana"]
+    finally:
+        await store.aclose()

@@ -800,30 +800,22 @@ class Memory:
 
     async def _end(self, turn: Turn) -> CommitResult:
         spaces: dict[str, SpaceResult] = {}
-        held: dict[str, HeldSpace] = {}
         # Only once every space is stored (or dropped) do the working copies go:
         # an exception here leaves the turn open, to be ended again.
-        ending_now: list[tuple[str, Mount, ChangeSet, dict[str, MemfsError], Provenance]] = []
+        ending_now: list[tuple[str, ChangeSet, dict[str, MemfsError]]] = []
         actions: dict[str, EndAction] = {}
         for name, mount in turn.mounts.items():
             if name in turn.done:
                 spaces[name] = turn.done[name]
                 continue
             changes, refused = await self.workspace.collect(turn.session, mount)
-            provenance = Provenance(
-                session=turn.session,
-                turn=turn.id,
-                prompt=turn.prompt,
-                by=mount.by,
-                person=turn.person,
-            )
             actions[name] = end_action(
                 commit=mount.commit,
                 read_only=mount.read_only,
                 from_last_known_copy=mount.from_last_known_copy,
                 has_changes=not changes.is_empty(),
             )
-            ending_now.append((name, mount, changes, refused, provenance))
+            ending_now.append((name, changes, refused))
         files = self.workspace.access(turn.session)
         # A turn whose one store goes to a store that can take the trace with
         # it commits once: that space ends last, its trace made from every
@@ -841,15 +833,14 @@ class Memory:
             ending_now = [entry for entry in ending_now if entry is not storing[0]] + storing
         traced = False
         managed = store_is(self.store, ManagedStore)
-        for at, (name, mount, changes, refused, provenance) in enumerate(ending_now, start=1):
+        manual: dict[str, tuple[ChangeSet, dict[str, MemfsError]]] = {}
+        for at, (name, changes, refused) in enumerate(ending_now, start=1):
             action = actions[name]
+            # The turn as it is now: a person forgotten while an earlier
+            # space was stored has no words left in it (forget_person).
+            mount, provenance = turn.mounts[name], _provenance(turn, name)
             if action is EndAction.MANUAL:
-                held[name] = HeldSpace(
-                    mount=mount.state(),
-                    changes=changes,
-                    refused={path: str(exc) for path, exc in refused.items()},
-                    provenance=provenance,
-                )
+                manual[name] = (changes, refused)
             trace = (
                 partial(self._trace_of, turn, dict(spaces), files, name)
                 if name == traced_with
@@ -874,6 +865,17 @@ class Memory:
             # kept, no trace still to record), goes down with the turn's end.
             final = at == len(ending_now) and not turn.kept and (traced or not managed)
             await self.workspace.record(turn.session, turn.id, turn.done, turn.kept, final=final)
+        # Made once every space has ended, from the turn as it is then (see above).
+        held = {
+            name: HeldSpace(
+                mount=turn.mounts[name].state(),
+                changes=changes,
+                refused={path: str(exc) for path, exc in refused.items()},
+                provenance=_provenance(turn, name),
+            )
+            for name, (changes, refused) in manual.items()
+            if spaces[name].reason != ending.FORGOTTEN
+        }
         hold = (
             ManualHold(
                 session=turn.session,
@@ -882,6 +884,7 @@ class Memory:
                 extra_body=dict(turn.extra_body),
                 spaces=held,
                 ended=spaces,
+                forgotten=sorted(turn.plan.forgotten),
             )
             if held
             else None
@@ -1068,6 +1071,17 @@ class Memory:
             moved = stored.conflicts or accepted.paths
             return ending.conflicted(changes, accepted, refused, moved, mount.snapshot), False
         return ending.stored(changes, refused, stored), with_trace is not None
+
+
+def _provenance(turn: Turn, name: str) -> Provenance:
+    """Where what the turn stores in the mount ``name`` came from, as the turn stands now."""
+    return Provenance(
+        session=turn.session,
+        turn=turn.id,
+        prompt=turn.prompt,
+        by=turn.mounts[name].by,
+        person=turn.person,
+    )
 
 
 def _traced(
