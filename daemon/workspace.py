@@ -171,12 +171,13 @@ class OverlayWorkspace:
         except BaseException as exc:
             # The turn never got its mounts: nothing of it may stay behind,
             # turn.json least of all (a restart would bring back a turn whose
-            # start failed, over a base released just below). A session
-            # starting a turn has no turn.json, so any there now is this
-            # one's, whether or not its write got past the rename.
+            # start failed, over a base released just below), whether or not
+            # its write got past the rename. One of a turn that was not
+            # brought back at start stays.
             laid = self.overlay.sessions.get(plan.session)
             attached = laid is not None and laid.turn is not None and laid.turn.turn == plan.turn
-            _remove_turn_record(self.turn_file(plan.session))
+            if _names_turn(self.turn_file(plan.session), plan.turn):
+                self.turn_file(plan.session).unlink()
             if attached:
                 self.overlay.detach_turn(plan.session)  # its folder and blobs with it
             else:
@@ -895,6 +896,15 @@ def _durable_mark(session_dir: Path, turn: str) -> Path:
 def _no_room(exc: BaseException) -> bool:
     """Whether ``exc`` says the disk under ``state_dir`` has no room (full, or over quota)."""
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _names_turn(turn_file: Path, turn: str) -> bool:
+    """Whether ``turn_file`` is there and is the record of ``turn`` (its header says)."""
+    try:
+        with open(turn_file, "rb") as record:
+            return bool(json.loads(record.readline())["state"]["turn"] == turn)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # gone, or not known to be this turn's: not this start's to remove
 
 
 def _remove_turn_record(turn_file: Path) -> None:

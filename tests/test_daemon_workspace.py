@@ -440,3 +440,22 @@ async def test_a_start_that_fails_after_turn_json_leaves_no_turn_behind(
     turn = await memory.start_turn("s1", BODY)
     assert set(turn.mounts["rules"].snapshot) == {"r.md", "n.md"}
     await turn.end()
+
+
+async def test_a_failed_start_leaves_the_record_of_a_turn_that_did_not_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The last turn's record was not brought back at start (the daemon logs
+    # it and leaves it in place); a start that fails must not remove it.
+    memory, ws = workspace(tmp_path)
+    await memory.start_turn("s1", BODY)
+    left = ws.turn_file("s1").read_bytes()
+    memory, ws = workspace(tmp_path)  # a restart that did not restore it
+
+    def full(*args: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ws, "_write_state", full)
+    with pytest.raises(DiskFull):
+        await memory.start_turn("s1", BODY)
+    assert ws.turn_file("s1").read_bytes() == left
