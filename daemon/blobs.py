@@ -102,40 +102,59 @@ class BlobCache:
                     mine[sha] = content
                     self._writing[sha] = threading.Event()
         try:
-            # A file already under the name (an earlier run's) is trusted only
-            # if it hashes to it; checked outside the lock, so hashing a large
-            # one holds up no other turn.
-            whole = {sha for sha in mine if _holds(self.path(sha), sha)}
-            self._write({sha: content for sha, content in mine.items() if sha not in whole})
-            with self._lock:
-                self._present.update(mine)
-        finally:
-            with self._lock:
-                for sha in mine:
-                    self._writing.pop(sha).set()
-        # Fifty turns starting at once over one space write each blob once:
-        # the others wait for the one writing it (and write it themselves if it failed).
-        for sha, content, writing in theirs:
-            writing.wait()
-            with self._lock:
-                here = sha in self._present
-            if not here:
-                self.put_many([content], [sha])
+            try:
+                # A file already under the name (an earlier run's) is trusted
+                # only if it hashes to it; checked outside the lock, so hashing
+                # a large one holds up no other turn.
+                whole = {sha for sha in mine if _holds(self.path(sha), sha)}
+                self._write({sha: content for sha, content in mine.items() if sha not in whole})
+                with self._lock:
+                    self._present.update(mine)
+            finally:
+                with self._lock:
+                    for sha in mine:
+                        self._writing.pop(sha).set()
+            # Fifty turns starting at once over one space write each blob once:
+            # the others wait for the one writing it (and write it themselves if it failed).
+            for sha, content, writing in theirs:
+                writing.wait()
+                with self._lock:
+                    here = sha in self._present
+                if not here:
+                    self.put_many([content], [sha])
+        except BaseException:
+            if hold:  # nothing of a failed call stays held
+                self.release(shas, discard=False)
+            raise
         return shas
 
     def _write(self, blobs: dict[str, bytes]) -> None:
-        pending: list[tuple[Path, Path, str]] = []
-        for sha, content in blobs.items():
-            target = self.path(sha)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(target.parent, DIR_MODE)
-            # A name of its own: two turns starting at once may write the same blob.
-            fd, name = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=target.parent)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            pending.append((Path(name), target, sha))
-        for tmp, target, _ in pending:
-            os.replace(tmp, target)
+        """Write ``blobs`` (none of them present); on failure none of their bytes stays.
+
+        A person's bytes left behind (a disk full between two blobs) would
+        be in no turn's hold, so a forget of them would not reach them.
+        """
+        pending: list[tuple[Path, Path]] = []
+        placed: list[Path] = []
+        try:
+            for sha, content in blobs.items():
+                target = self.path(sha)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(target.parent, DIR_MODE)
+                # A name of its own: two turns starting at once may write the same blob.
+                fd, name = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=target.parent)
+                pending.append((Path(name), target))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(content)
+            for tmp, target in pending:
+                os.replace(tmp, target)
+                placed.append(target)
+        except BaseException:
+            # Being written here, they were no one else's (``put_many``'s ``_writing``).
+            for path in [tmp for tmp, _ in pending] + placed:
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
+            raise
 
     def make_durable(self, shas: Iterable[str]) -> int:
         """Sync every blob of ``shas`` not known synced, then their folders; how many.

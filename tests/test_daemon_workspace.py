@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import tempfile
 from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
@@ -459,3 +460,35 @@ async def test_a_failed_start_leaves_the_record_of_a_turn_that_did_not_come_back
     with pytest.raises(DiskFull):
         await memory.start_turn("s1", BODY)
     assert ws.turn_file("s1").read_bytes() == left
+
+
+async def test_a_start_the_disk_fills_under_mid_blob_holds_nothing_and_leaves_no_byte_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk fills between the person's two blobs: the first is written,
+    # the second is not. Neither may stay held, nor on disk (a forget of the
+    # person would not know of it), half-written or whole.
+    memory, ws = workspace(tmp_path)
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    two = ChangeSet(created={"a.md": b"first secret\n", "b.md": b"second secret\n"})
+    await store_of(memory).put(me, two, provenance=Provenance())
+    real, made = tempfile.mkstemp, []
+
+    def fills(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        made.append(1)
+        if len(made) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", fills)
+    with pytest.raises(DiskFull):
+        await memory.start_turn("s1", BODY)
+    blobs = ws.overlay.blobs
+    assert [digest(b"first secret\n") in blobs, digest(b"second secret\n") in blobs] == [False] * 2
+    leftovers = [p for p in (tmp_path / "state" / "blobs").rglob("*") if p.is_file()]
+    assert not any(b"secret" in p.read_bytes() for p in leftovers), leftovers
+    monkeypatch.setattr(tempfile, "mkstemp", real)
+    turn = await memory.start_turn("s1", BODY)  # room again: it starts, and holds each once
+    assert set(turn.mounts["me"].snapshot) == {"a.md", "b.md"}
+    await turn.end()  # the last turn over them: no hold is left to keep them
+    assert [digest(b"first secret\n") in blobs, digest(b"second secret\n") in blobs] == [False] * 2
