@@ -15,7 +15,8 @@ import trio
 
 import memfs
 import memfsd.workspace as workspace_module
-from memfs.core.errors import ConfigError, DiskFull, StoreUnavailable
+from memfs.api.models import StartTurnRequest
+from memfs.core.errors import ConfigError, DiskFull, StoreUnavailable, TurnOpen
 from memfs.core.models import (
     ChangeSet,
     FileMeta,
@@ -31,6 +32,7 @@ from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
+from memfsd.service import DaemonService
 from memfsd.workspace import DONE_FILE, MANIFEST_FORMAT, OverlayWorkspace
 from tests.overlay_helpers import source_of, turn_of
 
@@ -492,3 +494,30 @@ async def test_a_start_the_disk_fills_under_mid_blob_holds_nothing_and_leaves_no
     assert set(turn.mounts["me"].snapshot) == {"a.md", "b.md"}
     await turn.end()  # the last turn over them: no hold is left to keep them
     assert [digest(b"first secret\n") in blobs, digest(b"second secret\n") in blobs] == [False] * 2
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_session_whose_turn_did_not_come_back_refuses_a_new_turn_and_keeps_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The restart could not bring the turn back (logged, left in place): a
+    # new turn would write over its record, and the sweep at the next
+    # restart would then remove what its agent wrote.
+    memory, ws = workspace(tmp_path)
+    turn = await memory.start_turn("s1", BODY)
+    record = ws.turn_file("s1").read_bytes()
+    folder = ws.overlay.session_dir("s1") / turn.id
+    memory, ws = workspace(tmp_path)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    def broken(state: TurnState) -> None:
+        raise RuntimeError("a bug that keeps the turn from coming back")
+
+    monkeypatch.setattr(memory, "restore_turn", broken)
+    assert service.recover() == []
+
+    with pytest.raises(TurnOpen, match="could not be brought back"):
+        await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
+    assert ws.turn_file("s1").read_bytes() == record and folder.is_dir()
+    other = await service.start_turn(StartTurnRequest(session="s2", extra_body=BODY))
+    assert other.session == "s2"
