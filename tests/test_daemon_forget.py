@@ -1031,3 +1031,37 @@ async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_its_held
         assert hold.forgotten == ["u_dana"]
     finally:
         await store.aclose()
+
+
+async def test_her_manual_space_that_ended_before_a_forget_heard_mid_end_is_not_held(
+    tmp_path: Path,
+) -> None:
+    # Her own space (manual) ends first and is held; she is forgotten while
+    # the org space stores. Nothing of her space may be held, or written down.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    mine = SPECS[1].model_copy(update={"commit": "manual"})
+    memory, ws = desk(tmp_path, store, [mine, SPECS[0]])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["me"], "n.md", b"her-secret\n")
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        gates = block_stores(store)
+        ended: list[TurnEnded] = []
+
+        async def end() -> None:
+            ended.append(await service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await her_store_waits(store)
+            await store.inner.forget_user("u_dana", "default", by=None)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            for gate in gates:
+                gate.set()
+        assert all("me" not in hold.spaces for hold in service.manual.values())
+        assert ended[0].spaces["me"].reason == "forgotten"
+        state = tmp_path / "state"
+        assert not any(b"her-secret" in p.read_bytes() for p in state.rglob("*") if p.is_file())
+    finally:
+        await store.aclose()

@@ -865,6 +865,10 @@ class Memory:
             # kept, no trace still to record), goes down with the turn's end.
             final = at == len(ending_now) and not turn.kept and (traced or not managed)
             await self.workspace.record(turn.session, turn.id, turn.done, turn.kept, final=final)
+        # A space forgotten after it ended (while a later one stored) is reported so.
+        for name, settled in turn.done.items():
+            if name in spaces and settled.reason == ending.FORGOTTEN:
+                spaces[name] = settled
         # Made once every space has ended, from the turn as it is then (see above).
         held = {
             name: HeldSpace(
