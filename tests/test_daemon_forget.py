@@ -12,11 +12,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
 import trio
 
 import memfs
 from memfs.api.models import ForgetNotice, StartTurnRequest, TurnEnded
-from memfs.core.errors import StoreUnavailable
+from memfs.core.errors import ConfigError, StoreUnavailable
 from memfs.core.models import ChangeSet, Limits, Loaded, Provenance, SpaceRef, Stored, digest
 from memfs.core.specs import MemorySpec
 from memfs.engine.plan import Mount, TurnPlan
@@ -1063,5 +1064,33 @@ async def test_her_manual_space_that_ended_before_a_forget_heard_mid_end_is_not_
         assert ended[0].spaces["me"].reason == "forgotten"
         state = tmp_path / "state"
         assert not any(b"her-secret" in p.read_bytes() for p in state.rglob("*") if p.is_file())
+    finally:
+        await store.aclose()
+
+
+async def test_an_end_retried_after_a_failure_still_holds_the_manual_change_set(
+    tmp_path: Path,
+) -> None:
+    # The manual space ended first; the store of the next one raised, so the
+    # end failed and its hold was never made. The retry must make it.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    manual = SPECS[0].model_copy(update={"commit": "manual"})
+    memory, ws = desk(tmp_path, store, [manual, SPECS[1]])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        write_new(ws.overlay, mounts_of(ws.overlay)["me"], "n.md", b"mine\n")
+        for method in ("store", "store_batch"):
+            store.fail(method, ConfigError("boom"), times=1)
+        with pytest.raises(ConfigError):
+            await service.end_turn("s1")
+        store.heal()
+
+        ended = await service.end_turn("s1")
+
+        assert ended.spaces["lending-rules"].status == "manual"
+        [hold] = service.manual.values()
+        assert hold.spaces["lending-rules"].changes.created == {"r.md": b"a rule\n"}
     finally:
         await store.aclose()

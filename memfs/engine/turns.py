@@ -805,8 +805,11 @@ class Memory:
         ending_now: list[tuple[str, ChangeSet, dict[str, MemfsError]]] = []
         actions: dict[str, EndAction] = {}
         for name, mount in turn.mounts.items():
-            if name in turn.done:
-                spaces[name] = turn.done[name]
+            settled = turn.done.get(name)
+            # A manual space's change set is held only once the whole end is
+            # through: an end that failed after it is made again, its hold too.
+            if settled is not None and settled.status != "manual":
+                spaces[name] = settled
                 continue
             changes, refused = await self.workspace.collect(turn.session, mount)
             actions[name] = end_action(
