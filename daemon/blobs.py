@@ -123,8 +123,9 @@ class BlobCache:
                 if not here:
                     self.put_many([content], [sha])
         except BaseException:
-            if hold:  # nothing of a failed call stays held
-                self.release(shas, discard=False)
+            if hold:  # nothing of a failed call stays held, nor on disk held by nobody
+                self.release([sha for sha in shas if sha in mine], discard=True)
+                self.release([sha for sha in shas if sha not in mine], discard=False)
             raise
         return shas
 

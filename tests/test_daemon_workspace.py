@@ -6,6 +6,8 @@ import errno
 import json
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
@@ -521,3 +523,40 @@ async def test_a_session_whose_turn_did_not_come_back_refuses_a_new_turn_and_kee
     assert ws.turn_file("s1").read_bytes() == record and folder.is_dir()
     other = await service.start_turn(StartTurnRequest(session="s2", extra_body=BODY))
     assert other.session == "s2"
+
+
+def test_a_blob_call_that_fails_waiting_on_another_writer_leaves_its_own_blobs_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This call writes x; y is another call's, in flight. That write fails,
+    # and so does this call's own try at y (the disk is full): x was held by
+    # this call alone and must not stay on disk, held by nobody.
+    blobs = BlobCache(tmp_path / "blobs")
+    x, y = b"her first secret\n", b"her second secret\n"
+    theirs = threading.Event()
+    blobs._writing[digest(y)] = theirs  # another call's write of y, in flight
+    real = tempfile.mkstemp
+
+    def full_for_y(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        if digest(y) in str(kwargs.get("prefix", "")):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full_for_y)
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            blobs.put_many([x, y], hold=True)
+        except OSError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    while not blobs.path(digest(x)).exists() and worker.is_alive():
+        time.sleep(0.001)
+    del blobs._writing[digest(y)]
+    theirs.set()  # the other call's write failed: y is not here
+    worker.join(10)
+    assert failed and not worker.is_alive()
+    assert digest(x) not in blobs and digest(y) not in blobs
