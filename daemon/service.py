@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import trio
@@ -38,10 +38,10 @@ from memfs.api.models import (
 from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
-from memfs.core.policy import parse_cursor
 from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
+from memfsd.words import Judge, Key, Person, WordMarks
 from memfsd.workspace import OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
@@ -70,33 +70,8 @@ def ended(result: CommitResult) -> TurnEnded:
     )
 
 
-# Whether a person was forgotten after a cursor (``DaemonService._forgot_after``).
-ForgotAfter = Callable[[str | None], Awaitable[bool]]
-
 # People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
 HEARD_PEOPLE = 1024
-
-
-def _earliest(cursors: Iterable[str | None]) -> str | None:
-    """The earliest of a turn's cursors (they come from one sequence); None if none."""
-    known = [(parse_cursor(cursor), cursor) for cursor in cursors if cursor is not None]
-    return min(known)[1] if known else None
-
-
-def _dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str:
-    """The cursor that dates the words of ``user`` of ``org`` in one turn's (or change set's) loads.
-
-    Their own space's cursor is at least their last forget once the load saw
-    it (a load of it says so), so it tells a turn they started once back from
-    one open before. A turn by them over org memory only has nothing that
-    exact: its earliest cursor, which may date it too early (its words are
-    then dropped, never kept). Only the store's loads count (an app's folder
-    has cursors of its own), and a load that failed has none: a turn with
-    none left is dated before every forget.
-    """
-    known = [m for m in mounts if m.ref.layer != "dir" and m.cursor is not None]
-    own = [mount.cursor for mount in known if mount.ref.owned_by(org, user)]
-    return _earliest(own or [mount.cursor for mount in known]) or "0"
 
 
 @dataclass
@@ -128,6 +103,8 @@ class DaemonService:
     )
     # Sessions whose open turn did not come back at start: they take no new turn.
     not_back: set[str] = field(default_factory=set)
+    # Where the store last forgot each person in an open turn, as it started (memfsd.words).
+    words: WordMarks = field(default_factory=WordMarks)
 
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
@@ -244,7 +221,7 @@ class DaemonService:
                 # Exactly what a notice of the person or of those files does (POST /forgotten).
                 if what.everything:
                     org, user = mount.ref.org, mount.ref.user or ""
-                    await self._forget_words(org, user, self._forgot_after(store, org, user))
+                    await self._forget_words(org, user, self.words.judge(store, org, user))
                 await self.memory.forget_in_turn(turn, name)
                 for path in (None,) if what.everything else what.paths:
                     await self.workspace.drop_forgotten(turn.session, name, path)
@@ -255,56 +232,45 @@ class DaemonService:
         # since: their own spaces above are one way in; a turn by them (their
         # id its `by`), or one whose space of theirs was settled by a file's
         # forget, is another.
-        carriers: list[tuple[set[tuple[str, str]], list[Mount | MountState]]] = [
-            (turn.plan.people(), [*turn.mounts.values()]) for turn in self.memory.open_turns()
+        carriers: list[tuple[Key, set[Person], list[Mount | MountState]]] = [
+            ((turn.session, turn.id), turn.plan.people(), [*turn.mounts.values()])
+            for turn in self.memory.open_turns()
         ]
         carriers += [
-            (held.people(), [space.mount for space in held.spaces.values()])
+            ((held.session, held.turn), held.people(), [s.mount for s in held.spaces.values()])
             for held in self.manual.values()
         ]
-        # Each person asked once, since the earliest load that dates their words.
-        since: dict[tuple[str, str], list[str | None]] = {}
-        for people, mounts in carriers:
-            for org, user in people:
-                since.setdefault((org, user), []).append(_dating(mounts, org, user))
-        for (org, user), cursors in sorted(since.items()):
+        theirs: dict[Person, list[tuple[Key, list[Mount | MountState]]]] = {}
+        for whose, people, mounts in carriers:
+            for person in people:
+                theirs.setdefault(person, []).append((whose, mounts))
+        for (org, user), loads in sorted(theirs.items()):
             if only is not None and not any(ref.owned_by(org, user) for ref in only):
                 continue
-            forgot_after = self._forgot_after(store, org, user)
-            if await forgot_after(_earliest(cursors)):
-                await self._forget_words(org, user, forgot_after)
+            judge = self.words.judge(store, org, user)  # the store asked once per person
+            for whose, mounts in loads:
+                if await judge(whose, mounts):
+                    await self._forget_words(org, user, judge)
+                    break
+        self.words.keep_only({whose for whose, _, _ in carriers})
         return dropped
 
-    @staticmethod
-    def _forgot_after(store: ForgetLog, org: str, user: str) -> ForgotAfter:
-        """Whether ``user`` of ``org`` was forgotten whole after a cursor, each asked once."""
-        answers: dict[str | None, bool] = {}
-
-        async def forgot_after(cursor: str | None) -> bool:
-            if cursor not in answers:
-                answers[cursor] = await store.person_forgotten_since(org, user, cursor)
-            return answers[cursor]
-
-        return forgot_after
-
-    async def _forget_words(
-        self, org: str, user: str, forgot_after: ForgotAfter | None = None
-    ) -> None:
+    async def _forget_words(self, org: str, user: str, judge: Judge | None = None) -> None:
         """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
 
         Open turns drop the prompt and their labels (``Memory.forget_person``);
         an ended turn's manual change set drops their spaces too, on disk at once.
-        With ``forgot_after``, only those whose words the forget came after
-        (:func:`_dating`): a turn the person started once back holds new
+        With ``judge``, only those whose words the forget came after
+        (:mod:`memfsd.words`): a turn the person started once back holds new
         words. Without, every one (the notice of a forget just made).
         """
         turns: list[Turn] | None = None
-        if forgot_after is not None:
+        if judge is not None:
             turns = [
                 turn
                 for turn in self.memory.open_turns()
                 if turn.plan.involves(org, user)
-                and await forgot_after(_dating(turn.mounts.values(), org, user))
+                and await judge((turn.session, turn.id), turn.mounts.values())
             ]
         await self.memory.forget_person(org, user, turns)
         if await self.workspace.drop_damaged_records():
@@ -312,8 +278,8 @@ class DaemonService:
         for key, held in list(self.manual.items()):
             if not held.involves(org, user):
                 continue
-            if forgot_after is None or await forgot_after(
-                _dating([space.mount for space in held.spaces.values()], org, user)
+            if judge is None or await judge(
+                (held.session, held.turn), [space.mount for space in held.spaces.values()]
             ):
                 forgot = self.memory.forget_in_hold(held, org, user)
                 await self.workspace.save_manual(forgot)
@@ -340,6 +306,9 @@ class DaemonService:
         if self.heard != heard:
             people = {(org, user) for at, org, user in self.heard_people if at > heard}
             await self._forgotten_while_starting(turn, people)
+        store = self.memory.store
+        if isinstance(store, ForgetLog) and (people := turn.plan.people()):
+            await self.words.mark(store, (turn.session, turn.id), people)
         return TurnStarted(
             session=turn.session,
             turn=turn.id,
@@ -375,8 +344,8 @@ class DaemonService:
         if isinstance(store, ForgetLog):
             async with self.forget_lock:
                 for org, user in sorted(turn.plan.people()):
-                    dated = _dating(turn.mounts.values(), org, user)
-                    if await store.person_forgotten_since(org, user, dated):
+                    judge = self.words.judge(store, org, user)  # no mark yet: its cursors
+                    if await judge((turn.session, turn.id), turn.mounts.values()):
                         await self.memory.forget_person(org, user, [turn])
 
     async def end_turn(self, session: str) -> TurnEnded:

@@ -1094,3 +1094,29 @@ async def test_an_end_retried_after_a_failure_still_holds_the_manual_change_set(
         assert hold.spaces["lending-rules"].changes.created == {"r.md": b"a rule\n"}
     finally:
         await store.aclose()
+
+
+async def test_polls_keep_the_words_of_a_turn_over_org_memory_she_started_once_back(
+    tmp_path: Path,
+) -> None:
+    # The org space has not changed since she was forgotten: its cursor is
+    # older than the forget, and dating her turn by it dropped her prompt at
+    # every look. The mark her turn noted as it started says otherwise.
+    store = SqliteStore(tmp_path / "memfs.db")
+    memory, ws = desk(tmp_path, store, SPECS[:1])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        rules = SpaceRef(layer="org", space="lending-rules")
+        await store.put(rules, ChangeSet(created={"r.md": b"r\n"}), provenance=Provenance())
+        await store.forget_user("u_dana", "default", by=None)
+        turn = await dana_starts(service)
+
+        await service.poll_forgets()
+        await service.poll_forgets()
+
+        assert turn.prompt == PROMPT and turn.plan.forgotten == frozenset()
+        await store.forget_user("u_dana", "default", by=None)  # and again, now: it goes
+        await service.poll_forgets()
+        assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
+    finally:
+        await store.aclose()

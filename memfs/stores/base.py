@@ -113,6 +113,14 @@ class ForgetLog(Store, Protocol):
         """
         ...
 
+    async def person_forgotten_at(self, org: str, user: str) -> str | None:
+        """Where ``user`` of ``org`` was last forgotten whole (None: never), as an opaque mark.
+
+        A new forget of them gives a new mark. A daemon notes the mark when a
+        turn by them starts, and a later mark says a forget came after its words.
+        """
+        ...
+
 
 @runtime_checkable
 class PersonForgetting(Store, Protocol):

@@ -648,6 +648,10 @@ class MemoryStore:
         base = parse_cursor(cursor)
         return base is not None and self._person_forgotten_at(org, user) > base
 
+    async def person_forgotten_at(self, org: str, user: str) -> str | None:
+        seq = self._person_forgotten_at(org, user)
+        return str(seq) if seq else None
+
     def _person_forgotten_at(self, org: str, user: str) -> int:
         return self._forgotten.get((org, user, ""), 0)
 

@@ -350,6 +350,28 @@ async def check_a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor
     assert not await store.person_forgotten_since("bank-1", "dana", after)
 
 
+async def check_a_store_marks_each_forget_of_a_whole_person(store: Store) -> None:
+    """``person_forgotten_at``: a mark that a new forget of the person changes, and no other."""
+    assert isinstance(store, ManagedStore)
+    if not isinstance(store, ForgetLog):
+        return
+    assert await store.person_forgotten_at("bank-1", "dana") is None  # never forgotten
+    await _save(store, DANA, ChangeSet(created={"a.md": b"a"}))
+    await store.forget_file(DANA, "a.md", by=None)  # a file of theirs is not the person
+    assert await store.person_forgotten_at("bank-1", "dana") is None
+    await store.forget_user("dana", "bank-1", by=None)
+    first = await store.person_forgotten_at("bank-1", "dana")
+    assert first is not None
+    await _save(store, ORG, ChangeSet(created={"rule.md": b"r"}))  # others' writes: no new mark
+    await store.forget_user("carol", "bank-1", by=None)
+    assert await store.person_forgotten_at("bank-1", "dana") == first
+    assert await store.person_forgotten_at("bank-2", "dana") is None  # another org
+    await _save(store, DANA, ChangeSet(created={"b.md": b"b"}))  # back, and forgotten again
+    await store.forget_user("dana", "bank-1", by=None)
+    again = await store.person_forgotten_at("bank-1", "dana")
+    assert again is not None and again != first
+
+
 async def check_a_store_says_which_files_of_a_person_were_forgotten_after_a_cursor(
     store: Store,
 ) -> None:
@@ -1997,6 +2019,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor": (
         check_a_store_says_whether_a_whole_person_was_forgotten_after_a_cursor
+    ),
+    "a_store_marks_each_forget_of_a_whole_person": (
+        check_a_store_marks_each_forget_of_a_whole_person
     ),
     "every_sensitive_act_is_audited_with_actor_and_time": (
         check_every_sensitive_act_is_audited_with_actor_and_time

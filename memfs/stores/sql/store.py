@@ -286,6 +286,10 @@ class SqlStore(ABC):
             return False
         return await self._call(lambda db: _person_forgotten_at(db, org, user), write=False) > base
 
+    async def person_forgotten_at(self, org: str, user: str) -> str | None:
+        seq = await self._call(lambda db: _person_forgotten_at(db, org, user), write=False)
+        return str(seq) if seq else None
+
     async def record_trace(self, trace: Trace) -> None:
         await self._call(lambda db: _record_trace(db, trace), write=True)
 
