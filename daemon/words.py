@@ -62,13 +62,12 @@ def dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str:
     forget.
     """
     known = [m for m in mounts if m.ref.layer != "dir" and m.cursor is not None]
-    own = [mount.cursor for mount in known if mount.ref.owned_by(org, user)]
-    return earliest(own or [mount.cursor for mount in known]) or "0"
+    return earliest(_own(known, org, user) or [mount.cursor for mount in known]) or "0"
 
 
-def _owns_one(mounts: Iterable[Mount | MountState], org: str, user: str) -> bool:
-    """Whether one of the loads is of the person's own space (its cursor dates them exactly)."""
-    return any(mount.cursor is not None and mount.ref.owned_by(org, user) for mount in mounts)
+def _own(mounts: Iterable[Mount | MountState], org: str, user: str) -> list[str]:
+    """The cursors of the loads of the person's own space: each dates their words exactly."""
+    return [m.cursor for m in mounts if m.cursor is not None and m.ref.owned_by(org, user)]
 
 
 class WordMarks:
@@ -105,7 +104,7 @@ class WordMarks:
                 return False  # never forgotten
             mounts = list(mounts)
             marks = self._turns.get(key)
-            if not _owns_one(mounts, org, user) and marks is not None and person in marks:
+            if not _own(mounts, org, user) and marks is not None and person in marks:
                 return marks[person] != now[0]
             dated = dating(mounts, org, user)
             if dated not in by_cursor:
