@@ -101,8 +101,6 @@ class DaemonService:
     heard_people: deque[tuple[int, str, str]] = field(
         default_factory=lambda: deque(maxlen=HEARD_PEOPLE)
     )
-    # Sessions whose open turn did not come back at start: they take no new turn.
-    not_back: set[str] = field(default_factory=set)
     # Where the store last forgot each person in an open turn, as it started (memfsd.words).
     words: WordMarks = field(default_factory=WordMarks)
 
@@ -119,7 +117,6 @@ class DaemonService:
                 self.workspace.reattach(turn.state(), record)
             except Exception:
                 log.exception("could not bring back the open turn of session %s", state.session)
-                self.not_back.add(state.session)
                 continue
             log.info("brought back open turn %s of session %s", state.turn, state.session)
             if turn.orphaned:
@@ -288,14 +285,6 @@ class DaemonService:
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         # A new session is a folder name in the mount root and in state_dir.
         check_new_name(request.session, what="session id")
-        if request.session in self.not_back:
-            # A new turn would write over its record, and the sweep at the
-            # next start would then remove what its agent wrote.
-            raise TurnOpen(
-                "the session's last turn could not be brought back when the daemon started "
-                "(see its log); its record and files are kept in state_dir until it is",
-                path=request.session,
-            )
         owner = None
         if request.uid is not None or request.gid is not None:
             owner = Owner(request.uid, request.gid)

@@ -46,6 +46,7 @@ from memfs.core.errors import (
     NotFound,
     StoreUnavailable,
     TooLarge,
+    TurnOpen,
 )
 from memfs.core.lineage import Lineage
 from memfs.core.models import DEFAULT_META, ChangeSet, Loaded, SpaceResult, TraceFile
@@ -337,6 +338,15 @@ class OverlayWorkspace:
         what differs from its base (:mod:`memfsd.manifests`), whose snapshot
         it reuses: an org space that changed by ten files costs ten rows.
         """
+        if self.turn_file(state.session).exists():
+            # Only a turn that did not come back at start leaves one here: a
+            # new record would write over it, and the next start's sweep
+            # would then remove what its agent wrote.
+            raise TurnOpen(
+                "the session's last turn could not be brought back when the daemon started "
+                "(see its log); its record and files are kept in state_dir until it is",
+                path=state.session,
+            )
         # The turn's folder and empty journal are made here, in the worker
         # thread, so that attaching the turn on the trio loop only opens them.
         turn_dir = self.overlay.session_dir(state.session) / state.turn
