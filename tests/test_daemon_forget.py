@@ -975,6 +975,32 @@ async def her_store_waits(store: FaultyStore) -> None:
     assert store.calls["store"] + store.calls["store_batch"] == 1, store.calls
 
 
+async def ended_as_she_is_forgotten(
+    tmp_path: Path, store: FaultyStore, specs: Sequence[MemorySpec], mine: bytes = b"mine\n"
+) -> tuple[DaemonService, Turn, TurnEnded]:
+    """Dana's turn writes her space and the rules and ends; she is forgotten (the daemon
+    told) while the end's first store waits."""
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    turn = await dana_starts(service)
+    write_new(ws.overlay, mounts_of(ws.overlay)["me"], "n.md", mine)
+    write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+    gates = block_stores(store)
+    ended: list[TurnEnded] = []
+
+    async def end() -> None:
+        ended.append(await service.end_turn("s1"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(end)
+        await her_store_waits(store)
+        await store.inner.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        for gate in gates:
+            gate.set()
+    return service, turn, ended[0]
+
+
 async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_the_spaces_stored_after(
     tmp_path: Path,
 ) -> None:
@@ -982,21 +1008,8 @@ async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_the_spac
     # that store runs. The org space, stored next, must not carry her prompt
     # or her name: they were taken out of the turn before it was stored.
     store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
-    memory, ws = desk(tmp_path, store, [SPECS[1], SPECS[0]])
-    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
     try:
-        turn = await dana_starts(service)
-        overlay = ws.overlay
-        write_new(overlay, mounts_of(overlay)["me"], "n.md", b"mine\n")
-        write_new(overlay, mounts_of(overlay)["lending-rules"], "r.md", b"a rule\n")
-        gates = block_stores(store)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(service.end_turn, "s1")
-            await her_store_waits(store)
-            await store.inner.forget_user("u_dana", "default", by=None)
-            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-            for gate in gates:
-                gate.set()
+        _, turn, _ = await ended_as_she_is_forgotten(tmp_path, store, [SPECS[1], SPECS[0]])
         assert turn.prompt is None
         [revision] = await store.inner.history(SpaceRef(layer="org", space="lending-rules"), "r.md")
         assert revision.provenance.prompt is None
@@ -1010,21 +1023,8 @@ async def test_a_forget_heard_while_a_turn_ends_leaves_her_words_out_of_its_held
 ) -> None:
     store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
     manual = SPECS[0].model_copy(update={"commit": "manual"})
-    memory, ws = desk(tmp_path, store, [SPECS[1], manual])
-    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
     try:
-        await dana_starts(service)
-        overlay = ws.overlay
-        write_new(overlay, mounts_of(overlay)["me"], "n.md", b"mine\n")
-        write_new(overlay, mounts_of(overlay)["lending-rules"], "r.md", b"a rule\n")
-        gates = block_stores(store)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(service.end_turn, "s1")
-            await her_store_waits(store)
-            await store.inner.forget_user("u_dana", "default", by=None)
-            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-            for gate in gates:
-                gate.set()
+        service, _, _ = await ended_as_she_is_forgotten(tmp_path, store, [SPECS[1], manual])
         [held] = (tmp_path / "state" / "sessions" / "s1" / "manual").glob("*.json")
         assert b"okapi-prompt" not in held.read_bytes() and b'"Dana"' not in held.read_bytes()
         [hold] = service.manual.values()
@@ -1041,27 +1041,12 @@ async def test_her_manual_space_that_ended_before_a_forget_heard_mid_end_is_not_
     # the org space stores. Nothing of her space may be held, or written down.
     store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
     mine = SPECS[1].model_copy(update={"commit": "manual"})
-    memory, ws = desk(tmp_path, store, [mine, SPECS[0]])
-    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
     try:
-        await dana_starts(service)
-        write_new(ws.overlay, mounts_of(ws.overlay)["me"], "n.md", b"her-secret\n")
-        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
-        gates = block_stores(store)
-        ended: list[TurnEnded] = []
-
-        async def end() -> None:
-            ended.append(await service.end_turn("s1"))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(end)
-            await her_store_waits(store)
-            await store.inner.forget_user("u_dana", "default", by=None)
-            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-            for gate in gates:
-                gate.set()
+        service, _, ended = await ended_as_she_is_forgotten(
+            tmp_path, store, [mine, SPECS[0]], b"her-secret\n"
+        )
         assert all("me" not in hold.spaces for hold in service.manual.values())
-        assert ended[0].spaces["me"].reason == "forgotten"
+        assert ended.spaces["me"].reason == "forgotten"
         state = tmp_path / "state"
         assert not any(b"her-secret" in p.read_bytes() for p in state.rglob("*") if p.is_file())
     finally:

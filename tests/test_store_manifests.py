@@ -338,90 +338,7 @@ async def test_a_write_the_moved_rows_do_not_show_sends_the_refresh_to_every_liv
         await theirs.aclose()
 
 
-async def test_a_backup_put_back_in_place_is_never_refreshed_from_the_rows_that_moved(
-    tmp_path: Path,
-) -> None:
-    # SQLite's backup API (the shell's .restore) puts an older copy into the
-    # same file: no new inode to notice, and its counts and ids go back, so
-    # writes after it can line up with the held manifest's. The newest
-    # revision that manifest holds is not in the copy: it is read whole.
-    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
-    other = SpaceRef(layer="org", space="other", org="bank")
-    store = SqliteStore(path)
-    try:
-        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
-        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
-            live.backup(copy)
-        await save(store, other, ChangeSet(created={"x.md": b"x", "y.md": b"y", "z.md": b"z"}))
-        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}, created={"b.md": b"b"}))
-        held = await store.load_lean(ORG, "s1", set())
-        assert held.files == {"a.md": b"newer", "b.md": b"b"}
-        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
-            copy.backup(live)
-        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}, created={"b.md": b"b2"}))
-        after = await store.load_lean(ORG, "s1", set())
-        fresh = SqliteStore(path, manifest_cache_files=0)
-        try:
-            truth = await fresh.load_lean(ORG, "s1", set())
-        finally:
-            await fresh.aclose()
-        assert truth.files == {"a.md": b"other", "b.md": b"b2"}
-        assert comparable(after) == comparable(truth) and after.files == truth.files
-    finally:
-        await store.aclose()
-
-
-async def test_a_backup_put_back_in_place_is_never_refreshed_by_revision_ids_handed_out_again(
-    tmp_path: Path,
-) -> None:
-    # After the copy, the next write gets the id the held manifest has for
-    # a.md, with other bytes; a second write moves the space past the held
-    # version, and its counts do not line up, so the rows that moved cannot
-    # say. Comparing each path's revision id would take a.md as unchanged.
-    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
-    store = SqliteStore(path)
-    try:
-        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
-        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
-            live.backup(copy)
-        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
-        held = await store.load_lean(ORG, "s1", set())
-        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
-            copy.backup(live)
-        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}))
-        await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
-        after = await store.load_lean(ORG, "s1", set())
-        assert after.revisions["a.md"] == held.revisions["a.md"]  # the id, handed out again
-        assert after.files == {"a.md": b"other", "c.md": b"c"}
-        assert after.shas["a.md"] == digest(b"other")
-    finally:
-        await store.aclose()
-
-
-async def test_a_backup_put_back_in_place_never_serves_a_manifest_at_a_version_handed_out_again(
-    tmp_path: Path,
-) -> None:
-    # One write after the copy takes the space to the version number the
-    # held manifest has, and a.md to its revision id, with other bytes.
-    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
-    store = SqliteStore(path)
-    try:
-        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
-        with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
-            live.backup(copy)
-        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
-        held = await store.load_lean(ORG, "s1", set())
-        with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
-            copy.backup(live)
-        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}))
-        after = await store.load_lean(ORG, "s1", {digest(b"newer")})
-        assert (after.cursor, after.revisions) == (held.cursor, held.revisions)  # handed out again
-        assert after.shas == {"a.md": digest(b"other")} and after.files == {"a.md": b"other"}
-    finally:
-        await store.aclose()
-
-
-async def truth(path: Path) -> Loaded:
+async def read_fresh(path: Path) -> Loaded:
     """The space as a store with no manifest held reads it."""
     fresh = SqliteStore(path, manifest_cache_files=0)
     try:
@@ -441,6 +358,79 @@ def take(path: Path, backup: Path) -> None:
         live.backup(copy)
 
 
+async def test_a_backup_put_back_in_place_is_never_refreshed_from_the_rows_that_moved(
+    tmp_path: Path,
+) -> None:
+    # SQLite's backup API (the shell's .restore) puts an older copy into the
+    # same file: no new inode to notice, and its counts and ids go back, so
+    # writes after it can line up with the held manifest's. The newest
+    # revision that manifest holds is not in the copy: it is read whole.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    other = SpaceRef(layer="org", space="other", org="bank")
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
+        take(path, backup)
+        await save(store, other, ChangeSet(created={"x.md": b"x", "y.md": b"y", "z.md": b"z"}))
+        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}, created={"b.md": b"b"}))
+        held = await store.load_lean(ORG, "s1", set())
+        assert held.files == {"a.md": b"newer", "b.md": b"b"}
+        put_back(backup, path)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}, created={"b.md": b"b2"}))
+        after = await store.load_lean(ORG, "s1", set())
+        truth = await read_fresh(path)
+        assert truth.files == {"a.md": b"other", "b.md": b"b2"}
+        assert comparable(after) == comparable(truth) and after.files == truth.files
+    finally:
+        await store.aclose()
+
+
+async def test_a_backup_put_back_in_place_is_never_refreshed_by_revision_ids_handed_out_again(
+    tmp_path: Path,
+) -> None:
+    # After the copy, the next write gets the id the held manifest has for
+    # a.md, with other bytes; a second write moves the space past the held
+    # version, and its counts do not line up, so the rows that moved cannot
+    # say. Comparing each path's revision id would take a.md as unchanged.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
+        take(path, backup)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
+        held = await store.load_lean(ORG, "s1", set())
+        put_back(backup, path)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}))
+        await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
+        after = await store.load_lean(ORG, "s1", set())
+        assert after.revisions["a.md"] == held.revisions["a.md"]  # the id, handed out again
+        assert after.files == {"a.md": b"other", "c.md": b"c"}
+        assert after.shas["a.md"] == digest(b"other")
+    finally:
+        await store.aclose()
+
+
+async def test_a_backup_put_back_in_place_never_serves_a_manifest_at_a_version_handed_out_again(
+    tmp_path: Path,
+) -> None:
+    # One write after the copy takes the space to the version number the
+    # held manifest has, and a.md to its revision id, with other bytes.
+    path, backup = tmp_path / "memfs.db", tmp_path / "backup.db"
+    store = SqliteStore(path)
+    try:
+        await save(store, ORG, ChangeSet(created={"a.md": b"old"}))
+        take(path, backup)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"newer"}))
+        held = await store.load_lean(ORG, "s1", set())
+        put_back(backup, path)
+        await save(store, ORG, ChangeSet(updated={"a.md": b"other"}))
+        after = await store.load_lean(ORG, "s1", {digest(b"newer")})
+        assert (after.cursor, after.revisions) == (held.cursor, held.revisions)  # handed out again
+        assert after.shas == {"a.md": digest(b"other")} and after.files == {"a.md": b"other"}
+    finally:
+        await store.aclose()
+
+
 async def test_a_backup_put_back_in_place_never_serves_a_manifest_whose_newest_write_was_a_deletion(
     tmp_path: Path,
 ) -> None:
@@ -456,7 +446,7 @@ async def test_a_backup_put_back_in_place_never_serves_a_manifest_whose_newest_w
         put_back(backup, path)
         await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
         after = await store.load_lean(ORG, "s1", set())
-        assert comparable(after) == comparable(await truth(path))
+        assert comparable(after) == comparable(await read_fresh(path))
         assert sorted(after.revisions) == ["a.md", "b.md", "c.md"]
     finally:
         await store.aclose()
@@ -477,7 +467,7 @@ async def test_a_backup_put_back_in_place_is_never_refreshed_when_only_counts_li
         await save(store, ORG, ChangeSet(deleted=("e.md",)))
         await save(store, ORG, ChangeSet(created={"c.md": b"c"}))
         after = await store.load_lean(ORG, "s1", set())
-        assert comparable(after) == comparable(await truth(path))
+        assert comparable(after) == comparable(await read_fresh(path))
         assert sorted(after.revisions) == ["a.md", "b.md", "c.md"]
     finally:
         await store.aclose()
