@@ -28,8 +28,9 @@ import contextlib
 import os
 import tempfile
 import threading
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Sequence
 from functools import partial
+from itertools import filterfalse
 from pathlib import Path
 
 from memfs.core.models import digest
@@ -199,6 +200,20 @@ class BlobCache:
         """Mark blobs as shared memory's: they stay in the cache for every later turn."""
         with self._lock:
             self._shared.update(shas)
+
+    def share_here(self, shas: Collection[str]) -> list[str]:
+        """Mark blobs as shared memory's, and return those of them not here.
+
+        Shared blobs stay in the cache for every later turn, so where every
+        one is marked and here already (each turn over an org space, but for
+        the files that moved) this is two set tests, no Python call per blob.
+        The ones not here are marked too: the caller stores them again.
+        """
+        with self._lock:
+            if self._shared.issuperset(shas) and self._present.issuperset(shas):
+                return []
+            self._shared.update(shas)
+            return list(filterfalse(self._present.__contains__, shas))
 
     def hold(self, shas: Sequence[str]) -> None:
         """Hold blobs already on disk (a turn brought back after a restart)."""

@@ -83,6 +83,8 @@ log = logging.getLogger("memfsd.workspace")
 
 # Each mount's snapshot as the overlay takes it, by mount name.
 Snapshots = dict[str, dict[str, Snapshot]]
+# One mount's blobs taken: (stored, held from the cache, gone, manifest and what became of it).
+Taken = tuple[list[str], list[str], list[str], tuple[dict[str, str], Snapshots] | None]
 
 
 class OverlayWorkspace:
@@ -213,75 +215,72 @@ class OverlayWorkspace:
         person's blob may have been discarded since (their other turn
         ended), and such bytes are fetched again from the mount's source. On
         failure nothing stays held.
+
+        This runs over every file of the space at every turn start, so each
+        pass over them is a C-level one (no Python call per file), and an
+        org space's pass is a set test: its blobs never leave the cache.
         """
         blobs = self.overlay.blobs
         # A person's blobs are held by each turn over them, and go with the
         # last; shared memory's are marked shared and stay.
         private = not is_shared(mount.layer)
-        # C-level maps and filters, not comprehensions: this runs over every
-        # file of the space at every turn start.
-        paths = loaded.paths()
-        brought = list(filter(loaded.files.__contains__, paths)) if loaded.files else []
-        held: list[str] = []
-        rest: list[str] = []
-        cached: list[str] = []
-        if loaded.lean:
-            chosen = set(brought)
-            rest = list(filterfalse(chosen.__contains__, paths)) if chosen else paths
+        brought = list(loaded.files)
+        contents = list(loaded.files.values())
+        known = list(map(loaded.shas.get, brought))
+        cached: list[str] = []  # a person's blobs the load left out, to hold here
+        if loaded.lean and private:
+            rest = filterfalse(loaded.files.__contains__, loaded.shas)
             cached = list(map(loaded.shas.__getitem__, rest))
 
-        def manifest_of(shas: dict[str, str]) -> dict[str, str]:
-            if loaded.lean:
-                if not shas:
-                    return dict(zip(rest, cached, strict=True))  # in the store's order already
-                shas.update(zip(rest, cached, strict=True))
-            return dict(zip(paths, map(shas.__getitem__, paths), strict=True))
+        def manifest_of(taken: list[str]) -> dict[str, str]:
+            # A lean load names every file's sha; the bytes that came along
+            # are named by what they were stored under.
+            manifest = dict(loaded.shas) if loaded.lean else {}
+            manifest.update(zip(brought, taken, strict=True))
+            return manifest
 
-        def take() -> tuple[list[str], list[bool], tuple[dict[str, str], Snapshots] | None]:
+        def take() -> Taken:
             # One trip to a worker thread for all of it: what came along is
             # stored, what did not is looked up (and held, or shared) in the
-            # cache, and where every blob is here, ``then`` runs on the manifest.
-            taken = blobs.put_many(
-                [loaded.files[path] for path in brought],
-                [loaded.shas.get(path) for path in brought],
-                hold=private,
-                share=not private,
-            )
-            flags = blobs.present(cached, hold=private) if loaded.lean else []
-            if loaded.lean and not private:
-                blobs.share(cached)
-            if then is None or not all(flags):
-                return taken, flags, None
+            # cache, and where every blob is here, ``then`` runs on the
+            # manifest.
+            taken = blobs.put_many(contents, known, hold=private, share=not private)
+            here: list[str] = []
+            gone: list[str] = []
+            if cached:
+                flags = blobs.present(cached, hold=True)
+                here = list(compress(cached, flags))
+                gone = list(compress(cached, map(operator.not_, flags)))
+            elif loaded.lean and not private:
+                gone = blobs.share_here(loaded.shas.values())
+            if then is None or gone:
+                return taken, here, gone, None
             try:
-                manifest = manifest_of(dict(zip(brought, taken, strict=True)))
-                return taken, flags, (manifest, then(manifest))
+                manifest = manifest_of(taken)
+                return taken, here, gone, (manifest, then(manifest))
             except BaseException:
                 if private:  # held in this trip, and the caller never hears of them
-                    blobs.release([*taken, *compress(cached, flags)], discard=True)
+                    blobs.release([*taken, *here], discard=True)
                 raise
 
+        held: list[str] = []
         try:
-            taken, flags, made = await trio.to_thread.run_sync(take)
+            taken, here, gone, made = await trio.to_thread.run_sync(take)
             if made is not None:
                 return made
             if private:
-                held += taken
-            shas = dict(zip(brought, taken, strict=True))
-            if loaded.lean:
+                held += taken + here
+            if gone:
+                fetched = await self._fetch_again(mount, gone, fetch)
+                again = await trio.to_thread.run_sync(
+                    partial(blobs.put_many, fetched, gone, hold=private, share=not private)
+                )
                 if private:
-                    held += compress(cached, flags)
-                gone = list(compress(cached, map(operator.not_, flags)))
-                if gone:
-                    fetched = await self._fetch_again(mount, gone, fetch)
-                    again = await trio.to_thread.run_sync(
-                        partial(blobs.put_many, fetched, gone, hold=private, share=not private)
-                    )
-                    if private:
-                        held += again
+                    held += again
         except BaseException:
             blobs.release(held, discard=True)
             raise
-        return manifest_of(shas), None
+        return manifest_of(taken), None
 
     async def _fetch_again(self, mount: Mount, gone: list[str], fetch: Fetch) -> list[bytes]:
         fetched = await fetch(mount.name, gone)
