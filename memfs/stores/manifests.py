@@ -32,8 +32,10 @@ and the writes after it hand the same numbers out again to other rows.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 
 from memfs.core.lineage import Lineage
 from memfs.core.models import FileMeta
@@ -68,6 +70,19 @@ class Manifest:
         if self.lineage is None:
             return Lineage.start(version)
         return self.lineage.then(version, paths)
+
+    def lacking(self, have: Container[str]) -> list[str]:
+        """The paths whose sha256 ``have`` does not hold, in path order.
+
+        Asked at every turn start over every file: where ``have`` is a set
+        holding them all (a cache past its first turn over the space) it is
+        one set test, and otherwise one C-level pass, never a Python call
+        per file.
+        """
+        shas = self.shas
+        if isinstance(have, set | frozenset) and have.issuperset(shas.values()):
+            return []
+        return list(compress(shas, map(not_, map(have.__contains__, shas.values()))))
 
     def __len__(self) -> int:
         return len(self.revisions)

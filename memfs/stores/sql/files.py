@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Container, Sequence
 from itertools import compress
-from operator import itemgetter, ne, not_
+from operator import itemgetter, ne
 from typing import Any
 
 from memfs.core import audit as audit_rules
@@ -106,10 +106,7 @@ def _load_lean(
             manifest = _refresh_manifest(db, space_id, version, changes, held)
         lean.put(generation, space_id, manifest)
     files: dict[str, bytes] = {}
-    # C-level maps: this runs over every file of the space at every turn start.
-    shas = manifest.shas
-    lacking = compress(shas, map(not_, map(have.__contains__, shas.values())))
-    wanted = {int(manifest.revisions[path]): path for path in lacking}
+    wanted = {int(manifest.revisions[path]): path for path in manifest.lacking(have)}
     ids = list(wanted)
     sealer = _sealer(db, space_id, create=False) if ids else None
     for chunk in chunks(ids):
