@@ -8,18 +8,20 @@ inputs and environment, whatever else the machine is doing. That is the
 daemon's work under its interpreter lock, which bounds a daemon's turns per
 second; the kernel's side (syscalls, FUSE) is not counted.
 
-For each tree the daemon (``memfs daemon``, SQLite store, the 1,000-note
-space of ``bench/run.py``) runs under ``valgrind --tool=callgrind`` twice:
-for ``--warm`` turns alone, then for ``--warm`` + ``--turns``. The difference
-divided by ``--turns`` is what one steady-state turn costs (start, 5 reads,
-2 writes, end, as in the concurrency part), start-up and the cold first
-turns left out. ``--tree PATH`` counts another checkout beside this one (a
-worktree of an older commit, say; its daemon imported from there), so
-trees are compared in one run.
+For each tree the daemon (``memfs daemon``, SQLite store, a space of
+``bench/run.py``'s notes, 1,000 unless ``--files`` says) runs under
+``valgrind --tool=callgrind`` twice: for ``--warm`` turns alone, then for
+``--warm`` + ``--turns``. The difference divided by ``--turns`` is what one
+steady-state turn costs (start, 5 reads, 2 writes, end, as in the
+concurrency part), start-up and the cold first turns left out. ``--tree
+PATH`` counts another checkout beside this one (a worktree of an older
+commit, say; its daemon imported from there), so trees are compared in one
+run. Two runs with different ``--files`` give what each file of a space
+costs a turn that touches none of them.
 
 Usage (root, valgrind installed)::
 
-    python bench/instructions.py [--turns 20] [--warm 5] [--tree PATH ...]
+    python bench/instructions.py [--turns 20] [--warm 5] [--files 1000] [--tree PATH ...]
 
 Prints a Markdown table; with ``--out``, writes ``instructions.json`` there too.
 """
@@ -56,13 +58,13 @@ def tree_env(tree: Path) -> dict[str, str]:
     return env
 
 
-async def counted(tree: Path, turns: int) -> int:
+async def counted(tree: Path, turns: int, files: int) -> int:
     """Instructions a daemon of ``tree`` executes over its whole life with ``turns`` turns alone."""
     base = Path(tempfile.mkdtemp(prefix="memfs-instructions-"))
     try:
         (base / "state").mkdir()
         db = base / "state" / "memfs.db"
-        await seeded(tree, db)
+        await seeded(tree, db, files)
         config = base / "memfs.toml"
         config.write_text(run.CONFIG.format(base=base, db=db, space=SPACE, **LIMITS.model_dump()))
         out = base / "callgrind.out"
@@ -80,14 +82,14 @@ async def counted(tree: Path, turns: int) -> int:
 
 SEED = (
     "import sys, trio; from pathlib import Path; sys.path.insert(0, 'bench'); import run; "
-    "trio.run(run.seed, Path(sys.argv[1]), 'conc', run.corpus(1000))"
+    "trio.run(run.seed, Path(sys.argv[1]), 'conc', run.corpus(int(sys.argv[2])))"
 )
 
 
-async def seeded(tree: Path, db: Path) -> None:
-    """The 1,000 notes stored by ``tree``'s own code: its schema, which its daemon opens."""
+async def seeded(tree: Path, db: Path, files: int) -> None:
+    """``files`` notes stored by ``tree``'s own code: its schema, which its daemon opens."""
     await trio.run_process(
-        [sys.executable, "-c", SEED, str(db)], env=tree_env(tree), cwd=tree, check=True
+        [sys.executable, "-c", SEED, str(db), str(files)], env=tree_env(tree), cwd=tree, check=True
     )
 
 
@@ -149,13 +151,13 @@ async def main_async(args: argparse.Namespace) -> int:
     per_turn: dict[str, list[float]] = {str(tree): [] for tree in trees}
     for run_no in range(args.runs):
         for tree in trees:
-            warm = await counted(tree, args.warm)
-            more = await counted(tree, args.warm + args.turns)
+            warm = await counted(tree, args.warm, args.files)
+            more = await counted(tree, args.warm + args.turns, args.files)
             per_turn[str(tree)].append((more - warm) / args.turns)
             print(
                 f"run {run_no + 1}: {tree}: {per_turn[str(tree)][-1] / 1e6:.2f} M", file=sys.stderr
             )
-    print("| tree | instructions per turn alone (M) |")
+    print(f"| tree | instructions per turn alone, {args.files:,} files (M) |")
     print("| --- | ---: |")
     for tree, counts in per_turn.items():
         print(f"| {tree} | {', '.join(f'{c / 1e6:.2f}' for c in counts)} |")
@@ -165,19 +167,26 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked: a count below 1 is a usage error (exit 2)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--files", type=int, default=1000, help="files in the space (1 or more)")
     parser.add_argument("--tree", type=Path, action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.turns < 1 or args.warm < 1 or args.files < 1:
+        parser.error("--turns, --warm and --files must be 1 or more")
+    return args
+
+
+def main() -> int:
+    args = parse()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: apt-get install -y valgrind", file=sys.stderr)
         return 2
-    if args.turns < 1 or args.warm < 1:
-        parser.error("--turns and --warm must be 1 or more")
     return trio.run(main_async, args)
 
 

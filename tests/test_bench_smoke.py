@@ -209,3 +209,15 @@ def test_another_tree_counted_beside_this_one_runs_its_own_code(tmp_path: Path) 
     assert instructions.tree_env(instructions.HERE).get("PYTHONPATH") == os.environ.get(
         "PYTHONPATH"
     )
+
+
+def test_instructions_count_a_space_of_one_file_and_refuse_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    instructions = load_instructions()
+    assert instructions.parse([]).files == 1000
+    assert instructions.parse(["--files", "1"]).files == 1
+    with pytest.raises(SystemExit) as exit_info:
+        instructions.parse(["--files", "0"])
+    assert exit_info.value.code == 2
+    assert "--files must be 1 or more" in capsys.readouterr().err
