@@ -233,11 +233,16 @@ class OverlayWorkspace:
             cached = list(map(loaded.shas.__getitem__, rest))
 
         def manifest_of(taken: list[str]) -> dict[str, str]:
-            # A lean load names every file's sha; the bytes that came along
-            # are named by what they were stored under.
-            manifest = dict(loaded.shas) if loaded.lean else {}
-            manifest.update(zip(brought, taken, strict=True))
-            return manifest
+            # A lean load names every file's sha, in its order, but for the
+            # files of a waiting change laid over it (bytes, no sha): those
+            # are named by what they were stored under, in the load's order.
+            if not loaded.lean:
+                return dict(zip(brought, taken, strict=True))
+            if None not in known:
+                return dict(loaded.shas)
+            named = {**loaded.shas, **dict(zip(brought, taken, strict=True))}
+            paths = loaded.paths()
+            return dict(zip(paths, map(named.__getitem__, paths), strict=True))
 
         def take() -> Taken:
             # One trip to a worker thread for all of it: what came along is

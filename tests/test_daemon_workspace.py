@@ -560,3 +560,41 @@ def test_a_blob_call_that_fails_waiting_on_another_writer_leaves_its_own_blobs_n
     worker.join(10)
     assert failed and not worker.is_alive()
     assert digest(x) not in blobs and digest(y) not in blobs
+
+
+async def test_a_turn_over_its_own_waiting_change_writes_its_files_down_in_the_loads_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The change laid over a lean load brings its files' bytes without a
+    # sha256; the manifest still follows the load's (path) order, not the
+    # brought files last.
+    store = SqliteStore(tmp_path / "memfs.db")
+    overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
+    ws = OverlayWorkspace(overlay, tmp_path / "mnt", invalidate=None)
+    spec = memfs.org_memory(space="rules", org="orgId", review="person")
+    memory = Memory(store, [spec], workspace=ws)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    live = {"a.md": b"a\n", "b.md": b"b\n", "c.md": b"c\n"}
+    await store.put(rules, ChangeSet(created=live), provenance=Provenance())
+    turn = await memory.start_turn("s1", BODY)
+    mount = turn_of(overlay, "s1").mounts["rules"]
+    fh, _ = overlay.open(overlay.lookup(mount.root.inode, "a.md").inode, os.O_WRONLY | os.O_APPEND)
+    overlay.write(fh, 0, b"more\n")
+    overlay.release(fh)
+    await turn.end()  # a.md waits for review, laid over the session's next loads
+    written: list[dict[str, str]] = []
+    write_state = ws._write_state
+
+    def noted(state: Any, manifests: Any, *args: Any) -> Any:
+        written.append(dict(manifests["rules"]))
+        return write_state(state, manifests, *args)
+
+    monkeypatch.setattr(ws, "_write_state", noted)
+    turn = await memory.start_turn("s1", BODY)
+    try:
+        [manifest] = written
+        assert list(manifest) == ["a.md", "b.md", "c.md"]
+        assert manifest["a.md"] == digest(b"a\nmore\n")
+    finally:
+        await turn.end()
+        await store.aclose()
