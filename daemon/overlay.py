@@ -450,11 +450,15 @@ class Overlay:
             at = bisect.bisect_left(paths, prefix + name + "0", at, end) if slash else at + 1
         return count
 
-    def detach_turn(self, session: str, *, remove: bool = True) -> Path | None:
+    def detach_turn(
+        self, session: str, *, remove: bool = True, release: bool = True
+    ) -> Path | None:
         """Drop a turn's trees and its data; the session directory stays until closed.
 
         ``remove=False`` leaves the turn's folder (journal, data files) on
         disk and returns it, for the caller to remove off the trio loop.
+        ``release=False`` keeps the blobs its mounts hold, for the caller to
+        let go of (a turn laid out again whose record stays).
         """
         tree = self.sessions[session]
         state = tree.turn
@@ -479,8 +483,9 @@ class Overlay:
         tree.turn = None
         if remove:
             self.remove_turn_dir(state.dir)
-        for mount in state.mounts.values():
-            self._release_blobs(mount)
+        if release:
+            for mount in state.mounts.values():
+                self._release_blobs(mount)
         return None if remove else state.dir
 
     @staticmethod
@@ -498,13 +503,18 @@ class Overlay:
         if mount.private:  # shared memory's blobs are never held, only marked shared
             self.blobs.release([file[0] for file in mount.snapshot.values()], discard=True)
 
-    def close_session(self, session: str) -> None:
-        """The session's directory disappears (ENOENT from now on)."""
+    def close_session(self, session: str, *, remove: bool = True) -> None:
+        """The session's directory disappears (ENOENT from now on).
+
+        ``remove=False`` drops only its tree: its folder in ``state_dir``
+        stays, with whatever record is there (a turn not laid out after all).
+        """
         self.detach_turn(session)
         tree = self.sessions.pop(session)
         self._detach(tree.node)
         self.stale_names.append((ROOT_INODE, session))
-        shutil.rmtree(self.session_dir(session), ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.session_dir(session), ignore_errors=True)
 
     def _detach(self, node: Node) -> None:
         # Raw ``kids``: detaching must not plant folders nobody looked into.

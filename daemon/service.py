@@ -35,14 +35,14 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
-from memfs.core.errors import AlreadyCommitted, BadRequest, NotFound, TurnOpen
+from memfs.core.errors import AlreadyCommitted, BadRequest, MemfsError, NotFound, TurnOpen
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.words import Judge, Key, Person, WordMarks
-from memfsd.workspace import OverlayWorkspace
+from memfsd.workspace import NOT_BACK, OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
 
@@ -112,11 +112,20 @@ class DaemonService:
         records = self.workspace.saved_turns()
         for record in records:
             state = TurnState.model_validate_json(json.dumps(record["state"]))
+            restored = False
             try:
                 turn = self.memory.restore_turn(state)
+                restored = True
                 self.workspace.reattach(turn.state(), record)
             except Exception:
+                if restored:  # laid out whole or not at all: the engine lets go too
+                    self.memory.drop_restored(state.session)
                 log.exception("could not bring back the open turn of session %s", state.session)
+                if not restored:  # the workspace never saw it
+                    try:
+                        self.workspace.keep_left_behind(state, record)
+                    except Exception:
+                        log.exception("could not hold what session %s's turn names", state.session)
                 continue
             log.info("brought back open turn %s of session %s", state.turn, state.session)
             if turn.orphaned:
@@ -338,7 +347,11 @@ class DaemonService:
                         await self.memory.forget_person(org, user, [turn])
 
     async def end_turn(self, session: str) -> TurnEnded:
-        result = await self.memory.end_turn(session)
+        try:
+            result = await self.memory.end_turn(session)
+        except NotFound:
+            self._not_back(session, NotFound)
+            raise
         # A retried end reports a manual space from the first; the first holds its changes.
         key = (session, result.turn)
         if result.held is not None and key not in self.manual:
@@ -348,7 +361,20 @@ class DaemonService:
 
     async def discard_turn(self, session: str) -> TurnEnded:
         check_identity(session, what="session id")
-        return ended(await self.memory.discard_turn(session))
+        try:
+            return ended(await self.memory.discard_turn(session))
+        except NotFound:
+            self._not_back(session, NotFound)
+            raise
+
+    def _not_back(self, session: str, error: type[MemfsError]) -> None:
+        """Raise ``error`` saying why, where the session's turn did not come back at start.
+
+        It has no open turn, yet its record and files wait in ``state_dir``:
+        "no open turn" alone would send its operator looking elsewhere.
+        """
+        if session in self.workspace.left_behind:
+            raise error(NOT_BACK, path=session)
 
     async def kept(self, session: str) -> KeptTurn:
         check_identity(session, what="session id")
@@ -416,6 +442,8 @@ class DaemonService:
 
     async def close_session(self, session: str) -> SessionClosed:
         check_identity(session, what="session id")
+        # Closing would remove the record and files of a turn that did not come back.
+        self._not_back(session, TurnOpen)
         if session not in self.workspace.overlay.sessions:
             raise NotFound("no such session", path=session)
         try:

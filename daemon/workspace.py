@@ -75,6 +75,11 @@ MANUAL_DIR = "manual"
 # turn's first sync, memfsd.durable). A turn.json written before the machine
 # last booted comes back only with it.
 DURABLE_FILE = "durable"
+# What a session whose turn a start could not bring back is told, at every call it cannot take.
+NOT_BACK = (
+    "the session's last turn could not be brought back when the daemon started "
+    "(see its log); its record and files are kept in state_dir until a start brings it back"
+)
 DAMAGED_SUFFIX = ".damaged"  # a turn.json that could not be read at start, set aside
 MANIFEST_FORMAT = 3  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8, 3: 8}  # fields per file, by manifest format
@@ -105,6 +110,8 @@ class OverlayWorkspace:
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         # Sessions whose turn record a final ``record`` removed: ``close`` need not.
         self._record_gone: set[str] = set()
+        # Sessions whose turn, written down, no start brought back (keep_left_behind).
+        self.left_behind: set[str] = set()
         self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
         # This boot of the machine: a turn.json written in it is whole (the page
         # cache kept it); one from an earlier boot only if it was made durable.
@@ -135,6 +142,10 @@ class OverlayWorkspace:
         return self.overlay.blobs.held()
 
     async def open(self, plan: TurnPlan, loaded: Mapping[str, Loaded], fetch: Fetch) -> None:
+        if plan.session in self.left_behind:
+            # Refused before anything is taken: undoing a failed start lets
+            # go of the session's holds, which are that turn's.
+            raise TurnOpen(NOT_BACK, path=plan.session)
         manifests: dict[str, dict[str, str]] = {}
         self._record_gone.discard(plan.session)  # a mark is for the turn it ended alone
         # The plan's owner, from this turn on; none named: the session's last.
@@ -346,11 +357,7 @@ class OverlayWorkspace:
             # Only a turn that did not come back at start leaves one here: a
             # new record would write over it, and the next start's sweep
             # would then remove what its agent wrote.
-            raise TurnOpen(
-                "the session's last turn could not be brought back when the daemon started "
-                "(see its log); its record and files are kept in state_dir until it is",
-                path=state.session,
-            )
+            raise TurnOpen(NOT_BACK, path=state.session)
         # The turn's folder and empty journal are made here, in the worker
         # thread, so that attaching the turn on the trio loop only opens them.
         turn_dir = self.overlay.session_dir(state.session) / state.turn
@@ -715,7 +722,51 @@ class OverlayWorkspace:
         return None
 
     def reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
-        """Bring a turn written down before a crash back under the mount, journal replayed."""
+        """Bring a turn written down before a crash back under the mount, journal replayed.
+
+        Laid out whole or not at all: where it fails, nothing of the turn is
+        under the mount, and what it holds stays held as :meth:`keep_left_behind`
+        holds it, its record, folder, bases and blobs there for a later start.
+        """
+        session = turn.session
+        laid_before = session in self.overlay.sessions
+        owner = self.owner(session)
+        try:
+            self._reattach(turn, record)
+            self.left_behind.discard(session)
+        except BaseException:
+            laid = self.overlay.sessions.get(session)
+            if laid is not None and laid.turn is not None and laid.turn.turn == turn.turn:
+                self.overlay.detach_turn(session, remove=False, release=False)
+            if not laid_before and laid is not None:
+                self.overlay.close_session(session, remove=False)
+            self.restore_owner(session, owner)
+            if session not in self.left_behind:  # it failed before holding what it names
+                try:
+                    self.keep_left_behind(turn, record)
+                except Exception:
+                    log.exception("could not hold what session %s's turn names", session)
+            raise
+
+    def keep_left_behind(self, turn: TurnState, record: Mapping[str, Any]) -> None:
+        """Hold what a turn no start could bring back names, as if it were back.
+
+        Its person's blobs are held (another turn over their memory ending
+        would discard them, and a later start could not bring it back) and
+        its bases named (so nothing removes them); its session takes no new
+        turn (:data:`NOT_BACK`), whose failed start would let go of them.
+        """
+        self.left_behind.add(turn.session)
+        self.manifests.hold(turn.session, record.get("bases", {}).values())
+        manifests = record["shas"]
+        for name, mount in turn.mounts.items():
+            shas = list(manifests.get(name, {}).values())
+            if is_shared(mount.ref.layer):
+                self.overlay.blobs.share(shas)
+            else:
+                self.overlay.blobs.hold(shas)
+
+    def _reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
         root = self.root(turn.session)
         mounts = {name: Mount.from_state(m, root) for name, m in turn.mounts.items()}
         uid, gid = record.get("uid"), record.get("gid")
@@ -732,14 +783,8 @@ class OverlayWorkspace:
             uid, gid = 0, 0
         if uid is not None or gid is not None:
             self._owners[turn.session] = (uid, gid)
-        self.manifests.hold(turn.session, record.get("bases", {}).values())
+        self.keep_left_behind(turn, record)
         manifests = record["shas"]
-        for name, mount in mounts.items():
-            shas = list(manifests.get(name, {}).values())
-            if is_shared(mount.layer):
-                self.overlay.blobs.share(shas)
-            else:
-                self.overlay.blobs.hold(shas)
         self._attach(turn.session, turn.turn, mounts, manifests, uid, gid, replay=True)
         marked = _durable_mark(self.turn_file(turn.session).parent, turn.turn).exists()
         if record.get("boot") is not None and not marked:

@@ -18,7 +18,7 @@ import trio
 import memfs
 import memfsd.workspace as workspace_module
 from memfs.api.models import StartTurnRequest
-from memfs.core.errors import ConfigError, DiskFull, StoreUnavailable, TurnOpen
+from memfs.core.errors import ConfigError, DiskFull, NotFound, StoreUnavailable, TurnOpen
 from memfs.core.models import (
     ChangeSet,
     FileMeta,
@@ -520,9 +520,71 @@ async def test_a_session_whose_turn_did_not_come_back_refuses_a_new_turn_and_kee
 
     with pytest.raises(TurnOpen, match="could not be brought back"):
         await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
+    # Closing the session would remove its record and files: refused, saying why.
+    with pytest.raises(TurnOpen, match="could not be brought back"):
+        await service.close_session("s1")
     assert ws.turn_file("s1").read_bytes() == record and folder.is_dir()
     other = await service.start_turn(StartTurnRequest(session="s2", extra_body=BODY))
     assert other.session == "s2"
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_turn_whose_journal_fails_to_replay_at_start_is_left_whole_and_not_half_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Bringing the turn back failed after the engine took it back and the
+    # overlay laid it out: it was open to the engine (a new turn was told
+    # "end it first") but ending or discarding it failed (KeyError). The
+    # turn must be all back or not at all, and a later start must still
+    # bring it back whole.
+    memory, ws = workspace(tmp_path)
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    await store_of(memory).put(
+        me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance()
+    )
+    store = store_of(memory)
+    await memory.start_turn("s1", BODY)
+    overlay = ws.overlay
+    mount = turn_of(overlay).mounts["me"]
+    fh, _ = overlay.open(overlay.lookup(mount.root.inode, "prefs.md").inode, os.O_WRONLY)
+    overlay.write(fh, 0, b"coffee")
+    overlay.release(fh)
+    record = ws.turn_file("s1").read_bytes()
+    tea = digest(b"tea\n")
+
+    def restarted() -> tuple[Memory, OverlayWorkspace, DaemonService]:
+        memory, ws = workspace(tmp_path)
+        memory.store = store
+        return memory, ws, DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    memory, ws, service = restarted()
+
+    def torn(state: Any) -> None:
+        raise RuntimeError("a bug in the journal's replay")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ws.overlay, "_replay", torn)
+        assert service.recover() == []
+    assert memory.open_turns() == []
+    with pytest.raises(TurnOpen, match="could not be brought back"):
+        await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
+    for call in (service.end_turn, service.discard_turn):
+        with pytest.raises(NotFound, match="could not be brought back"):
+            await call("s1")
+    with pytest.raises(TurnOpen, match="could not be brought back"):
+        await service.close_session("s1")  # it would remove the record
+    # All of it kept for a later start, the person's blob held as the turn would:
+    # another turn over their memory ending (this refused one) discards nothing.
+    assert ws.turn_file("s1").read_bytes() == record
+    assert tea in ws.overlay.blobs and ws.overlay.blobs._refs.get(tea) == 1
+    assert "s1" not in ws.overlay.sessions
+
+    memory, ws, service = restarted()  # the bug fixed: the next start brings it back
+    assert service.recover() == ["s1"]
+    ended = await service.end_turn("s1")
+    assert ended.spaces["me"].status == "saved"
+    loaded = await store.load(me, "s2")
+    assert loaded.files["prefs.md"] == b"coffee"
 
 
 def test_a_blob_call_that_fails_waiting_on_another_writer_leaves_its_own_blobs_nowhere(

@@ -414,6 +414,14 @@ class Memory:
         self._open[state.session] = turn
         return turn
 
+    def drop_restored(self, session: str) -> None:
+        """Undo :meth:`restore_turn`: its workspace could not take the turn back.
+
+        The turn is no longer open here (ending it would find nothing to
+        end); what its workspace wrote down stays there for a later start.
+        """
+        self._open.pop(session, None)
+
     async def end_turn(self, session: str) -> CommitResult:
         """End the session's open turn: store what changed; the result carries the access log.
 
