@@ -263,8 +263,42 @@ class Overlay:
         make_private_dirs(turn_dir / "data")
         fd = os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         state = TurnTree(tree, turn, turn_dir, fd, due=self.due)
-        state.journal_size = os.fstat(fd).st_size
-        state.compact_at = self.limits.journal_bytes
+        before = dict(tree.node.kids)
+        try:
+            state.journal_size = os.fstat(fd).st_size
+            state.compact_at = self.limits.journal_bytes
+            self._lay_mounts(tree, state, mounts, private, meta, folders)
+        except BaseException:
+            # Laid out whole or not at all: no folder of it stays, nor its journal open.
+            for name, node in list(tree.node.kids.items()):
+                if before.get(name) is not node:
+                    self._detach(node)
+                    self.stale_names.append((tree.node.inode, name))
+            os.close(fd)
+            raise
+        tree.turn = state
+        if replay:
+            self._replay(state)
+            try:
+                self._free_unreferenced(state)
+                if state.journal_size > state.compact_at:
+                    self.compact(state)
+            except OSError as exc:
+                # Tidying up must never keep a turn from coming back: its journal still holds all.
+                log.warning("could not tidy %s after replaying it: %s", turn_dir, exc)
+        return state
+
+    def _lay_mounts(
+        self,
+        tree: SessionTree,
+        state: TurnTree,
+        mounts: Mapping[str, tuple[bool, Mapping[str, Snapshot]]],
+        private: Collection[str],
+        meta: Mapping[str, Mapping[str, FileMeta]] | None,
+        folders: Mapping[str, Collection[str]] | None,
+    ) -> None:
+        """Make each mount's root (and the folders a nested one needs) and its tree."""
+        session = tree.session
         for name, (read_only, snapshot) in mounts.items():
             *above, last = name.split("/")
             root = self._new_node(
@@ -291,17 +325,6 @@ class Overlay:
             root.unplanted = ""
             state.mounts[name] = mount
             state.access.start(name, snapshot)
-        tree.turn = state
-        if replay:
-            self._replay(state)
-            try:
-                self._free_unreferenced(state)
-                if state.journal_size > state.compact_at:
-                    self.compact(state)
-            except OSError as exc:
-                # Tidying up must never keep a turn from coming back: its journal still holds all.
-                log.warning("could not tidy %s after replaying it: %s", turn_dir, exc)
-        return state
 
     def _mount_parent(self, tree: SessionTree, above: list[str]) -> Node:
         """The folder a mount's root goes in: the session's, or the folders a nested one needs.

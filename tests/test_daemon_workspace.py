@@ -660,3 +660,27 @@ async def test_a_turn_over_its_own_waiting_change_writes_its_files_down_in_the_l
     finally:
         await turn.end()
         await store.aclose()
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_turn_whose_mounts_fail_to_lay_out_at_start_leaves_no_journal_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, ws = workspace(tmp_path)
+    await memory.start_turn("s1", BODY)
+    memory, ws = workspace(tmp_path)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    journal = os.path.realpath(next(ws.overlay.session_dir("s1").glob("t-*")) / "journal")
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug laying out a mount")
+
+    def opened() -> int:  # the crashed daemon's workspace (still in this process) has one
+        fds = os.listdir("/proc/self/fd")
+        return sum(os.path.realpath(f"/proc/self/fd/{fd}") == journal for fd in fds)
+
+    monkeypatch.setattr(ws.overlay, "_mount_parent", broken)
+    before = opened()
+    assert service.recover() == []
+    assert opened() == before
+    assert set(ws.overlay.nodes) == {1}  # the mount root's folder alone: nothing of s1
