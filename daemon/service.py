@@ -119,7 +119,7 @@ class DaemonService:
                 self.workspace.reattach(turn.state(), record)
             except Exception:
                 if restored:  # laid out whole or not at all: the engine lets go too
-                    self.memory.drop_restored(state.session)
+                    self.memory.leave_behind(state.session)
                 log.exception("could not bring back the open turn of session %s", state.session)
                 if not restored:  # the workspace never saw it
                     try:
@@ -234,13 +234,24 @@ class DaemonService:
                 self.forgets_applied.add(key)
                 log.info("session %s: %s %s", turn.session, name, why)
                 dropped.append((turn.session, name))
-        # Whose words each open turn and held change set carries, forgotten
-        # since: their own spaces above are one way in; a turn by them (their
-        # id its `by`), or one whose space of theirs was settled by a file's
-        # forget, is another.
+        for turn in self.memory.left_behind_turns():
+            for name, mount in turn.mounts.items():
+                settled = turn.done.get(name)
+                if mount.ref.layer != "user" or (settled and settled.reason == "forgotten"):
+                    continue
+                if only is not None and mount.ref not in only:
+                    continue
+                if await store.forgotten_since(mount.ref, mount.cursor):
+                    await self._drop_left_behind(turn, name)
+                    log.info("session %s (left behind): %s %s", turn.session, name, why)
+                    dropped.append((turn.session, name))
+        # Whose words each open turn, turn left behind and held change set
+        # carries, forgotten since: their own spaces above are one way in; a
+        # turn by them (their id its `by`), or one whose space of theirs was
+        # settled by a file's forget, is another.
         carriers: list[tuple[Key, set[Person], list[Mount | MountState]]] = [
             ((turn.session, turn.id), turn.plan.people(), [*turn.mounts.values()])
-            for turn in self.memory.open_turns()
+            for turn in [*self.memory.open_turns(), *self.memory.left_behind_turns()]
         ]
         carriers += [
             ((held.session, held.turn), held.people(), [s.mount for s in held.spaces.values()])
@@ -261,6 +272,19 @@ class DaemonService:
         self.words.keep_only({whose for whose, _, _ in carriers})
         return dropped
 
+    async def _drop_left_behind(self, turn: Turn, name: str) -> None:
+        """A person's space in a turn no start brought back was forgotten, or a file of it.
+
+        As an open turn drops it, but whole even for one file: the turn's
+        journal could not be replayed, so which of its records that file's
+        are is not known (a rename carries a file's bytes to another name).
+        """
+        settled = turn.done.get(name)
+        if settled is not None and settled.reason == "forgotten":
+            return
+        await self.memory.forget_in_turn(turn, name)
+        await self.workspace.drop_left_behind(turn.session, turn.id, name)
+
     async def _forget_words(self, org: str, user: str, judge: Judge | None = None) -> None:
         """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
 
@@ -279,6 +303,15 @@ class DaemonService:
                 and await judge((turn.session, turn.id), turn.mounts.values())
             ]
         await self.memory.forget_person(org, user, turns)
+        for turn in self.memory.left_behind_turns():
+            if not turn.plan.involves(org, user):
+                continue
+            if judge is not None and not await judge((turn.session, turn.id), turn.mounts.values()):
+                continue
+            await self.memory.forget_person(org, user, [turn])
+            for name, mount in turn.mounts.items():
+                if mount.ref.owned_by(org, user):
+                    await self._drop_left_behind(turn, name)
         if await self.workspace.drop_damaged_records():
             log.warning("removed the turn records set aside as damaged: a person was forgotten")
         for key, held in list(self.manual.items()):
@@ -516,6 +549,12 @@ class DaemonService:
                 await self.workspace.drop_forgotten(turn.session, name, notice.path)
                 self.forgets_applied.add((turn.session, turn.id, name))
                 dropped.setdefault(turn.session, []).append(name)
+        for turn in self.memory.left_behind_turns():
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
+                    await self._drop_left_behind(turn, name)
+                    dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)
 
 

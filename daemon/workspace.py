@@ -55,6 +55,7 @@ from memfs.core.policy import is_shared
 from memfs.engine.plan import ManualHold, Mount, Owner, TurnPlan, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.private import make_private_dirs, open_private
+from memfsd import journal
 from memfsd.access import FileAccess
 from memfsd.durable import GroupSync, boot_id, fsync_each, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
@@ -873,6 +874,29 @@ class OverlayWorkspace:
         Nor in the note ``turn.json`` keeps, which is dropped whole.
         """
         self.overlay.scrub_forgotten(session)
+        self._scrub_record(session, names)
+
+    async def drop_left_behind(self, session: str, turn: str, name: str) -> None:
+        """A person's space in a turn no start brought back was forgotten: nothing of it stays.
+
+        Such a turn is not laid out, so what an open turn's drop does
+        (:meth:`drop_forgotten`) is done to its files: ``turn.json`` loses
+        the space's rows, its journal the space's records and the data files
+        they named, and the space's blobs are let go of
+        (:meth:`keep_left_behind` held them). Its other spaces stay whole.
+        """
+
+        def drop() -> None:
+            record = self._read_state(self.turn_file(session).read_text())
+            shas = list(record.get("shas", {}).get(name, {}).values())
+            self._scrub_record(session, [name])
+            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
+            self.overlay.blobs.release(shas, discard=True)
+
+        await trio.to_thread.run_sync(drop)
+
+    def _scrub_record(self, session: str, names: Sequence[str]) -> None:
+        """``turn.json`` without a forgotten space's rows and folders, nor the note."""
 
         def scrub(record: dict[str, Any], rows: str) -> str | None:
             width = _FIELDS.get(record.get("manifest", 0))
@@ -893,6 +917,24 @@ class OverlayWorkspace:
             )
 
         self._rewrite_record(session, scrub)
+
+
+def _scrub_journal(turn_dir: Path, names: Collection[str]) -> None:
+    """A turn's journal without the records of the spaces ``names``, nor the data they named.
+
+    For a turn that is not laid out (the overlay compacts a laid-out one's).
+    Every data file no remaining record names goes: the forgotten spaces'
+    ones, and any a crash left before its record was written.
+    """
+    target = turn_dir / "journal"
+    records = list(journal.decode(target.read_bytes()))
+    kept = [record for record in records if record.get("m") not in names]
+    _write_atomic(target, journal.encode(kept).decode())
+    named = {str(record["d"]) for record in kept if record.get("o") == "f"}
+    data = turn_dir / "data"
+    for path in data.iterdir() if data.is_dir() else ():
+        if path.name not in named:
+            path.unlink(missing_ok=True)
 
 
 class _Implied:

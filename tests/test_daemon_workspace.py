@@ -17,7 +17,7 @@ import trio
 
 import memfs
 import memfsd.workspace as workspace_module
-from memfs.api.models import StartTurnRequest
+from memfs.api.models import ForgetNotice, StartTurnRequest
 from memfs.core.errors import ConfigError, DiskFull, NotFound, StoreUnavailable, TurnOpen
 from memfs.core.models import (
     ChangeSet,
@@ -684,3 +684,97 @@ async def test_a_turn_whose_mounts_fail_to_lay_out_at_start_leaves_no_journal_op
     assert service.recover() == []
     assert opened() == before
     assert set(ws.overlay.nodes) == {1}  # the mount root's folder alone: nothing of s1
+
+
+async def left_behind_with_her_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[MemoryStore, DaemonService, OverlayWorkspace]:
+    """u1's turn wrote her own memory and an org rule, then the restart failed to bring it back."""
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    await store.put(rules, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    await store.put(me, ChangeSet(created={"g.md": b"my diagnosis\n"}), provenance=Provenance())
+    await memory.start_turn("s1", BODY, prompt="okapi words")
+    overlay = ws.overlay
+    mounts = turn_of(overlay, "s1").mounts
+    _, fh = overlay.create_open(mounts["me"].root.inode, "okapi.md", 0o644, 0, 0, os.O_WRONLY)
+    overlay.write(fh, 0, b"her second diagnosis\n")
+    overlay.release(fh)
+    fh, _ = overlay.open(overlay.lookup(mounts["rules"].root.inode, "r.md").inode, os.O_WRONLY)
+    overlay.write(fh, 0, b"RULE")
+    overlay.release(fh)
+    memory, ws = workspace(tmp_path)
+    memory.store = store
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    def torn(state: Any) -> None:
+        raise RuntimeError("a bug in the journal's replay")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ws.overlay, "_replay", torn)
+        assert service.recover() == []
+    return store, service, ws
+
+
+HER_MEMORY = (b"my diagnosis", b"okapi.md", b"her second diagnosis", b"g.md")
+
+
+def hers_in(state_dir: Path, hers: tuple[bytes, ...] = (*HER_MEMORY, b"okapi words")) -> list[str]:
+    """Files under ``state_dir`` holding any of u1's words (her prompt), names or contents."""
+    return sorted(
+        str(path.relative_to(state_dir))
+        for path in state_dir.rglob("*")
+        if path.is_file() and any(word in path.read_bytes() for word in hers)
+    )
+
+
+async def the_rule_comes_back(tmp_path: Path, store: MemoryStore) -> None:
+    """The next start brings the turn back, and ending it stores the org rule it wrote."""
+    memory, ws = workspace(tmp_path)
+    memory.store = store
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    assert service.recover() == ["s1"]
+    ended = await service.end_turn("s1")
+    assert ended.spaces["rules"].status == "saved"
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    assert (await store.load(rules, "s9")).files["r.md"] == b"RULE\n"
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_forget_notice_reaches_a_turn_no_start_brought_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its record, journal, data and her held blob kept her memory, words and
+    # file names until a start brought it back, which a lasting cause never does.
+    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    assert hers_in(tmp_path / "state")
+    await store.forget_user("u1", "o1", by=None)
+    applied = await service.forgotten(ForgetNotice(org="o1", user="u1"))
+    assert applied.dropped == {"s1": ["me"]}
+    assert hers_in(tmp_path / "state") == []
+    await the_rule_comes_back(tmp_path, store)
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_forget_the_poll_finds_reaches_a_turn_no_start_brought_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    await store.forget_user("u1", "o1", by=None)  # by another process: no notice here
+    assert await service.poll_forgets() == [("s1", "me")]
+    assert hers_in(tmp_path / "state") == []
+    await the_rule_comes_back(tmp_path, store)
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_forgotten_file_takes_her_whole_space_out_of_a_turn_no_start_brought_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Which journal records are that file's is not known without a replay.
+    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    notice = ForgetNotice(org="o1", user="u1", space="me", path="g.md")
+    assert (await service.forgotten(notice)).dropped == {"s1": ["me"]}
+    assert hers_in(tmp_path / "state", HER_MEMORY) == []  # her prompt is hers to keep
+    await the_rule_comes_back(tmp_path, store)

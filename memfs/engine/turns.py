@@ -277,6 +277,8 @@ class Memory:
         self._seeds = SeedRecord(seed_record)
         self._seeded: dict[SpaceRef, Path] = {}  # every space a seed was brought into
         self._open: dict[str, Turn] = {}
+        # Restored turns their workspace could not take back (leave_behind).
+        self._left_behind: dict[str, Turn] = {}
         self._starting: set[str] = set()  # sessions whose turn is being planned
         # The manual spaces this process committed, by (session, turn).
         self._committed: dict[tuple[str, str], set[str]] = {}
@@ -414,13 +416,22 @@ class Memory:
         self._open[state.session] = turn
         return turn
 
-    def drop_restored(self, session: str) -> None:
+    def leave_behind(self, session: str) -> None:
         """Undo :meth:`restore_turn`: its workspace could not take the turn back.
 
-        The turn is no longer open here (ending it would find nothing to
-        end); what its workspace wrote down stays there for a later start.
+        The turn is no longer open (ending it would find nothing to end);
+        what its workspace wrote down stays there for a later start. It is
+        kept aside, in :meth:`left_behind_turns`, for a forget to reach:
+        :meth:`forget_person` and :meth:`forget_in_turn` write down what it
+        keeps as they do for an open turn.
         """
-        self._open.pop(session, None)
+        turn = self._open.pop(session, None)
+        if turn is not None:
+            self._left_behind[session] = turn
+
+    def left_behind_turns(self) -> list[Turn]:
+        """Every turn :meth:`leave_behind` set aside, by session."""
+        return [self._left_behind[session] for session in sorted(self._left_behind)]
 
     async def end_turn(self, session: str) -> CommitResult:
         """End the session's open turn: store what changed; the result carries the access log.
