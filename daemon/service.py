@@ -118,14 +118,14 @@ class DaemonService:
                 restored = True
                 self.workspace.reattach(turn.state(), record)
             except Exception:
-                if restored:  # laid out whole or not at all: the engine lets go too
-                    self.memory.leave_behind(state.session)
                 log.exception("could not bring back the open turn of session %s", state.session)
-                if not restored:  # the workspace never saw it
-                    try:
-                        self.workspace.keep_left_behind(state, record)
-                    except Exception:
-                        log.exception("could not hold what session %s's turn names", state.session)
+                if restored:  # laid out whole or not at all: the engine sets it aside too
+                    self.memory.leave_behind(state.session)
+                    continue
+                try:  # the workspace never saw it
+                    self.workspace.keep_left_behind(state, record)
+                except Exception:
+                    log.exception("could not hold what session %s's turn names", state.session)
                 continue
             log.info("brought back open turn %s of session %s", state.turn, state.session)
             if turn.orphaned:
