@@ -204,7 +204,10 @@ class DaemonService:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
-        open_now = {(turn.session, turn.id) for turn in self.memory.open_turns()}
+        open_now = {
+            (turn.session, turn.id)
+            for turn in [*self.memory.open_turns(), *self.memory.left_behind_turns()]
+        }
         self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in open_now}
         dropped = []
         for turn in self.memory.open_turns():
@@ -236,8 +239,8 @@ class DaemonService:
                 dropped.append((turn.session, name))
         for turn in self.memory.left_behind_turns():
             for name, mount in turn.mounts.items():
-                settled = turn.done.get(name)
-                if mount.ref.layer != "user" or (settled and settled.reason == "forgotten"):
+                done = (turn.session, turn.id, name) in self.forgets_applied
+                if mount.ref.layer != "user" or done:
                     continue
                 if only is not None and mount.ref not in only:
                     continue
@@ -278,12 +281,17 @@ class DaemonService:
         As an open turn drops it, but whole even for one file: the turn's
         journal could not be replayed, so which of its records that file's
         are is not known (a rename carries a file's bytes to another name).
+        Its files are cleaned out whatever its result says (a space stored
+        before the forget still has its rows and journal records), once per
+        process (``forgets_applied``); a start's catch-up does it again,
+        which finishes one a crash or a failed write cut short.
         """
-        settled = turn.done.get(name)
-        if settled is not None and settled.reason == "forgotten":
+        key = (turn.session, turn.id, name)
+        if key in self.forgets_applied:
             return
         await self.memory.forget_in_turn(turn, name)
         await self.workspace.drop_left_behind(turn.session, turn.id, name)
+        self.forgets_applied.add(key)
 
     async def _forget_words(self, org: str, user: str, judge: Judge | None = None) -> None:
         """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
@@ -536,25 +544,30 @@ class DaemonService:
         self.heard += 1
         if notice.path is None:
             self.heard_people.append((self.heard, notice.org, notice.user))
-            await self._forget_words(notice.org, notice.user)
-        for turn in self.memory.open_turns():
-            for name, mount in turn.mounts.items():
-                ref = mount.ref
-                if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
-                    continue
-                if notice.space is not None and ref.space != notice.space:
-                    continue
-                # A space stored before the forget stays reported so, naming nothing.
-                await self.memory.forget_in_turn(turn, name)
-                await self.workspace.drop_forgotten(turn.session, name, notice.path)
-                self.forgets_applied.add((turn.session, turn.id, name))
-                dropped.setdefault(turn.session, []).append(name)
-        for turn in self.memory.left_behind_turns():
-            for name, mount in turn.mounts.items():
-                ref = mount.ref
-                if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
-                    await self._drop_left_behind(turn, name)
+        # One forget at a time with the look: a turn's turn.json rewritten by
+        # both at once (its words here, its rows there) could get back what
+        # one of them took out.
+        async with self.forget_lock:
+            if notice.path is None:
+                await self._forget_words(notice.org, notice.user)
+            for turn in self.memory.open_turns():
+                for name, mount in turn.mounts.items():
+                    ref = mount.ref
+                    if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
+                        continue
+                    if notice.space is not None and ref.space != notice.space:
+                        continue
+                    # A space stored before the forget stays reported so, naming nothing.
+                    await self.memory.forget_in_turn(turn, name)
+                    await self.workspace.drop_forgotten(turn.session, name, notice.path)
+                    self.forgets_applied.add((turn.session, turn.id, name))
                     dropped.setdefault(turn.session, []).append(name)
+            for turn in self.memory.left_behind_turns():
+                for name, mount in turn.mounts.items():
+                    ref = mount.ref
+                    if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
+                        await self._drop_left_behind(turn, name)
+                        dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)
 
 

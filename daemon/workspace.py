@@ -884,14 +884,17 @@ class OverlayWorkspace:
         the space's rows, its journal the space's records and the data files
         they named, and the space's blobs are let go of
         (:meth:`keep_left_behind` held them). Its other spaces stay whole.
+        Done again, it finishes one a crash cut short.
         """
 
         def drop() -> None:
+            # turn.json's rows name what is left to clean out, so they go last:
+            # a drop a crash cut short, done again, finds the rest by them.
             record = self._read_state(self.turn_file(session).read_text())
             shas = list(record.get("shas", {}).get(name, {}).values())
-            self._scrub_record(session, [name])
-            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
             self.overlay.blobs.release(shas, discard=True)
+            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
+            self._scrub_record(session, [name])
 
         await trio.to_thread.run_sync(drop)
 

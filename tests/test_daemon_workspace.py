@@ -778,3 +778,108 @@ async def test_a_forgotten_file_takes_her_whole_space_out_of_a_turn_no_start_bro
     assert (await service.forgotten(notice)).dropped == {"s1": ["me"]}
     assert hers_in(tmp_path / "state", HER_MEMORY) == []  # her prompt is hers to keep
     await the_rule_comes_back(tmp_path, store)
+
+
+def starts_and_fails_again(tmp_path: Path, store: MemoryStore) -> DaemonService:
+    """A later start that again cannot bring s1's turn back."""
+    memory, ws = workspace(tmp_path)
+    memory.store = store
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    def torn(state: Any) -> None:
+        raise RuntimeError("a bug in the journal's replay")
+
+    ws.overlay._replay = torn  # type: ignore[method-assign]
+    assert service.recover() == []
+    return service
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_forget_of_a_turn_left_behind_cut_short_is_finished_by_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its space was marked forgotten (done.json) before its files were
+    # cleaned out; every later forget took the mark for the whole of it.
+    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    await store.forget_user("u1", "o1", by=None)
+
+    async def killed(*args: Any) -> None:
+        raise KeyboardInterrupt  # the daemon dies right after done.json
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ws, "drop_left_behind", killed)
+        with pytest.raises(KeyboardInterrupt):
+            await service.forgotten(ForgetNotice(org="o1", user="u1"))
+    again = starts_and_fails_again(tmp_path, store)
+    assert await again.catch_up_forgets() == [("s1", "me")]
+    assert hers_in(tmp_path / "state") == []
+    await the_rule_comes_back(tmp_path, store)
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_failed_clean_out_of_a_turn_left_behind_is_done_again_by_the_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    await store.forget_user("u1", "o1", by=None)
+
+    def no_room(*args: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(workspace_module, "_scrub_journal", no_room)
+        with pytest.raises(OSError):
+            await service.forgotten(ForgetNotice(org="o1", user="u1"))
+    assert await service.poll_forgets() == [("s1", "me")]
+    assert hers_in(tmp_path / "state") == []
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_forget_of_a_space_a_turn_left_behind_stored_is_cleaned_out_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was ending: her space was stored, so its result is "saved", not
+    # "forgotten"; its rows and journal records still name her files.
+    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    [turn] = service.memory.left_behind_turns()
+    turn.done["me"] = SpaceResult(status="saved")
+    await ws.record("s1", turn.id, turn.done, turn.kept)
+    await store.forget_user("u1", "o1", by=None)
+    assert await service.poll_forgets() == [("s1", "me")]
+    assert hers_in(tmp_path / "state", HER_MEMORY) == []
+    journal = ws.overlay.session_dir("s1") / turn.id / "journal"
+    written = journal.stat().st_ino
+    assert await service.poll_forgets() == []  # not again at every look
+    assert journal.stat().st_ino == written
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+async def test_a_notice_and_the_look_at_once_leave_nothing_of_hers_in_a_turn_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The notice's rewrite of turn.json (her words) read it before the
+    # look's took her rows out, and wrote them back after.
+    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    await store.forget_user("u1", "o1", by=None)
+    restate, write = ws._restate, workspace_module._write_atomic
+    restating = threading.local()
+
+    def slow_restate(session: str, state: TurnState) -> None:
+        restating.on = True
+        try:
+            restate(session, state)
+        finally:
+            restating.on = False
+
+    def slow_write(target: Path, *args: Any, **kwargs: Any) -> None:
+        if getattr(restating, "on", False):
+            time.sleep(0.3)  # descheduled between reading turn.json and writing it
+        write(target, *args, **kwargs)
+
+    monkeypatch.setattr(ws, "_restate", slow_restate)
+    monkeypatch.setattr(workspace_module, "_write_atomic", slow_write)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service.forgotten, ForgetNotice(org="o1", user="u1"))
+        await trio.sleep(0.1)
+        nursery.start_soon(service.poll_forgets)
+    assert hers_in(tmp_path / "state") == []
