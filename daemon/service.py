@@ -244,8 +244,9 @@ class DaemonService:
                     continue
                 if only is not None and mount.ref not in only:
                     continue
-                if await store.forgotten_since(mount.ref, mount.cursor):
-                    await self._drop_left_behind(turn, name)
+                if not await store.forgotten_since(mount.ref, mount.cursor):
+                    continue
+                if await self._drop_left_behind(turn, name):
                     log.info("session %s (left behind): %s %s", turn.session, name, why)
                     dropped.append((turn.session, name))
         # Whose words each open turn, turn left behind and held change set
@@ -275,7 +276,7 @@ class DaemonService:
         self.words.keep_only({whose for whose, _, _ in carriers})
         return dropped
 
-    async def _drop_left_behind(self, turn: Turn, name: str) -> None:
+    async def _drop_left_behind(self, turn: Turn, name: str) -> bool:
         """A person's space in a turn no start brought back was forgotten, or a file of it.
 
         As an open turn drops it, but whole even for one file: the turn's
@@ -284,14 +285,27 @@ class DaemonService:
         Its files are cleaned out whatever its result says (a space stored
         before the forget still has its rows and journal records), once per
         process (``forgets_applied``); a start's catch-up does it again,
-        which finishes one a crash or a failed write cut short.
+        which finishes one a crash or a failed write cut short. Returns
+        whether it did it now.
         """
         key = (turn.session, turn.id, name)
         if key in self.forgets_applied:
-            return
+            return False
         await self.memory.forget_in_turn(turn, name)
-        await self.workspace.drop_left_behind(turn.session, turn.id, name)
+        try:
+            await self.workspace.drop_left_behind(turn.session, turn.id, name)
+        except Exception:
+            # Its files are what kept it from coming back: one that cannot be
+            # rewritten must not stop this forget elsewhere, nor a start.
+            log.exception(
+                "could not take %s out of the files of session %s's turn, left behind at start; "
+                "tried again at the next look for forgets",
+                name,
+                turn.session,
+            )
+            return False
         self.forgets_applied.add(key)
+        return True
 
     async def _forget_words(self, org: str, user: str, judge: Judge | None = None) -> None:
         """``user`` of ``org`` was forgotten: no open turn or held change set keeps their words.
@@ -544,29 +558,27 @@ class DaemonService:
         self.heard += 1
         if notice.path is None:
             self.heard_people.append((self.heard, notice.org, notice.user))
-        # One forget at a time with the look: a turn's turn.json rewritten by
-        # both at once (its words here, its rows there) could get back what
-        # one of them took out.
-        async with self.forget_lock:
-            if notice.path is None:
-                await self._forget_words(notice.org, notice.user)
-            for turn in self.memory.open_turns():
-                for name, mount in turn.mounts.items():
-                    ref = mount.ref
-                    if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
-                        continue
-                    if notice.space is not None and ref.space != notice.space:
-                        continue
-                    # A space stored before the forget stays reported so, naming nothing.
-                    await self.memory.forget_in_turn(turn, name)
-                    await self.workspace.drop_forgotten(turn.session, name, notice.path)
-                    self.forgets_applied.add((turn.session, turn.id, name))
-                    dropped.setdefault(turn.session, []).append(name)
-            for turn in self.memory.left_behind_turns():
-                for name, mount in turn.mounts.items():
-                    ref = mount.ref
-                    if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
-                        await self._drop_left_behind(turn, name)
+        if notice.path is None:
+            await self._forget_words(notice.org, notice.user)
+        for turn in self.memory.open_turns():
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
+                    continue
+                if notice.space is not None and ref.space != notice.space:
+                    continue
+                # A space stored before the forget stays reported so, naming nothing.
+                await self.memory.forget_in_turn(turn, name)
+                await self.workspace.drop_forgotten(turn.session, name, notice.path)
+                self.forgets_applied.add((turn.session, turn.id, name))
+                dropped.setdefault(turn.session, []).append(name)
+        for turn in self.memory.left_behind_turns():
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                theirs = ref.owned_by(notice.org, notice.user)
+                if theirs and notice.space in (None, ref.space):
+                    await self._drop_left_behind(turn, name)  # maybe by _forget_words already
+                    if (turn.session, turn.id, name) in self.forgets_applied:
                         dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)
 

@@ -27,6 +27,7 @@ import logging
 import operator
 import os
 import shutil
+import threading
 from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, filterfalse
@@ -113,6 +114,10 @@ class OverlayWorkspace:
         self._record_gone: set[str] = set()
         # Sessions whose turn, written down, no start brought back (keep_left_behind).
         self.left_behind: set[str] = set()
+        # Their (session, turn, space) whose blobs a forget let go of (drop_left_behind).
+        self._let_go: set[tuple[str, str, str]] = set()
+        # turn.json is read, edited and written whole: one rewrite at a time.
+        self._rewriting = threading.Lock()
         self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
         # This boot of the machine: a turn.json written in it is whole (the page
         # cache kept it); one from an earlier boot only if it was made durable.
@@ -858,15 +863,16 @@ class OverlayWorkspace:
         Nothing where there is no record, or where ``edit`` returns None.
         """
         target = self.turn_file(session)
-        try:
-            text = target.read_text()
-        except FileNotFoundError:
-            return
-        head, _, rows = text.partition("\n")
-        record = json.loads(head)
-        kept = edit(record, rows)
-        if kept is not None:
-            _write_atomic(target, json.dumps(record, separators=(",", ":")) + "\n" + kept)
+        with self._rewriting:  # two edits at once (words, rows) would lose one
+            try:
+                text = target.read_text()
+            except FileNotFoundError:
+                return
+            head, _, rows = text.partition("\n")
+            record = json.loads(head)
+            kept = edit(record, rows)
+            if kept is not None:
+                _write_atomic(target, json.dumps(record, separators=(",", ":")) + "\n" + kept)
 
     def _scrub(self, session: str, names: Sequence[str]) -> None:
         """No name or sha256 of a forgotten space's files stays in ``turn.json`` or the journal.
@@ -887,14 +893,19 @@ class OverlayWorkspace:
         Done again, it finishes one a crash cut short.
         """
 
+        key = (session, turn, name)
+
         def drop() -> None:
-            # turn.json's rows name what is left to clean out, so they go last:
-            # a drop a crash cut short, done again, finds the rest by them.
-            record = self._read_state(self.turn_file(session).read_text())
-            shas = list(record.get("shas", {}).get(name, {}).values())
-            self.overlay.blobs.release(shas, discard=True)
-            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
+            # The rows name the blobs its holds are for (keep_left_behind, at
+            # each start), so the blobs go first, and once a process: a drop
+            # done again must not let go of another turn's hold on the same bytes.
+            if key not in self._let_go:
+                record = self._read_state(self.turn_file(session).read_text())
+                shas = list(record.get("shas", {}).get(name, {}).values())
+                self.overlay.blobs.release(shas, discard=True)
+                self._let_go.add(key)
             self._scrub_record(session, [name])
+            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
 
         await trio.to_thread.run_sync(drop)
 
