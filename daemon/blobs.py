@@ -222,7 +222,12 @@ class BlobCache:
                 self._refs[sha] = self._refs.get(sha, 0) + 1
 
     def release(self, shas: Sequence[str], *, discard: bool) -> None:
-        """Let go of blobs; with ``discard``, remove those no turn holds and none shares."""
+        """Let go of blobs; with ``discard``, remove those no turn holds and none shares.
+
+        Every hold is let go of even where removing a file fails (the first
+        such error is raised after): a caller must not let go of them again.
+        """
+        failed: OSError | None = None
         with self._lock:
             for sha in shas:
                 left = self._refs.get(sha, 0) - 1
@@ -233,7 +238,12 @@ class BlobCache:
                 if discard and sha not in self._shared:
                     self._present.discard(sha)
                     self._synced.discard(sha)
-                    self.path(sha).unlink(missing_ok=True)
+                    try:
+                        self.path(sha).unlink(missing_ok=True)
+                    except OSError as exc:
+                        failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def sweep(self) -> int:
         """Remove every blob no turn holds and none shares, and every torn write; return how many.

@@ -197,7 +197,8 @@ class OverlayWorkspace:
             laid = self.overlay.sessions.get(plan.session)
             attached = laid is not None and laid.turn is not None and laid.turn.turn == plan.turn
             if _names_turn(self.turn_file(plan.session), plan.turn):
-                self.turn_file(plan.session).unlink()
+                with self._rewriting:
+                    self.turn_file(plan.session).unlink()
             if attached:
                 self.overlay.detach_turn(plan.session)  # its folder and blobs with it
             else:
@@ -400,7 +401,8 @@ class OverlayWorkspace:
         }
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
         # Not synced: see _make_durable.
-        _write_atomic(self.turn_file(state.session), body, sync=False)
+        with self._rewriting:
+            _write_atomic(self.turn_file(state.session), body, sync=False)
         return snaps
 
     def _arm(self, session: str, turn: str, manifests: Mapping[str, Mapping[str, str]]) -> TurnTree:
@@ -540,7 +542,7 @@ class OverlayWorkspace:
                     self._restate(session, state)
                 _write_atomic(target, text, syncs, sync=durable)
                 if final:  # close's first step, in the same trip (see close)
-                    _remove_turn_record(self.turn_file(session))
+                    self._remove_record(session)
 
             await trio.to_thread.run_sync(write)
             if final:
@@ -582,7 +584,7 @@ class OverlayWorkspace:
         if session in self._record_gone:
             self._record_gone.discard(session)
         else:
-            await trio.to_thread.run_sync(_remove_turn_record, self.turn_file(session))
+            await trio.to_thread.run_sync(self._remove_record, session)
         self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
         folder = None
@@ -853,14 +855,27 @@ class OverlayWorkspace:
                     mount["by"] = None if by is None else by.model_dump(mode="json")
             return rows
 
-        self._rewrite_record(session, restate)
+        self._rewrite_record(session, restate, turn=state.turn)
+
+    def _remove_record(self, session: str) -> None:
+        """The session's turn is over: its record goes, once no rewrite of it is under way."""
+        with self._rewriting:
+            _remove_turn_record(self.turn_file(session))
 
     def _rewrite_record(
-        self, session: str, edit: Callable[[dict[str, Any], str], str | None]
+        self,
+        session: str,
+        edit: Callable[[dict[str, Any], str], str | None],
+        *,
+        turn: str | None = None,
     ) -> None:
         """Rewrite ``turn.json`` through ``edit`` (its JSON head, its rows: the rows to keep).
 
-        Nothing where there is no record, or where ``edit`` returns None.
+        Nothing where there is no record, where it is another turn's than
+        ``turn`` (the one meant ended meanwhile, and the session started
+        another), or where ``edit`` returns None. One writer of turn.json at
+        a time (``_rewriting``): a rewrite that read it before the turn's end
+        removed it would write it back, and the ended turn would come back.
         """
         target = self.turn_file(session)
         with self._rewriting:  # two edits at once (words, rows) would lose one
@@ -870,6 +885,8 @@ class OverlayWorkspace:
                 return
             head, _, rows = text.partition("\n")
             record = json.loads(head)
+            if turn is not None and record.get("state", {}).get("turn") != turn:
+                return
             kept = edit(record, rows)
             if kept is not None:
                 _write_atomic(target, json.dumps(record, separators=(",", ":")) + "\n" + kept)
@@ -902,14 +919,14 @@ class OverlayWorkspace:
             if key not in self._let_go:
                 record = self._read_state(self.turn_file(session).read_text())
                 shas = list(record.get("shas", {}).get(name, {}).values())
+                self._let_go.add(key)  # before: a release cut short must not count twice
                 self.overlay.blobs.release(shas, discard=True)
-                self._let_go.add(key)
-            self._scrub_record(session, [name])
+            self._scrub_record(session, [name], turn=turn)
             _scrub_journal(self.overlay.session_dir(session) / turn, {name})
 
         await trio.to_thread.run_sync(drop)
 
-    def _scrub_record(self, session: str, names: Sequence[str]) -> None:
+    def _scrub_record(self, session: str, names: Sequence[str], *, turn: str | None = None) -> None:
         """``turn.json`` without a forgotten space's rows and folders, nor the note."""
 
         def scrub(record: dict[str, Any], rows: str) -> str | None:
@@ -930,7 +947,7 @@ class OverlayWorkspace:
                 if parts[at] not in names
             )
 
-        self._rewrite_record(session, scrub)
+        self._rewrite_record(session, scrub, turn=turn)
 
 
 def _scrub_journal(turn_dir: Path, names: Collection[str]) -> None:

@@ -394,7 +394,7 @@ async def test_a_turn_end_writes_its_last_record_and_removes_its_turn_json_in_on
             trips = counting_trips(monkeypatch)
             await turn.end()
             monkeypatch.undo()
-            assert "write" in trips and "_remove_turn_record" not in trips
+            assert "write" in trips and "_remove_record" not in trips
             assert not ws.turn_file("s1").exists()
             assert not ws.turn_file("s1").with_name(DONE_FILE).exists()
             assert (await store.files(me)) == {"prefs.md": f"coffee {n}\n".encode()}
@@ -411,7 +411,7 @@ async def test_a_turn_json_stays_until_a_trace_recorded_after_the_last_record_is
     turn = await memory.start_turn("s1", BODY)
     trips = counting_trips(monkeypatch)
     await turn.end()
-    assert trips.index("_remove_turn_record") > trips.index("write")
+    assert trips.index("_remove_record") > trips.index("write")
     assert not ws.turn_file("s1").exists()
 
 
@@ -944,3 +944,71 @@ async def test_a_forget_notice_does_not_wait_for_a_look_the_store_holds_up(
         answer.set()
     assert applied.dropped == {"s1": ["me"]}
     assert hers_in(tmp_path / "state") == []
+
+
+async def test_a_forget_rewriting_turn_json_as_the_turn_ends_does_not_bring_the_turn_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The forget's rewrite read turn.json, the turn's end removed it, and the
+    # rewrite wrote it back: the ended turn came back at the next start.
+    memory, ws = workspace(tmp_path)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY, prompt="okapi"))
+    edited, go = threading.Event(), threading.Event()
+    write_atomic = workspace_module._write_atomic
+
+    def held_up(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
+        if target.name == "turn.json" and not edited.is_set():
+            edited.set()  # a rewrite has read and edited turn.json
+            go.wait(10)
+        write_atomic(target, text, *args, **kwargs)
+
+    monkeypatch.setattr(workspace_module, "_write_atomic", held_up)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service.forgotten, ForgetNotice(org="o1", user="u1"))
+        await trio.to_thread.run_sync(edited.wait, 10)
+        nursery.start_soon(service.end_turn, "s1")
+        await trio.sleep(0.2)  # the end waits for the rewrite, or removes turn.json under it
+        go.set()
+    assert not ws.turn_file("s1").exists(), "an ended turn's record came back"
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+@pytest.mark.error_log("could not take me out of the files of session s1's turn")
+async def test_a_release_a_failed_unlink_cut_short_does_not_let_go_of_anothers_hold_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Removing her only-hers blob failed midway through letting go of her
+    # blobs; done again, it let go of the one u2's open turn holds too.
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    hers = {"a.md": b"my diagnosis\n", "b.md": b"only hers\n"}
+    await store.put(me, ChangeSet(created=hers), provenance=Provenance())
+    await memory.start_turn("s1", BODY, prompt="okapi words")
+    service = starts_and_fails_again(tmp_path, store)
+    ws = service.workspace
+    theirs = SpaceRef(layer="user", space="me", org="o1", user="u2")
+    await store.put(theirs, ChangeSet(created={"x.md": b"my diagnosis\n"}), provenance=Provenance())
+    body = {"userId": "u2", "name": "V", "orgId": "o1"}
+    await service.start_turn(StartTurnRequest(session="s2", extra_body=body))
+    shared, alone = digest(b"my diagnosis\n"), digest(b"only hers\n")
+    assert ws.overlay.blobs._refs.get(shared) == 2
+    await store.forget_user("u1", "o1", by=None)
+    unlink = Path.unlink
+    failed: list[Path] = []
+
+    def eio(self: Path, missing_ok: bool = False) -> None:
+        if self.name == alone and not failed:
+            failed.append(self)
+            raise OSError(errno.EIO, "Input/output error")
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", eio)
+    await service.forgotten(ForgetNotice(org="o1", user="u1"))  # the clean-out, then again
+    assert failed
+    monkeypatch.undo()
+    await service.poll_forgets()
+    assert ws.overlay.blobs._refs.get(shared) == 1  # u2's hold
+    mount = turn_of(ws.overlay, "s2").mounts["me"]
+    assert source_of(ws.overlay, mount, "x.md").read_bytes() == b"my diagnosis\n"
