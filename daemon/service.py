@@ -111,7 +111,16 @@ class DaemonService:
         self.manual = {(hold.session, hold.turn): hold for hold in holds}
         records = self.workspace.saved_turns()
         for record in records:
-            state = TurnState.model_validate_json(json.dumps(record["state"]))
+            try:
+                state = TurnState.model_validate_json(json.dumps(record["state"]))
+            except ValueError:
+                # Written by another memfs, or damaged in a way JSON still
+                # reads: this session waits, the others start.
+                session = record["state"].get("session")
+                log.exception("could not read back the open turn of session %s", session)
+                if isinstance(session, str):
+                    self.workspace.left_behind.add(session)
+                continue
             restored = False
             try:
                 turn = self.memory.restore_turn(state)

@@ -1012,3 +1012,24 @@ async def test_a_release_a_failed_unlink_cut_short_does_not_let_go_of_anothers_h
     assert ws.overlay.blobs._refs.get(shared) == 1  # u2's hold
     mount = turn_of(ws.overlay, "s2").mounts["me"]
     assert source_of(ws.overlay, mount, "x.md").read_bytes() == b"my diagnosis\n"
+
+
+@pytest.mark.error_log("could not read back the open turn of session s1")
+async def test_a_turn_record_that_does_not_validate_leaves_its_session_waiting_not_the_start(
+    tmp_path: Path,
+) -> None:
+    # TurnState's validation raised out of recover: no daemon started.
+    memory, ws = workspace(tmp_path)
+    await memory.start_turn("s1", BODY)
+    await memory.start_turn("s2", BODY)
+    path = ws.turn_file("s1")
+    head, _, rows = path.read_text().partition("\n")
+    record = json.loads(head)
+    record["state"]["prompt"] = {"not": "a prompt"}
+    path.write_text(json.dumps(record) + "\n" + rows)
+    memory, ws = workspace(tmp_path)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    assert service.recover() == ["s2"]
+    with pytest.raises(TurnOpen, match="could not be brought back"):
+        await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
+    assert json.loads(path.read_text().partition("\n")[0]) == record  # kept as it was
