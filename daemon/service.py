@@ -546,6 +546,7 @@ class DaemonService:
             sessions=sessions,
             requests=dict(sorted(self.requests.items())),
             store_health=self.store_health,
+            left_behind=sorted(self.workspace.left_behind),
         )
 
     def _open_turn_status(self, session: str) -> dict[str, list[str]]:

@@ -573,6 +573,7 @@ async def test_a_turn_whose_journal_fails_to_replay_at_start_is_left_whole_and_n
             await call("s1")
     with pytest.raises(TurnOpen, match="could not be brought back"):
         await service.close_session("s1")  # it would remove the record
+    assert (await service.status()).left_behind == ["s1"]
     # All of it kept for a later start, the person's blob held as the turn would:
     # another turn over their memory ending (this refused one) discards nothing.
     assert ws.turn_file("s1").read_bytes() == record
@@ -1033,3 +1034,4 @@ async def test_a_turn_record_that_does_not_validate_leaves_its_session_waiting_n
     with pytest.raises(TurnOpen, match="could not be brought back"):
         await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
     assert json.loads(path.read_text().partition("\n")[0]) == record  # kept as it was
+    assert (await service.status()).left_behind == ["s1"]  # for its operator to see

@@ -214,6 +214,9 @@ class DaemonStatus(Model):
     # connection that listens for other daemons' changes); None for a store
     # with no such connection (SQLite, folder, memory).
     store_health: StoreHealth | None = None
+    # Sessions whose open turn this daemon's start could not bring back (its
+    # log says why): each takes no new turn until a start brings it back.
+    left_behind: list[str] = Field(default_factory=list)
 
 
 class Problem(Model):
