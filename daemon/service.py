@@ -42,7 +42,7 @@ from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.words import Judge, Key, Person, WordMarks
-from memfsd.workspace import NOT_BACK, OverlayWorkspace
+from memfsd.workspace import FOLDER_KEY, NOT_BACK, OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
 
@@ -116,10 +116,12 @@ class DaemonService:
             except ValueError:
                 # Written by another memfs, or damaged in a way JSON still
                 # reads: this session waits, the others start.
-                session = record["state"].get("session")
+                session = record[FOLDER_KEY]
                 log.exception("could not read back the open turn of session %s", session)
-                if isinstance(session, str):
-                    self.workspace.left_behind.add(session)
+                try:
+                    self.workspace.keep_unread(record)
+                except Exception:
+                    log.exception("could not hold what session %s's turn names", session)
                 continue
             restored = False
             try:

@@ -77,6 +77,8 @@ MANUAL_DIR = "manual"
 # turn's first sync, memfsd.durable). A turn.json written before the machine
 # last booted comes back only with it.
 DURABLE_FILE = "durable"
+# The key :meth:`OverlayWorkspace.saved_turns` adds to each record: its session folder's name.
+FOLDER_KEY = "folder"
 # What a session whose turn a start could not bring back is told, at every call it cannot take.
 NOT_BACK = (
     "the session's last turn could not be brought back when the daemon started "
@@ -116,8 +118,9 @@ class OverlayWorkspace:
         self.left_behind: set[str] = set()
         # Their (session, turn, space) whose blobs a forget let go of (drop_left_behind).
         self._let_go: set[tuple[str, str, str]] = set()
-        # turn.json is read, edited and written whole: one rewrite at a time.
-        self._rewriting = threading.Lock()
+        # turn.json is read, edited and written whole: one writer at a time
+        # (re-entered by a left-behind space's drop, which rewrites it too).
+        self._rewriting = threading.RLock()
         self.manifests = SharedManifests(overlay.state_dir, _write_atomic)
         # This boot of the machine: a turn.json written in it is whole (the page
         # cache kept it); one from an earlier boot only if it was made durable.
@@ -687,6 +690,7 @@ class OverlayWorkspace:
                 if done.get("turn") == record["state"]["turn"]:
                     record["state"]["done"] = {**record["state"].get("done", {}), **done["done"]}
                     record["state"]["kept"] = done.get("kept", {})
+            record[FOLDER_KEY] = path.parent.name  # the session, whatever the record says
             found.append(record)
         return found
 
@@ -704,7 +708,7 @@ class OverlayWorkspace:
             record = self._read_state(path.read_text())
             boot = record.get("boot")
             turn = str(record["state"]["turn"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             # Torn by a power cut before it was synced (it is replaced whole, by a
             # rename, so nothing else tears it): the turn never became durable.
             # Set aside, not removed, should the disk itself have damaged it.
@@ -773,6 +777,18 @@ class OverlayWorkspace:
                 self.overlay.blobs.share(shas)
             else:
                 self.overlay.blobs.hold(shas)
+
+    def keep_unread(self, record: Mapping[str, Any]) -> None:
+        """Hold what a turn whose record did not read back names, as :meth:`keep_left_behind` does.
+
+        Which of its spaces are shared is not known: every blob it names is
+        held (a shared one held as well stays all the same).
+        """
+        session = record[FOLDER_KEY]
+        self.left_behind.add(session)
+        self.manifests.hold(session, record.get("bases", {}).values())
+        for manifest in record.get("shas", {}).values():
+            self.overlay.blobs.hold(list(manifest.values()))
 
     def _reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
         root = self.root(turn.session)
@@ -896,7 +912,13 @@ class OverlayWorkspace:
 
         Nor in the note ``turn.json`` keeps, which is dropped whole.
         """
-        self.overlay.scrub_forgotten(session)
+        try:
+            self.overlay.scrub_forgotten(session)
+        except FileNotFoundError:
+            tree = self.overlay.sessions.get(session)
+            if tree is not None and tree.turn is not None and not tree.turn.gone:
+                raise
+            # The turn ended meanwhile, its folder with it: nothing is left to scrub.
         self._scrub_record(session, names)
 
     async def drop_left_behind(self, session: str, turn: str, name: str) -> None:
@@ -915,14 +937,16 @@ class OverlayWorkspace:
         def drop() -> None:
             # The rows name the blobs its holds are for (keep_left_behind, at
             # each start), so the blobs go first, and once a process: a drop
-            # done again must not let go of another turn's hold on the same bytes.
-            if key not in self._let_go:
-                record = self._read_state(self.turn_file(session).read_text())
-                shas = list(record.get("shas", {}).get(name, {}).values())
-                self._let_go.add(key)  # before: a release cut short must not count twice
-                self.overlay.blobs.release(shas, discard=True)
-            self._scrub_record(session, [name], turn=turn)
-            _scrub_journal(self.overlay.session_dir(session) / turn, {name})
+            # done again must not let go of another turn's hold on the same
+            # bytes. One drop at a time (a notice's and a look's at once).
+            with self._rewriting:
+                if key not in self._let_go:
+                    record = self._read_state(self.turn_file(session).read_text())
+                    shas = list(record.get("shas", {}).get(name, {}).values())
+                    self._let_go.add(key)  # before: a release cut short must not count twice
+                    self.overlay.blobs.release(shas, discard=True)
+                self._scrub_record(session, [name], turn=turn)
+                _scrub_journal(self.overlay.session_dir(session) / turn, {name})
 
         await trio.to_thread.run_sync(drop)
 

@@ -35,7 +35,7 @@ from memfs.stores.sqlite import SqliteStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
-from memfsd.workspace import DONE_FILE, MANIFEST_FORMAT, OverlayWorkspace
+from memfsd.workspace import DONE_FILE, FOLDER_KEY, MANIFEST_FORMAT, OverlayWorkspace
 from tests.overlay_helpers import source_of, turn_of
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
@@ -236,7 +236,7 @@ async def test_a_turn_written_down_whole_as_json_by_an_older_memfs_is_still_read
     }
     ws.turn_file("s1").parent.mkdir(parents=True)
     ws.turn_file("s1").write_text(json.dumps(old))
-    assert ws.saved_turns() == [old]
+    assert ws.saved_turns() == [{**old, FOLDER_KEY: "s1"}]
 
 
 async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> None:
@@ -1035,3 +1035,80 @@ async def test_a_turn_record_that_does_not_validate_leaves_its_session_waiting_n
         await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
     assert json.loads(path.read_text().partition("\n")[0]) == record  # kept as it was
     assert (await service.status()).left_behind == ["s1"]  # for its operator to see
+
+
+async def her_turn_damaged(
+    tmp_path: Path, damage: Callable[[dict[str, Any]], None]
+) -> tuple[MemoryStore, Path]:
+    """s1's open turn over her memory (prefs.md), its turn.json's head then edited by ``damage``."""
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    await store.put(me, ChangeSet(created={"prefs.md": b"tea\n"}), provenance=Provenance())
+    await memory.start_turn("s1", BODY)
+    path = ws.turn_file("s1")
+    head, _, rows = path.read_text().partition("\n")
+    record = json.loads(head)
+    damage(record)
+    path.write_text(json.dumps(record) + "\n" + rows)
+    return store, path
+
+
+def restarted(tmp_path: Path, store: MemoryStore) -> tuple[Memory, OverlayWorkspace, DaemonService]:
+    memory, ws = workspace(tmp_path)
+    memory.store = store
+    return memory, ws, DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+
+def bad_prompt(record: dict[str, Any]) -> None:
+    record["state"]["prompt"] = {"not": "a prompt"}
+
+
+@pytest.mark.error_log("could not read back the open turn of session s1")
+async def test_a_turn_record_mended_after_it_did_not_validate_comes_back_whole(
+    tmp_path: Path,
+) -> None:
+    # Nothing held its person's blobs meanwhile: her other turn's end
+    # discarded them, and the mended turn came back without its files.
+    store, path = await her_turn_damaged(tmp_path, bad_prompt)
+    memory, _, service = restarted(tmp_path, store)
+    assert service.recover() == []
+    await (await memory.start_turn("s2", BODY)).end()  # the same person, another session
+    head, _, rows = path.read_text().partition("\n")
+    record = json.loads(head)
+    record["state"]["prompt"] = None
+    path.write_text(json.dumps(record) + "\n" + rows)  # mended; the daemon restarted
+    _, ws, service = restarted(tmp_path, store)
+    assert service.recover() == ["s1"]
+    mount = turn_of(ws.overlay, "s1").mounts["me"]
+    assert source_of(ws.overlay, mount, "prefs.md").read_bytes() == b"tea\n"
+
+
+@pytest.mark.error_log("could not read back the open turn of session s1")
+async def test_a_turn_record_that_does_not_validate_is_its_folders_session_whatever_it_says(
+    tmp_path: Path,
+) -> None:
+    def elsewhere(record: dict[str, Any]) -> None:
+        record["state"]["session"] = "s0"
+        bad_prompt(record)
+
+    store, _ = await her_turn_damaged(tmp_path, elsewhere)
+    _, _, service = restarted(tmp_path, store)
+    assert service.recover() == []
+    assert (await service.status()).left_behind == ["s1"]
+    started = await service.start_turn(StartTurnRequest(session="s0", extra_body=BODY))
+    assert started.session == "s0"
+
+
+@pytest.mark.error_log("cannot be read")
+@pytest.mark.parametrize("mounts", [[1, 2], "x"])
+async def test_a_turn_record_whose_mounts_are_not_a_map_is_set_aside_and_the_daemon_starts(
+    tmp_path: Path, mounts: Any
+) -> None:
+    def garbled(record: dict[str, Any]) -> None:
+        record["state"]["mounts"] = mounts
+
+    store, path = await her_turn_damaged(tmp_path, garbled)
+    _, _, service = restarted(tmp_path, store)
+    assert service.recover() == []  # AttributeError stopped the start
+    assert path.with_name(path.name + ".damaged").exists()
