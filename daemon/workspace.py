@@ -834,7 +834,12 @@ class OverlayWorkspace:
             dropped = self.overlay.drop_path(session, name, path)
         await self.forget_names()
         if dropped:
-            await trio.to_thread.run_sync(self._scrub, session, [name])
+            # The journal's rewrite reads the turn's tree and swaps its
+            # descriptor: on the trio thread, where the agent's requests
+            # append to it (in a worker thread, a record appended meanwhile
+            # went to the old journal and was lost).
+            self.overlay.scrub_forgotten(session)
+            await trio.to_thread.run_sync(self._scrub_record, session, [name])
         return dropped
 
     async def drop_damaged_records(self) -> int:
@@ -912,13 +917,7 @@ class OverlayWorkspace:
 
         Nor in the note ``turn.json`` keeps, which is dropped whole.
         """
-        try:
-            self.overlay.scrub_forgotten(session)
-        except FileNotFoundError:
-            tree = self.overlay.sessions.get(session)
-            if tree is not None and tree.turn is not None and not tree.turn.gone:
-                raise
-            # The turn ended meanwhile, its folder with it: nothing is left to scrub.
+        self.overlay.scrub_forgotten(session)
         self._scrub_record(session, names)
 
     async def drop_left_behind(self, session: str, turn: str, name: str) -> None:

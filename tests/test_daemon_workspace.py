@@ -16,6 +16,7 @@ import pytest
 import trio
 
 import memfs
+import memfsd.journal as memfsd_journal
 import memfsd.workspace as workspace_module
 from memfs.api.models import ForgetNotice, StartTurnRequest
 from memfs.core.errors import ConfigError, DiskFull, NotFound, StoreUnavailable, TurnOpen
@@ -1112,3 +1113,42 @@ async def test_a_turn_record_whose_mounts_are_not_a_map_is_set_aside_and_the_dae
     _, _, service = restarted(tmp_path, store)
     assert service.recover() == []  # AttributeError stopped the start
     assert path.with_name(path.name + ".damaged").exists()
+
+
+async def test_a_forgets_scrub_keeps_every_journal_record_an_agent_wrote_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scrub compacted the open turn's journal in a worker thread while
+    # the agent's requests appended to it on the trio thread: a record
+    # appended to the old journal then was gone from the new one, and a
+    # crash lost the write the agent saw succeed.
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    me = SpaceRef(layer="user", space="me", org="o1", user="u1")
+    await store.put(rules, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    await store.put(me, ChangeSet(created={"g.md": b"mine\n"}), provenance=Provenance())
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
+    overlay = ws.overlay
+    turn = turn_of(overlay, "s1")
+    compacting, go = threading.Event(), threading.Event()
+    encode = memfsd_journal.encode
+
+    def slow(records: Any) -> bytes:
+        if threading.current_thread() is not threading.main_thread():
+            compacting.set()
+            go.wait(10)
+        return encode(records)
+
+    monkeypatch.setattr(memfsd_journal, "encode", slow)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service.forgotten, ForgetNotice(org="o1", user="u1"))
+        await trio.to_thread.run_sync(compacting.wait, 1)
+        rule = overlay.lookup(turn.mounts["rules"].root.inode, "r.md").inode
+        fh, _ = overlay.open(rule, os.O_WRONLY | os.O_APPEND)
+        overlay.write(fh, 0, b"RULE")  # the agent's write, journaled now
+        overlay.release(fh)
+        go.set()
+    records = list(memfsd_journal.decode((turn.dir / "journal").read_bytes()))
+    assert any(r["m"] == "rules" and r["p"] == "r.md" and r["o"] == "w" for r in records)
