@@ -139,8 +139,10 @@ async def test_commit_close_and_status_print_json(daemon: Daemon) -> None:
         "sessions",
         "requests",
         "store_health",
+        "left_behind",
     }
     assert out["store_health"] is None  # a SQLite store: no listening connection to report on
+    assert out["left_behind"] == []  # every open turn came back (there were none)
     assert out["version"] == memfs.__version__
     assert [s["session"] for s in out["sessions"]] == ["s1"]
 
