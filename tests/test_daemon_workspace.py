@@ -72,6 +72,25 @@ def store_of(memory: Memory) -> MemoryStore:
     return memory.store
 
 
+def restarted(tmp_path: Path, store: MemoryStore) -> tuple[Memory, OverlayWorkspace, DaemonService]:
+    """The daemon started again over ``tmp_path``'s state, on the same store."""
+    memory, ws = workspace(tmp_path)
+    memory.store = store
+    return memory, ws, DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+
+def torn(state: Any) -> None:
+    raise RuntimeError("a bug in the journal's replay")
+
+
+def starts_and_fails_again(tmp_path: Path, store: MemoryStore) -> DaemonService:
+    """A start that cannot bring s1's turn back: its journal's replay raises."""
+    _, ws, service = restarted(tmp_path, store)
+    ws.overlay._replay = torn  # type: ignore[method-assign]
+    assert service.recover() == []
+    return service
+
+
 async def test_a_stored_space_is_written_down_beside_the_turn_not_into_it(tmp_path: Path) -> None:
     memory, ws = workspace(tmp_path)
     turn = await memory.start_turn("s1", BODY)
@@ -553,19 +572,8 @@ async def test_a_turn_whose_journal_fails_to_replay_at_start_is_left_whole_and_n
     record = ws.turn_file("s1").read_bytes()
     tea = digest(b"tea\n")
 
-    def restarted() -> tuple[Memory, OverlayWorkspace, DaemonService]:
-        memory, ws = workspace(tmp_path)
-        memory.store = store
-        return memory, ws, DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
-
-    memory, ws, service = restarted()
-
-    def torn(state: Any) -> None:
-        raise RuntimeError("a bug in the journal's replay")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(ws.overlay, "_replay", torn)
-        assert service.recover() == []
+    service = starts_and_fails_again(tmp_path, store)
+    memory, ws = service.memory, service.workspace
     assert memory.open_turns() == []
     with pytest.raises(TurnOpen, match="could not be brought back"):
         await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
@@ -581,7 +589,7 @@ async def test_a_turn_whose_journal_fails_to_replay_at_start_is_left_whole_and_n
     assert tea in ws.overlay.blobs and ws.overlay.blobs._refs.get(tea) == 1
     assert "s1" not in ws.overlay.sessions
 
-    memory, ws, service = restarted()  # the bug fixed: the next start brings it back
+    memory, ws, service = restarted(tmp_path, store)  # the bug fixed: the next start brings it back
     assert service.recover() == ["s1"]
     ended = await service.end_turn("s1")
     assert ended.spaces["me"].status == "saved"
@@ -689,7 +697,7 @@ async def test_a_turn_whose_mounts_fail_to_lay_out_at_start_leaves_no_journal_op
 
 
 async def left_behind_with_her_words(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> tuple[MemoryStore, DaemonService, OverlayWorkspace]:
     """u1's turn wrote her own memory and an org rule, then the restart failed to bring it back."""
     memory, ws = workspace(tmp_path)
@@ -707,17 +715,8 @@ async def left_behind_with_her_words(
     fh, _ = overlay.open(overlay.lookup(mounts["rules"].root.inode, "r.md").inode, os.O_WRONLY)
     overlay.write(fh, 0, b"RULE")
     overlay.release(fh)
-    memory, ws = workspace(tmp_path)
-    memory.store = store
-    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
-
-    def torn(state: Any) -> None:
-        raise RuntimeError("a bug in the journal's replay")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(ws.overlay, "_replay", torn)
-        assert service.recover() == []
-    return store, service, ws
+    service = starts_and_fails_again(tmp_path, store)
+    return store, service, service.workspace
 
 
 HER_MEMORY = (b"my diagnosis", b"okapi.md", b"her second diagnosis", b"g.md")
@@ -734,9 +733,7 @@ def hers_in(state_dir: Path, hers: tuple[bytes, ...] = (*HER_MEMORY, b"okapi wor
 
 async def the_rule_comes_back(tmp_path: Path, store: MemoryStore) -> None:
     """The next start brings the turn back, and ending it stores the org rule it wrote."""
-    memory, ws = workspace(tmp_path)
-    memory.store = store
-    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    _, _, service = restarted(tmp_path, store)
     assert service.recover() == ["s1"]
     ended = await service.end_turn("s1")
     assert ended.spaces["rules"].status == "saved"
@@ -750,7 +747,7 @@ async def test_a_forget_notice_reaches_a_turn_no_start_brought_back(
 ) -> None:
     # Its record, journal, data and her held blob kept her memory, words and
     # file names until a start brought it back, which a lasting cause never does.
-    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, _ = await left_behind_with_her_words(tmp_path)
     assert hers_in(tmp_path / "state")
     await store.forget_user("u1", "o1", by=None)
     applied = await service.forgotten(ForgetNotice(org="o1", user="u1"))
@@ -763,7 +760,7 @@ async def test_a_forget_notice_reaches_a_turn_no_start_brought_back(
 async def test_a_forget_the_poll_finds_reaches_a_turn_no_start_brought_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, _ = await left_behind_with_her_words(tmp_path)
     await store.forget_user("u1", "o1", by=None)  # by another process: no notice here
     assert await service.poll_forgets() == [("s1", "me")]
     assert hers_in(tmp_path / "state") == []
@@ -775,25 +772,11 @@ async def test_a_forgotten_file_takes_her_whole_space_out_of_a_turn_no_start_bro
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Which journal records are that file's is not known without a replay.
-    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, _ = await left_behind_with_her_words(tmp_path)
     notice = ForgetNotice(org="o1", user="u1", space="me", path="g.md")
     assert (await service.forgotten(notice)).dropped == {"s1": ["me"]}
     assert hers_in(tmp_path / "state", HER_MEMORY) == []  # her prompt is hers to keep
     await the_rule_comes_back(tmp_path, store)
-
-
-def starts_and_fails_again(tmp_path: Path, store: MemoryStore) -> DaemonService:
-    """A later start that again cannot bring s1's turn back."""
-    memory, ws = workspace(tmp_path)
-    memory.store = store
-    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
-
-    def torn(state: Any) -> None:
-        raise RuntimeError("a bug in the journal's replay")
-
-    ws.overlay._replay = torn  # type: ignore[method-assign]
-    assert service.recover() == []
-    return service
 
 
 @pytest.mark.error_log("could not bring back the open turn of session s1")
@@ -802,7 +785,7 @@ async def test_a_forget_of_a_turn_left_behind_cut_short_is_finished_by_the_next_
 ) -> None:
     # Its space was marked forgotten (done.json) before its files were
     # cleaned out; every later forget took the mark for the whole of it.
-    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, ws = await left_behind_with_her_words(tmp_path)
     await store.forget_user("u1", "o1", by=None)
 
     async def killed(*args: Any) -> None:
@@ -824,7 +807,7 @@ async def test_a_forget_of_a_space_a_turn_left_behind_stored_is_cleaned_out_once
 ) -> None:
     # It was ending: her space was stored, so its result is "saved", not
     # "forgotten"; its rows and journal records still name her files.
-    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, ws = await left_behind_with_her_words(tmp_path)
     [turn] = service.memory.left_behind_turns()
     turn.done["me"] = SpaceResult(status="saved")
     await ws.record("s1", turn.id, turn.done, turn.kept)
@@ -843,7 +826,7 @@ async def test_a_notice_and_the_look_at_once_leave_nothing_of_hers_in_a_turn_lef
 ) -> None:
     # The notice's rewrite of turn.json (her words) read it before the
     # look's took her rows out, and wrote them back after.
-    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, ws = await left_behind_with_her_words(tmp_path)
     await store.forget_user("u1", "o1", by=None)
     restate, write = ws._restate, workspace_module._write_atomic
     restating = threading.local()
@@ -877,7 +860,7 @@ async def test_a_clean_out_done_again_lets_go_of_her_blobs_once_not_of_anothers_
     # Blobs are named by their bytes: u2's open turn holds the same one as
     # her g.md. A clean-out the full disk stopped, done again by the look,
     # let go of it a second time, and u2's agent lost its file.
-    store, service, ws = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, ws = await left_behind_with_her_words(tmp_path)
     theirs = SpaceRef(layer="user", space="me", org="o1", user="u2")
     await store.put(theirs, ChangeSet(created={"x.md": b"my diagnosis\n"}), provenance=Provenance())
     body = {"userId": "u2", "name": "V", "orgId": "o1"}
@@ -904,7 +887,7 @@ async def test_a_turn_left_behind_whose_journal_cannot_be_read_keeps_no_start_fr
 ) -> None:
     # The catch-up raised OSError out of the start (which stopped), and the
     # look raised before the other turns' words were judged.
-    store, _, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, _, _ = await left_behind_with_her_words(tmp_path)
     await store.forget_user("u1", "o1", by=None)
     read_bytes = Path.read_bytes
 
@@ -927,7 +910,7 @@ async def test_a_turn_left_behind_whose_journal_cannot_be_read_keeps_no_start_fr
 async def test_a_forget_notice_does_not_wait_for_a_look_the_store_holds_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, service, _ = await left_behind_with_her_words(tmp_path, monkeypatch)
+    store, service, _ = await left_behind_with_her_words(tmp_path)
     asked, answer = trio.Event(), trio.Event()
     forgotten_since = store.forgotten_since
 
@@ -1053,12 +1036,6 @@ async def her_turn_damaged(
     damage(record)
     path.write_text(json.dumps(record) + "\n" + rows)
     return store, path
-
-
-def restarted(tmp_path: Path, store: MemoryStore) -> tuple[Memory, OverlayWorkspace, DaemonService]:
-    memory, ws = workspace(tmp_path)
-    memory.store = store
-    return memory, ws, DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
 
 
 def bad_prompt(record: dict[str, Any]) -> None:
