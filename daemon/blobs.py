@@ -16,7 +16,10 @@ by an earlier run) is trusted only if its content still hashes to its name.
 Shared (org) memory's blobs stay, marked *shared*. Turns over a person's
 memory hold its blobs, and a blob no turn holds and no shared space has is
 discarded when the last holder lets go, so forgetting a person leaves nothing
-here; what a crash left held by nobody is swept at the next start. Holding,
+here; what a crash left held by nobody is swept at the next start. A blob
+whose removal fails (EIO) is the cache's to remove: it is tried again at
+every later release and at :meth:`remove_unheld` (the daemon's look for
+forgets), unless a turn took the same bytes again meanwhile. Holding,
 sharing and presence change under one lock, so a blob one turn is about to use
 is never discarded by another turn ending at that moment.
 Folders are 0700 and blobs 0600 (``mkstemp``): only the daemon reads them.
@@ -25,6 +28,7 @@ Folders are 0700 and blobs 0600 (``mkstemp``): only the daemon reads them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import threading
@@ -36,6 +40,8 @@ from pathlib import Path
 from memfs.core.models import digest
 from memfs.private import DIR_MODE, make_private_dirs
 from memfsd.durable import GroupSync, fsync_each
+
+log = logging.getLogger("memfsd.blobs")
 
 
 class BlobCache:
@@ -53,6 +59,8 @@ class BlobCache:
         self._writing: dict[str, threading.Event] = {}
         self._refs: dict[str, int] = {}
         self._shared: set[str] = set()
+        # Blobs no one holds or shares whose removal failed: still on disk, to go.
+        self._unremoved: set[str] = set()
         self._lock = threading.Lock()
 
     def path(self, sha: str) -> Path:
@@ -111,6 +119,7 @@ class BlobCache:
                 self._write({sha: content for sha, content in mine.items() if sha not in whole})
                 with self._lock:
                     self._present.update(mine)
+                    self._unremoved.difference_update(mine)
             finally:
                 with self._lock:
                     for sha in mine:
@@ -224,11 +233,13 @@ class BlobCache:
     def release(self, shas: Sequence[str], *, discard: bool) -> None:
         """Let go of blobs; with ``discard``, remove those no turn holds and none shares.
 
-        Every hold is let go of even where removing a file fails (the first
-        such error is raised after): a caller must not let go of them again.
+        A removal that fails is logged and tried again later (see the module
+        docstring), never raised: the holds are let go of all the same, and
+        a caller must not let go of them again.
         """
-        failed: OSError | None = None
         with self._lock:
+            if self._unremoved:  # the earlier failures first: not one just failed, again
+                self._remove_unheld()
             for sha in shas:
                 left = self._refs.get(sha, 0) - 1
                 if left > 0:
@@ -236,14 +247,44 @@ class BlobCache:
                     continue
                 self._refs.pop(sha, None)
                 if discard and sha not in self._shared:
-                    self._present.discard(sha)
-                    self._synced.discard(sha)
-                    try:
-                        self.path(sha).unlink(missing_ok=True)
-                    except OSError as exc:
-                        failed = failed or exc
-        if failed is not None:
-            raise failed
+                    self._remove(sha)
+
+    def remove_unheld(self) -> int:
+        """Try again to remove the blobs whose removal failed; how many are still there."""
+        with self._lock:
+            return self._remove_unheld()
+
+    def unremoved(self) -> int:
+        """How many blobs no one holds are still on disk because removing them failed."""
+        with self._lock:
+            return len(self._unremoved)
+
+    def _remove_unheld(self) -> int:
+        for sha in list(self._unremoved):
+            if sha in self._refs or sha in self._shared or sha in self._present:
+                self._unremoved.discard(sha)  # a turn took the same bytes again: they stay
+            elif sha not in self._writing:  # being stored again: not ours to remove now
+                self._remove(sha)
+        return len(self._unremoved)
+
+    def _remove(self, sha: str) -> bool:
+        """Remove a blob no one holds or shares (under the lock); a failure is kept to retry."""
+        self._present.discard(sha)
+        self._synced.discard(sha)
+        try:
+            self.path(sha).unlink(missing_ok=True)
+        except OSError as exc:
+            if sha not in self._unremoved:
+                log.error(
+                    "could not remove blob %s, which no turn holds (%s); tried again at the "
+                    "next release and the next look for forgets",
+                    sha,
+                    exc,
+                )
+            self._unremoved.add(sha)
+            return False
+        self._unremoved.discard(sha)
+        return True
 
     def sweep(self) -> int:
         """Remove every blob no turn holds and none shares, and every torn write; return how many.
@@ -261,11 +302,14 @@ class BlobCache:
                     continue
                 for blob in folder.iterdir():
                     name = blob.name
-                    if not name.startswith(".") and (name in self._refs or name in self._shared):
+                    if name.startswith("."):  # a torn write: a temporary name, no blob
+                        try:
+                            blob.unlink(missing_ok=True)
+                        except OSError as exc:  # the start goes on; the next one tries again
+                            log.error("could not remove a torn write %s: %s", blob, exc)
+                            continue
+                    elif name in self._refs or name in self._shared or not self._remove(name):
                         continue
-                    blob.unlink(missing_ok=True)
-                    self._present.discard(name)
-                    self._synced.discard(name)
                     removed += 1
         return removed
 

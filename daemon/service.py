@@ -201,6 +201,9 @@ class DaemonService:
         """
         if only is not None:  # a shared store's notice: heard, as a POST /forgotten is
             self.heard += 1
+        blobs = self.workspace.overlay.blobs
+        if blobs.unremoved():  # a forgotten person's bytes an unlink failed to remove
+            await trio.to_thread.run_sync(blobs.remove_unheld)
         return await self._drop_forgotten_spaces("was forgotten by another process", only)
 
     async def _drop_forgotten_spaces(

@@ -942,7 +942,7 @@ class OverlayWorkspace:
                 if key not in self._let_go:
                     record = self._read_state(self.turn_file(session).read_text())
                     shas = list(record.get("shas", {}).get(name, {}).values())
-                    self._let_go.add(key)  # before: a release cut short must not count twice
+                    self._let_go.add(key)  # before: a drop done again must not let go twice
                     self.overlay.blobs.release(shas, discard=True)
                 self._scrub_record(session, [name], turn=turn)
                 _scrub_journal(self.overlay.session_dir(session) / turn, {name})
