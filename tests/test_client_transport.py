@@ -263,3 +263,51 @@ def test_at_most_keep_idle_connections_stay_open_after_a_burst(
     while len(closed) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(closed) == 3
+
+
+def test_a_client_reads_a_newer_daemons_answer_with_fields_it_does_not_know(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    # Fields are only ever added to answers (left_behind, store_health): a
+    # client older than its daemon refused every status with a ValidationError.
+    path = sock_dir / "memfs.sock"
+    body = (
+        b'{"version": "9", "pid": 1, "mount_root": "/m", "state_dir": "/s", "store": "memory", '
+        b'"sessions": [{"session": "s1", "turn": null, "root": "/m/s1", "mounts": [], '
+        b'"added_later": true}], "added_later": {"x": 1}}'
+    )
+
+    def newer(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    raw_server(path, newer)
+    status = status_of(path)
+    assert status.version == "9"
+    assert [s.session for s in status.sessions] == ["s1"]
+
+
+async def test_the_daemon_still_refuses_a_request_field_it_does_not_know(
+    sock_dir: Path,
+) -> None:
+    # Answers are read leniently; a request the daemon does not understand
+    # (a misspelt field would otherwise be dropped unseen) is a bad request.
+    path = sock_dir / "memfs.sock"
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_control, control_app(FakeTarget()), path)
+
+        def start() -> int:
+            http = UnixHTTP(path, timeout=5)
+            try:
+                body = b'{"session": "s1", "promt": "misspelt"}'
+                json = {"Content-Type": "application/json"}
+                return http.request("POST", "/turns", body, json).status
+            finally:
+                http.close()
+
+        assert await trio.to_thread.run_sync(start) in (400, 422)
+        nursery.cancel_scope.cancel()

@@ -1,6 +1,9 @@
 """The JSON shapes of the control API, shared by the daemon, ``memfs.Client`` and the CLI.
 
 Field names here are public interface: the CLI prints exactly these objects.
+Replies only ever gain fields, and a reader passes over those it does not know
+(a client older than its daemon still reads its status); a request's unknown
+field is refused (a misspelt one would otherwise be dropped unseen).
 
 What a turn start may carry is checked here, for the daemon and
 ``memfs.Client`` alike: a uid or gid is a real id, a JSON integer (0 ≤ id <
@@ -27,8 +30,16 @@ from memfs.core.names import unencodable
 MAX_EXTRA_BODY_DEPTH = 64
 
 
-class Model(BaseModel):
+class Request(BaseModel):
+    """What a client sends: a field the daemon does not know is refused."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+class Reply(BaseModel):
+    """What the daemon answers: a field the reader does not know is passed over."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 def _depth(value: Any) -> int:
@@ -50,7 +61,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-class StartTurnRequest(Model):
+class StartTurnRequest(Request):
     session: str
     extra_body: dict[str, Any] = Field(default_factory=dict)
     prompt: str | None = None
@@ -79,14 +90,14 @@ class StartTurnRequest(Model):
         return value
 
 
-class MountInfo(Model):
+class MountInfo(Reply):
     path: str
     read_only: bool
     space: str
     layer: Layer
 
 
-class TurnStarted(Model):
+class TurnStarted(Reply):
     session: str
     turn: str
     root: str
@@ -94,7 +105,7 @@ class TurnStarted(Model):
     note: str
 
 
-class SpaceOutcome(Model):
+class SpaceOutcome(Reply):
     status: Status
     created: list[str] = Field(default_factory=list)
     updated: list[str] = Field(default_factory=list)
@@ -115,7 +126,7 @@ class SpaceOutcome(Model):
     bases: dict[str, str | None] = Field(default_factory=dict)
 
 
-class KeptFile(Model):
+class KeptFile(Reply):
     """One file of a kept space: what the turn did to it, and what it started from."""
 
     change: Literal["created", "updated", "deleted"]
@@ -123,7 +134,7 @@ class KeptFile(Model):
     size: int | None  # null for a deletion
 
 
-class KeptSpace(Model):
+class KeptSpace(Reply):
     """A space whose store failed at turn end, kept on disk with everything needed to merge."""
 
     space: str
@@ -134,13 +145,13 @@ class KeptSpace(Model):
     files: dict[str, KeptFile] = Field(default_factory=dict)
 
 
-class KeptTurn(Model):
+class KeptTurn(Reply):
     session: str
     turn: str
     spaces: dict[str, KeptSpace]
 
 
-class ForgetNotice(Model):
+class ForgetNotice(Request):
     """A store forgot a person (``path`` null) or one file of theirs; open turns drop it."""
 
     org: str
@@ -149,13 +160,13 @@ class ForgetNotice(Model):
     path: str | None = None
 
 
-class ForgetApplied(Model):
+class ForgetApplied(Reply):
     """What a running daemon dropped from its open turns: session -> mount names."""
 
     dropped: dict[str, list[str]] = Field(default_factory=dict)
 
 
-class FileAccess(Model):
+class FileAccess(Reply):
     """What the filesystem saw a turn do to one file (path ``NAME/relative/path``)."""
 
     read: str | None = None  # the exact revision read; None if not read, or not a stored revision
@@ -166,19 +177,19 @@ class FileAccess(Model):
     renamed_from: str | None = None
 
 
-class TurnEnded(Model):
+class TurnEnded(Reply):
     session: str
     turn: str
     spaces: dict[str, SpaceOutcome]
     files: dict[str, FileAccess] = Field(default_factory=dict)
 
 
-class SessionClosed(Model):
+class SessionClosed(Reply):
     session: str
     closed: Literal[True] = True
 
 
-class SessionStatus(Model):
+class SessionStatus(Reply):
     session: str
     turn: str | None
     root: str
@@ -192,7 +203,7 @@ class SessionStatus(Model):
     orphaned: list[str] = Field(default_factory=list)
 
 
-class StoreHealth(Model):
+class StoreHealth(Reply):
     """Whether the daemon reaches its store now, as its listening connection finds it."""
 
     ok: bool
@@ -200,7 +211,7 @@ class StoreHealth(Model):
     error: str | None = None
 
 
-class DaemonStatus(Model):
+class DaemonStatus(Reply):
     version: str
     pid: int
     mount_root: str
@@ -219,7 +230,7 @@ class DaemonStatus(Model):
     left_behind: list[str] = Field(default_factory=list)
 
 
-class Problem(Model):
+class Problem(Reply):
     """An error, as the API returns it (RFC 9457 problem details)."""
 
     type: str = "about:blank"
