@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -218,13 +218,13 @@ class DaemonService:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
-        open_now = {
-            (turn.session, turn.id)
-            for turn in [*self.memory.open_turns(), *self.memory.left_behind_turns()]
+        held = self.memory.held_turns()
+        self.forgets_applied &= {
+            key for key in self.forgets_applied if key[:2] in {(t.session, t.id) for t in held}
         }
-        self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in open_now}
         dropped = []
-        for turn in self.memory.open_turns():
+        for turn in held:
+            behind = self.memory.is_left_behind(turn)
             for name, mount in turn.mounts.items():
                 key = (turn.session, turn.id, name)
                 settled = turn.done.get(name)
@@ -232,36 +232,22 @@ class DaemonService:
                     continue
                 if only is not None and mount.ref not in only:
                     continue
-                if settled is not None and settled.reason == "forgotten":
+                if not behind and settled is not None and settled.reason == "forgotten":
                     continue  # a notice (of the space, or of one file) already dropped it
                 if not await store.forgotten_since(mount.ref, mount.cursor):
                     continue
                 # Which files, so a file forget drops that file as its notice
                 # would have (a notice may come just after this look, or never).
                 what = await store.forgotten_files_since(mount.ref, mount.cursor, mount.snapshot)
-                if turn not in self.memory.open_turns():
+                if turn not in self.memory.held_turns():
                     break  # it ended while the store answered: nothing of it is left to drop
                 # Exactly what a notice of the person or of those files does (POST /forgotten).
                 if what.everything:
                     org, user = mount.ref.org, mount.ref.user or ""
                     await self._forget_words(org, user, self.words.judge(store, org, user))
-                await self.memory.forget_in_turn(turn, name)
-                for path in (None,) if what.everything else what.paths:
-                    await self.workspace.drop_forgotten(turn.session, name, path)
-                self.forgets_applied.add(key)
-                log.info("session %s: %s %s", turn.session, name, why)
-                dropped.append((turn.session, name))
-        for turn in self.memory.left_behind_turns():
-            for name, mount in turn.mounts.items():
-                done = (turn.session, turn.id, name) in self.forgets_applied
-                if mount.ref.layer != "user" or done:
-                    continue
-                if only is not None and mount.ref not in only:
-                    continue
-                if not await store.forgotten_since(mount.ref, mount.cursor):
-                    continue
-                if await self._drop_left_behind(turn, name):
-                    log.info("session %s (left behind): %s %s", turn.session, name, why)
+                if await self._drop_space(turn, name, [None] if what.everything else what.paths):
+                    aside = " (left behind)" if behind else ""
+                    log.info("session %s%s: %s %s", turn.session, aside, name, why)
                     dropped.append((turn.session, name))
         # Whose words each open turn, turn left behind and held change set
         # carries, forgotten since: their own spaces above are one way in; a
@@ -269,7 +255,7 @@ class DaemonService:
         # settled by a file's forget, is another.
         carriers: list[tuple[Key, set[Person], list[Mount | MountState]]] = [
             ((turn.session, turn.id), turn.plan.people(), [*turn.mounts.values()])
-            for turn in [*self.memory.open_turns(), *self.memory.left_behind_turns()]
+            for turn in self.memory.held_turns()
         ]
         carriers += [
             ((held.session, held.turn), held.people(), [s.mount for s in held.spaces.values()])
@@ -289,6 +275,25 @@ class DaemonService:
                     break
         self.words.keep_only({whose for whose, _, _ in carriers})
         return dropped
+
+    async def _drop_space(self, turn: Turn, name: str, paths: Sequence[str | None]) -> bool:
+        """A person's space ``name`` of ``turn`` was forgotten (``None``), or files of it.
+
+        The one way a forget is applied to a turn: an open one settles the
+        space and drops each path from its mount (every path of a file forget
+        the notice or the store named), one set aside drops the space from
+        its files (:meth:`_drop_left_behind`). Returns whether the space is
+        out of the turn now.
+        """
+        if self.memory.is_left_behind(turn):
+            await self._drop_left_behind(turn, name)
+            return (turn.session, turn.id, name) in self.forgets_applied
+        # A space stored before the forget stays reported so, naming nothing.
+        await self.memory.forget_in_turn(turn, name)
+        for path in paths:
+            await self.workspace.drop_forgotten(turn.session, name, path)
+        self.forgets_applied.add((turn.session, turn.id, name))
+        return True
 
     async def _drop_left_behind(self, turn: Turn, name: str) -> bool:
         """A person's space in a turn no start brought back was forgotten, or a file of it.
@@ -330,24 +335,18 @@ class DaemonService:
         (:mod:`memfsd.words`): a turn the person started once back holds new
         words. Without, every one (the notice of a forget just made).
         """
-        turns: list[Turn] | None = None
-        if judge is not None:
-            turns = [
-                turn
-                for turn in self.memory.open_turns()
-                if turn.plan.involves(org, user)
-                and await judge((turn.session, turn.id), turn.mounts.values())
-            ]
+        turns = [
+            turn
+            for turn in self.memory.held_turns()
+            if turn.plan.involves(org, user)
+            and (judge is None or await judge((turn.session, turn.id), turn.mounts.values()))
+        ]
         await self.memory.forget_person(org, user, turns)
-        for turn in self.memory.left_behind_turns():
-            if not turn.plan.involves(org, user):
-                continue
-            if judge is not None and not await judge((turn.session, turn.id), turn.mounts.values()):
-                continue
-            await self.memory.forget_person(org, user, [turn])
+        for turn in filter(self.memory.is_left_behind, turns):
+            # Its spaces of theirs too: no look of the store reads its files again.
             for name, mount in turn.mounts.items():
                 if mount.ref.owned_by(org, user):
-                    await self._drop_left_behind(turn, name)
+                    await self._drop_space(turn, name, [None])
         if await self.workspace.drop_damaged_records():
             log.warning("removed the turn records set aside as damaged: a person was forgotten")
         for key, held in list(self.manual.items()):
@@ -575,26 +574,15 @@ class DaemonService:
             self.heard_people.append((self.heard, notice.org, notice.user))
         if notice.path is None:
             await self._forget_words(notice.org, notice.user)
-        for turn in self.memory.open_turns():
+        for turn in self.memory.held_turns():
             for name, mount in turn.mounts.items():
                 ref = mount.ref
-                if (ref.layer, ref.org, ref.user) != ("user", notice.org, notice.user):
+                if not ref.owned_by(notice.org, notice.user):
                     continue
                 if notice.space is not None and ref.space != notice.space:
                     continue
-                # A space stored before the forget stays reported so, naming nothing.
-                await self.memory.forget_in_turn(turn, name)
-                await self.workspace.drop_forgotten(turn.session, name, notice.path)
-                self.forgets_applied.add((turn.session, turn.id, name))
-                dropped.setdefault(turn.session, []).append(name)
-        for turn in self.memory.left_behind_turns():
-            for name, mount in turn.mounts.items():
-                ref = mount.ref
-                theirs = ref.owned_by(notice.org, notice.user)
-                if theirs and notice.space in (None, ref.space):
-                    await self._drop_left_behind(turn, name)  # maybe by _forget_words already
-                    if (turn.session, turn.id, name) in self.forgets_applied:
-                        dropped.setdefault(turn.session, []).append(name)
+                if await self._drop_space(turn, name, [notice.path]):
+                    dropped.setdefault(turn.session, []).append(name)
         return ForgetApplied(dropped=dropped)
 
 

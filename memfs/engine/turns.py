@@ -433,6 +433,13 @@ class Memory:
         """Every turn :meth:`leave_behind` set aside, by session."""
         return [self._left_behind[session] for session in sorted(self._left_behind)]
 
+    def is_left_behind(self, turn: Turn) -> bool:
+        return self._left_behind.get(turn.session) is turn
+
+    def held_turns(self) -> list[Turn]:
+        """Every turn a forget reaches: the open ones, then those :meth:`leave_behind` set aside."""
+        return [*self.open_turns(), *self.left_behind_turns()]
+
     async def end_turn(self, session: str) -> CommitResult:
         """End the session's open turn: store what changed; the result carries the access log.
 
