@@ -77,6 +77,11 @@ MANUAL_DIR = "manual"
 # turn's first sync, memfsd.durable). A turn.json written before the machine
 # last booted comes back only with it.
 DURABLE_FILE = "durable"
+# In a turn's folder: made at its end's first collect, before any store hears
+# of it. A turn brought back with it comes back frozen, as it was: a write let
+# in after a crash between a store and done.json would be to a space already
+# stored (its next end a conflict with itself, or a change never stored).
+ENDING_FILE = "ending"
 # The key :meth:`OverlayWorkspace.saved_turns` adds to each record: its session folder's name.
 FOLDER_KEY = "folder"
 # What a session whose turn a start could not bring back is told, at every call it cannot take.
@@ -470,10 +475,11 @@ class OverlayWorkspace:
         return record
 
     async def collect(self, session: str, mount: Mount) -> tuple[ChangeSet, dict[str, MemfsError]]:
-        self.overlay.freeze(session)
         state = self.overlay.sessions[session].turn
         if state is None:
             raise NotFound("the session has no turn attached", path=session)
+        first = not state.frozen
+        self.overlay.freeze(session)
         tree = state.mounts[mount.name]
         # A path no store can hold (however it got here: a journal from before
         # the rename check, say) is named and left out, file or folder, so it
@@ -501,12 +507,25 @@ class OverlayWorkspace:
                 refused[path] = TooLarge(why, path=path)
 
         def read() -> ChangeSet:
+            if first:
+                self._mark_ending(state)
             touched = {p: None if src is None else src.read_bytes() for p, src in sources.items()}
             base = {p: src.read_bytes() for p, src in bases.items() if src is not None}
             return diff_touched(base, touched, base_meta=tree.meta, meta=meta, folders=folders)
 
         changes = await trio.to_thread.run_sync(read)
         return changes.without(refused), refused
+
+    def _mark_ending(self, tree: TurnTree) -> None:
+        """Write down that the turn is ending (:data:`ENDING_FILE`); blocking.
+
+        In the page cache it outlives a ``kill -9``; a turn that is durable
+        (its agent synced) has it synced too, so a power cut after the store
+        does not bring the turn back open either.
+        """
+        os.close(open_private(tree.dir / ENDING_FILE, os.O_WRONLY))
+        if tree.make_durable is None:
+            self.overlay.blobs.syncs.sync(partial(fsync_path, tree.dir), tree.dir)
 
     async def record(
         self,
@@ -815,7 +834,10 @@ class OverlayWorkspace:
             # Whole in the page cache, not yet on disk: durable at its first sync,
             # its blobs with it (none is known synced after a restart).
             self._arm(turn.session, turn.turn, manifests)
-        if was_ending(turn.kept, turn.done):
+        ending = _durable_mark(self.turn_file(turn.session).parent, turn.turn).with_name(
+            ENDING_FILE
+        )
+        if was_ending(turn.kept, turn.done) or ending.exists():
             # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
         forgotten = [name for name, result in turn.done.items() if result.reason == "forgotten"]

@@ -22,7 +22,7 @@ from memfs.core.models import ChangeSet, Provenance, SpaceRef, SpaceResult, dige
 from memfs.engine.turns import TurnState
 from memfsd import workspace as workspace_module
 from memfsd.durable import GroupSync
-from memfsd.workspace import DAMAGED_SUFFIX, DONE_FILE, DURABLE_FILE, TURN_FILE
+from memfsd.workspace import DAMAGED_SUFFIX, DONE_FILE, DURABLE_FILE, ENDING_FILE, TURN_FILE
 from tests.overlay_helpers import turn_of
 from tests.test_daemon_workspace import BODY, store_of, workspace
 
@@ -85,6 +85,27 @@ async def test_done_json_is_synced_only_once_the_turn_is_durable(
     events.clear()
     await ws.record("s1", turn.id, {"rules": SpaceResult(status="saved")}, {})
     assert any(paths == done.with_suffix(".tmp") or paths == done.parent for paths, _ in events)
+
+
+async def test_an_ending_is_written_down_before_the_store_and_synced_once_the_turn_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its mark is what brings the turn back frozen after a crash between its
+    # store and done.json; a durable turn's must survive a power cut there too.
+    memory, ws = workspace(tmp_path)
+    turn = await memory.start_turn("s1", BODY)
+    mark = ws.turn_file("s1").parent / turn.id / ENDING_FILE
+    events = spy_syncs(monkeypatch, lambda: mark)
+    await ws.collect("s1", turn.mounts["rules"])
+    assert mark.exists() and events == []  # not durable: nothing to sync it for
+    mark.unlink()
+    await memory.discard_turn("s1")
+    turn = await memory.start_turn("s1", BODY)
+    mark = ws.turn_file("s1").parent / turn.id / ENDING_FILE
+    turn_of(ws.overlay).sync()  # the agent synced: the turn is durable
+    events.clear()
+    await ws.collect("s1", turn.mounts["rules"])
+    assert (mark.parent, True) in events  # its folder synced once the mark was there
 
 
 async def test_a_space_kept_by_a_failed_store_makes_its_turn_durable(tmp_path: Path) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from memfs.core.models import SpaceRef, Trace
@@ -72,6 +75,61 @@ def test_kill_9_between_the_store_and_its_record_ends_exactly_once(root: Path) -
     assert revisions == 1
     assert len(traces) == 1
     assert traces[0].mounts["me"].status == "saved"
+
+
+# One space only: the turn end's first record (done.json) is the one the kill skips.
+ME_ONLY = """
+mount_root = "{root}/mnt"
+state_dir = "{root}/state"
+
+[[memory]]
+layer = "user"
+space = "me"
+user = "userId"
+label = "name"
+org = "bankId"
+"""
+
+
+def killed_between_the_store_and_done_json(root: Path) -> Path:
+    """A turn that wrote prefs.md, killed after its store and before done.json; its mount."""
+    daemon = DaemonProcess(root, config=ME_ONLY, python=["-c", KILL_AFTER_STORE])
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    mnt = Path(started["root"])
+    (mnt / "me" / "prefs.md").write_text("short answers\n")
+    dead = memfs("turn", "end", "s1", root=root, check=False)
+    assert dead.returncode != 0  # the daemon died answering, after the store committed
+    assert daemon.proc.wait(timeout=30) == -signal.SIGKILL
+    daemon.log.close()
+    assert not (root / "state" / "sessions" / "s1" / "done.json").exists()
+    return mnt
+
+
+def test_a_turn_killed_between_its_store_and_done_json_comes_back_read_only(root: Path) -> None:
+    # It came back open: a write let in then was to a space already stored, so
+    # the next end conflicted with the turn's own revision at every try, and a
+    # new folder or mode was answered with the first store's result, unstored.
+    mnt = killed_between_the_store_and_done_json(root)
+    again = DaemonProcess(root, config=ME_ONLY)
+    try:
+        attempts = [
+            lambda: (mnt / "me" / "prefs.md").write_text("long answers\n"),
+            lambda: (mnt / "me" / "late.md").write_text("written after the restart\n"),
+            lambda: (mnt / "me" / "projects").mkdir(),
+            lambda: os.chmod(mnt / "me" / "prefs.md", 0o600),
+        ]
+        for attempt in attempts:
+            with pytest.raises(OSError) as refused:
+                attempt()
+            assert refused.value.errno == errno.EROFS
+        assert (mnt / "me" / "prefs.md").read_text() == "short answers\n"  # it still reads
+        ended = memfs("turn", "end", "s1", root=root)["spaces"]["me"]
+    finally:
+        assert again.stop() == 0
+    assert ended["status"] == "saved", ended
+    assert ended["created"] == ["prefs.md"]
+    revisions, _ = history_and_traces(root, ME, "prefs.md")
+    assert revisions == 1
 
 
 def test_kept_spaces_survive_a_restart_and_the_cli_retries_or_reads_them(root: Path) -> None:
