@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,7 @@ def test_a_turn_killed_between_its_store_and_done_json_comes_back_read_only(root
     mnt = killed_between_the_store_and_done_json(root)
     again = DaemonProcess(root, config=ME_ONLY)
     try:
-        attempts = [
+        attempts: list[Callable[[], object]] = [
             lambda: (mnt / "me" / "prefs.md").write_text("long answers\n"),
             lambda: (mnt / "me" / "late.md").write_text("written after the restart\n"),
             lambda: (mnt / "me" / "projects").mkdir(),
