@@ -349,7 +349,10 @@ class MemfsOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        return None
+        listing = self._dirs.get(fh)
+        if listing is None:
+            raise NotFound("no such open folder", path=str(fh))
+        self.overlay.fsync_folder(listing[0])
 
     @fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

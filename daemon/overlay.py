@@ -1484,16 +1484,32 @@ class Overlay:
             self.fsync(fh)
 
     def fsync(self, fh: int) -> None:
-        """Make what the file and the turn's journal hold durable before returning."""
+        """Make what the file and the turn's journal hold durable before returning.
+
+        Through any handle, read-only too: ``sync FILE`` opens it so, and an
+        ``fsync`` makes a file's data durable whatever descriptor asks.
+        """
         handle = self.handle(fh)
         node = handle.node
-        if handle.writable and node.data is not None:
+        if node.data is not None:
             # Its descriptor may have been closed while idle: any one syncs the file.
             os.fsync(self._fd(handle))
             node.synced = True
         tree = handle.node.tree
         if tree is not None:
             tree.turn.sync()
+
+    def fsync_folder(self, folder: Node) -> None:
+        """Make the names in ``folder`` durable: the journal that records them is synced.
+
+        A write, ``fsync``, ``rename``, ``fsync`` of the folder is how
+        editors, git and SQLite replace a file durably. (A file's own bytes
+        are its ``fsync``'s: a journal record naming a data file that was
+        never synced comes back empty after a power cut, as on any filesystem.)
+        """
+        mount = folder.tree
+        if mount is not None and not mount.turn.gone:  # an ended turn was stored: done
+            mount.turn.sync()
 
     def release(self, fh: int) -> None:
         self._close_handle(fh)

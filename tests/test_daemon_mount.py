@@ -154,14 +154,17 @@ async def test_tar_extract_and_git_commit_inside_a_space(tmp_path: Path) -> None
         assert files["me/notes/b.md"] == b"beta\n"
 
 
-async def test_python_atomic_save_with_os_replace(tmp_path: Path) -> None:
+async def test_python_atomic_save_with_os_replace_and_a_synced_folder(tmp_path: Path) -> None:
     script = (
         "python3 - <<'PY'\n"
         "import os\n"
         "with open('me/prefs.md.tmp', 'w') as fh:\n"
         "    fh.write('saved atomically\\n'); fh.flush(); os.fsync(fh.fileno())\n"
         "os.replace('me/prefs.md.tmp', 'me/prefs.md')\n"
-        "PY"
+        "folder = os.open('me', os.O_RDONLY | os.O_DIRECTORY)\n"
+        "os.fsync(folder); os.close(folder)\n"
+        "PY\n"
+        "sync me/prefs.md"  # coreutils: an fsync through a read-only descriptor
     )
     async with running_daemon(tmp_path, SPECS) as daemon:
         await turn(daemon, "echo old > me/prefs.md")
