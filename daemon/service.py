@@ -107,6 +107,9 @@ class DaemonService:
     def recover(self) -> list[str]:
         """Reattach every turn a crash or stop left open; returns their sessions."""
         back = []
+        torn = self.workspace.remove_torn_copies()
+        if torn:
+            log.info("removed %d records a crash left half written", torn)
         holds, self.committed = self.workspace.saved_manual()
         self.manual = {(hold.session, hold.turn): hold for hold in holds}
         records = self.workspace.saved_turns()
@@ -218,12 +221,11 @@ class DaemonService:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
-        held = self.memory.held_turns()
-        self.forgets_applied &= {
-            key for key in self.forgets_applied if key[:2] in {(t.session, t.id) for t in held}
-        }
+        turns = self.memory.held_turns()
+        live = {(turn.session, turn.id) for turn in turns}
+        self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in live}
         dropped = []
-        for turn in held:
+        for turn in turns:
             behind = self.memory.is_left_behind(turn)
             for name, mount in turn.mounts.items():
                 key = (turn.session, turn.id, name)
@@ -237,8 +239,10 @@ class DaemonService:
                 if not await store.forgotten_since(mount.ref, mount.cursor):
                     continue
                 # Which files, so a file forget drops that file as its notice
-                # would have (a notice may come just after this look, or never).
-                what = await store.forgotten_files_since(mount.ref, mount.cursor, mount.snapshot)
+                # would have (a notice may come just after this look, or never):
+                # of those it loaded, and those it made or moved since.
+                paths = {*mount.snapshot, *self.workspace.touched_paths(turn.session, name)}
+                what = await store.forgotten_files_since(mount.ref, mount.cursor, paths)
                 if turn not in self.memory.held_turns():
                     break  # it ended while the store answered: nothing of it is left to drop
                 # Exactly what a notice of the person or of those files does (POST /forgotten).
@@ -249,6 +253,14 @@ class DaemonService:
                     aside = " (left behind)" if behind else ""
                     log.info("session %s%s: %s %s", turn.session, aside, name, why)
                     dropped.append((turn.session, name))
+        for whose, held in list(self.manual.items()):
+            for name, space in held.spaces.items():
+                ref = space.mount.ref
+                if ref.layer != "user" or (only is not None and ref not in only):
+                    continue
+                if await store.forgotten_since(ref, space.mount.cursor):
+                    await self._drop_held_space(whose, name)
+                    log.info("session %s (held for commit): %s %s", whose[0], name, why)
         # Whose words each open turn, turn left behind and held change set
         # carries, forgotten since: their own spaces above are one way in; a
         # turn by them (their id its `by`), or one whose space of theirs was
@@ -294,6 +306,15 @@ class DaemonService:
             await self.workspace.drop_forgotten(turn.session, name, path)
         self.forgets_applied.add((turn.session, turn.id, name))
         return True
+
+    async def _drop_held_space(self, key: Key, name: str) -> None:
+        """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
+        held = self.manual.get(key)
+        if held is None or name not in held.spaces:
+            return  # committed, or dropped, while the store answered
+        forgot = self.memory.forget_space_in_hold(held, name)
+        await self.workspace.save_manual(forgot)
+        self.manual[key] = forgot
 
     async def _drop_left_behind(self, turn: Turn, name: str) -> bool:
         """A person's space in a turn no start brought back was forgotten, or a file of it.
@@ -583,6 +604,11 @@ class DaemonService:
                     continue
                 if await self._drop_space(turn, name, [notice.path]):
                     dropped.setdefault(turn.session, []).append(name)
+        for whose, held in list(self.manual.items()):
+            for name, space in held.spaces.items():
+                ref = space.mount.ref
+                if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
+                    await self._drop_held_space(whose, name)
         return ForgetApplied(dropped=dropped)
 
 

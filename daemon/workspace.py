@@ -90,6 +90,9 @@ NOT_BACK = (
     "(see its log); its record and files are kept in state_dir until a start brings it back"
 )
 DAMAGED_SUFFIX = ".damaged"  # a turn.json that could not be read at start, set aside
+# The copy _write_atomic writes beside its target before the rename: one a
+# crash left is nothing anyone reads, and may hold a person's words.
+TORN_SUFFIX = ".tmp"
 MANIFEST_FORMAT = 3  # turn.json: a JSON header line, then NUL-separated manifest fields
 _FIELDS = {1: 5, 2: 8, 3: 8}  # fields per file, by manifest format
 
@@ -681,6 +684,22 @@ class OverlayWorkspace:
 
         await trio.to_thread.run_sync(mark)
 
+    def remove_torn_copies(self) -> int:
+        """Remove what a crash left of records being written (``turn.json``, ``done.json``,
+        manual change sets); return how many. Run at start, before anything is written.
+
+        Each is replaced whole by a rename, so its temporary copy is never read
+        back; but it holds what the record held (a prompt, a label, file
+        names and bytes), which no forget would otherwise reach.
+        """
+        removed = 0
+        sessions = self.overlay.state_dir / "sessions"
+        for pattern in (f"*/*{TORN_SUFFIX}", f"*/{MANUAL_DIR}/*{TORN_SUFFIX}"):
+            for path in sessions.glob(pattern):
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
     def saved_manual(self) -> tuple[list[ManualHold], set[tuple[str, str]]]:
         """The manual change sets written down and not committed, and the (session, turn)
         pairs whose manual spaces were all committed."""
@@ -847,6 +866,18 @@ class OverlayWorkspace:
         if forgotten:
             # A crash may have come between the forget and the scrub.
             self._scrub(turn.session, forgotten)
+
+    def touched_paths(self, session: str, name: str) -> set[str]:
+        """The paths the session's turn made, changed, moved or removed in mount ``name``.
+
+        With the loaded ones, what a look for one forgotten file asks the store
+        about: a file the turn made (and stored, its end kept open by another
+        space) may be the one forgotten.
+        """
+        tree = self.overlay.sessions.get(session)
+        if tree is None or tree.turn is None or name not in tree.turn.mounts:
+            return set()
+        return set(tree.turn.mounts[name].touched)
 
     async def drop_forgotten(self, session: str, name: str, path: str | None) -> bool:
         """Take a forgotten file (or, with no path, the whole space) out of an open turn."""
@@ -1102,7 +1133,7 @@ def _write_atomic(
     page cache: a ``kill -9`` still leaves the old file or the new, whole.
     """
     make_private_dirs(target.parent)
-    tmp = target.with_suffix(".tmp")
+    tmp = target.with_suffix(TORN_SUFFIX)
     try:
         # 0600: a turn's record holds its prompt, identity and (done.json) results.
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:

@@ -15,7 +15,7 @@ daemon can keep it on disk across a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -242,6 +242,8 @@ class ManualHold(Frozen):
         Their own spaces' change sets go (``settled`` is what each ended as
         now); every other space's provenance keeps no prompt and no label of theirs.
         """
+        gone = [name for name, space in self.spaces.items() if space.mount.ref.owned_by(org, user)]
+        kept = self.without(gone, settled)
         spaces = {
             name: space.model_copy(
                 update={
@@ -249,19 +251,30 @@ class ManualHold(Frozen):
                     "provenance": _without_words(space.provenance, user),
                 }
             )
-            for name, space in self.spaces.items()
-            if not space.mount.ref.owned_by(org, user)
+            for name, space in kept.spaces.items()
         }
-        gone = [name for name, space in self.spaces.items() if space.mount.ref.owned_by(org, user)]
-        return self.model_copy(
+        return kept.model_copy(
             update={
                 "prompt": None,
                 "extra_body": _without_labels(
                     self.extra_body, [space.mount for space in self.spaces.values()], user
                 ),
                 "spaces": spaces,
-                "ended": {**self.ended, **dict.fromkeys(gone, settled)},
                 "forgotten": sorted({*self.forgotten, user}),
+            }
+        )
+
+    def without(self, names: Collection[str], settled: SpaceResult) -> ManualHold:
+        """This hold with the spaces ``names`` gone, each ended as ``settled`` now.
+
+        A file of a person's space forgotten since the turn ended: the store
+        refuses that space's change set whole (its cursor is older than the
+        forget), so it leaves the hold as their whole space does.
+        """
+        return self.model_copy(
+            update={
+                "spaces": {n: space for n, space in self.spaces.items() if n not in names},
+                "ended": {**self.ended, **dict.fromkeys(names, settled)},
             }
         )
 

@@ -613,6 +613,13 @@ class Memory:
         """``held`` once ``user`` of ``org`` is forgotten (:meth:`ManualHold.forgetting`)."""
         return held.forgetting(org, user, ending.forgotten_in_turn(None))
 
+    def forget_space_in_hold(self, held: ManualHold, name: str) -> ManualHold:
+        """``held`` once a file of its person's space ``name`` is forgotten.
+
+        The space leaves it whole (:meth:`ManualHold.without`).
+        """
+        return held.without([name], ending.forgotten_in_turn(None))
+
     def open_turn(self, session: str) -> Turn:
         """The session's open turn, or ``NotFound``."""
         try:
