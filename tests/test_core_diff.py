@@ -204,3 +204,29 @@ def test_unified_says_binary_and_the_size_instead_of_lines(
     live: bytes | None, new: bytes | None, shown: str
 ) -> None:
     assert unified("scan.bin", live, new) == shown
+
+
+def test_change_sets_that_differ_only_in_a_folder_or_a_mode_have_different_fingerprints() -> None:
+    # A store tells a repeated turn end by the fingerprint: a change set with
+    # a folder or a mode more, mistaken for the first, got its result and was
+    # never stored.
+    files = ChangeSet(created={"a.md": b"x"})
+    folder = ChangeSet(created={"a.md": b"x"}, folders_created=("projects",))
+    removed = ChangeSet(created={"a.md": b"x"}, folders_deleted=("projects",))
+    mode = ChangeSet(created={"a.md": b"x"}, meta={"a.md": FileMeta(mode=0o600)})
+    prints = [c.fingerprint() for c in (files, folder, removed, mode)]
+    assert len(set(prints)) == 4
+
+
+def test_a_fingerprint_of_files_alone_is_what_earlier_stores_kept() -> None:
+    # A turn end repeated across an upgrade must still be told a repeat: the
+    # default mode and the file times (the store's own when absent) add nothing.
+    changes = ChangeSet(
+        created={"a.md": b"x"},
+        updated={"b.md": b"y"},
+        deleted=("c.md",),
+        meta={"a.md": FileMeta(mtime_ns=1_700_000_000_000_000_000)},
+    )
+    assert changes.fingerprint() == (
+        "b0257f07b374af10d5f640b2e4af2c5044cc18e9ea13c30e8e64d7f1b678b144"
+    )

@@ -1,4 +1,4 @@
-"""What is forgotten leaves every file of state_dir: manual change sets, open turns, torn records."""
+"""What is forgotten leaves every file of state_dir: held change sets, open turns, torn records."""
 
 from __future__ import annotations
 

@@ -300,6 +300,15 @@ class ChangeSet(Frozen):
                 h.update(f"{kind}\0{path}\0{digest(files[path])}\0".encode())
         for path in sorted(self.deleted):
             h.update(f"d\0{path}\0".encode())
+        # Only where there are some, so a change set of files alone hashes as
+        # stores kept it before (a repeat across an upgrade is still one).
+        # Times stay out, as before: they do not decide whether a store repeats.
+        for kind, folders in (("F", self.folders_created), ("G", self.folders_deleted)):
+            for path in sorted(folders):
+                h.update(f"{kind}\0{path}\0".encode())
+        for path in sorted(self.meta):
+            if self.meta[path].mode != FILE_MODE:
+                h.update(f"m\0{path}\0{self.meta[path].mode:o}\0".encode())
         return h.hexdigest()
 
     def summary(self) -> dict[str, list[str]]:
