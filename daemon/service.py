@@ -253,14 +253,6 @@ class DaemonService:
                     aside = " (left behind)" if behind else ""
                     log.info("session %s%s: %s %s", turn.session, aside, name, why)
                     dropped.append((turn.session, name))
-        for whose, held in list(self.manual.items()):
-            for name, space in held.spaces.items():
-                ref = space.mount.ref
-                if ref.layer != "user" or (only is not None and ref not in only):
-                    continue
-                if await store.forgotten_since(ref, space.mount.cursor):
-                    await self._drop_held_space(whose, name)
-                    log.info("session %s (held for commit): %s %s", whose[0], name, why)
         # Whose words each open turn, turn left behind and held change set
         # carries, forgotten since: their own spaces above are one way in; a
         # turn by them (their id its `by`), or one whose space of theirs was
@@ -286,6 +278,16 @@ class DaemonService:
                     await self._forget_words(org, user, judge)
                     break
         self.words.keep_only({whose for whose, _, _ in carriers})
+        # A held change set's space of a person forgotten since, or a file of
+        # it: after their words above, since the space is what names them.
+        for whose, held in list(self.manual.items()):
+            for name, space in held.spaces.items():
+                ref = space.mount.ref
+                if ref.layer != "user" or (only is not None and ref not in only):
+                    continue
+                if await store.forgotten_since(ref, space.mount.cursor):
+                    await self._drop_held_space(whose, name)
+                    log.info("session %s (held for commit): %s %s", whose[0], name, why)
         return dropped
 
     async def _drop_space(self, turn: Turn, name: str, paths: Sequence[str | None]) -> bool:

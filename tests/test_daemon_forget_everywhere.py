@@ -20,7 +20,16 @@ from memfs.testing import FaultyStore
 from memfsd.service import DaemonService
 from tests.daemon_harness import KILL_POINT, require_fuse, running_daemon, sh
 from tests.postgres_fixtures import Databases
-from tests.test_daemon_forget import ME, SPECS, desk, manage, mounts_of, seeded, write_new
+from tests.test_daemon_forget import (
+    ME,
+    PROMPT,
+    SPECS,
+    desk,
+    manage,
+    mounts_of,
+    seeded,
+    write_new,
+)
 from tests.test_daemon_mount import start
 from tests.test_daemon_process import DaemonProcess, root
 from tests.test_daemon_process import memfs as memfs_cli
@@ -235,3 +244,26 @@ def test_a_turn_record_a_kill_left_half_made_keeps_no_word_of_a_person_forgotten
         assert holding(root / "state", NAME, b"quokka-prompt", b"Quokka Tapir") == []
     finally:
         assert again.stop() == 0
+
+
+async def test_a_person_forgotten_elsewhere_leaves_no_prompt_in_a_change_set_held_of_her_space(
+    tmp_path: Path,
+) -> None:
+    # Her manual space is the hold's only one: a look that took her space out
+    # first (as a file's forget does) left a hold that no longer names her,
+    # so her forget as a whole passed over the prompt still in it.
+    specs = [SPECS[0], SPECS[1].model_copy(update={"commit": "manual"})]
+    async with running_daemon(tmp_path, specs) as daemon:
+        store = await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh(f"printf '{BODY.decode()}' > me/{NAME.decode()}.md", root)
+        ended = await daemon.service.end_turn("s1")
+        assert ended.spaces["me"].status == "manual"
+        [held] = (daemon.settings.state_dir / "sessions" / "s1" / "manual").glob("*.json")
+        assert b"okapi-prompt" in held.read_bytes()
+
+        await store.forget_user("u_dana", ME.org, by=None)  # another process: no notice
+        await daemon.service.poll_forgets()
+
+        assert b"okapi-prompt" not in held.read_bytes()
+        assert b"Dana" not in held.read_bytes()
