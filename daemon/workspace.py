@@ -1133,7 +1133,9 @@ def _write_atomic(
     page cache: a ``kill -9`` still leaves the old file or the new, whole.
     """
     make_private_dirs(target.parent)
-    tmp = target.with_suffix(TORN_SUFFIX)
+    # Its own name beside each target: manual/<turn>.json and <turn>.committed
+    # shared one when it replaced the suffix, and two writes at once mixed them.
+    tmp = target.with_name(target.name + TORN_SUFFIX)
     try:
         # 0600: a turn's record holds its prompt, identity and (done.json) results.
         with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:

@@ -186,7 +186,7 @@ def test_a_file_forgotten_through_another_host_leaves_daemon_bs_manual_change_se
 
 
 # The daemon dies (SIGKILL) as a turn start has written its record's temporary
-# copy (<session>/turn.tmp) and not yet renamed it to turn.json.
+# copy (<session>/turn.json.tmp) and not yet renamed it to turn.json.
 TURN_RECORD_SEAM = (
     KILL_POINT
     + """
@@ -212,8 +212,8 @@ QUOKKA = {"userId": "u_dana", "name": "Quokka Tapir", "bankId": "bank_17", "role
 def test_a_turn_record_a_kill_left_half_made_keeps_no_word_of_a_person_forgotten_after(
     root: Path,
 ) -> None:
-    # A kill -9 between a turn start's write of turn.tmp and its rename leaves
-    # turn.tmp (the prompt, the body with her name, her files' names and
+    # A kill -9 between a turn start's write of turn.json.tmp and its rename leaves
+    # turn.json.tmp (the prompt, the body with her name, her files' names and
     # sha256s). The next start brings back no such turn, and forgetting her
     # afterwards (the CLI, which tells the daemon) leaves that file as it was.
     env = {"MEMFS_TEST_KILL_AT": "turn-record-replace"}

@@ -30,6 +30,7 @@ from memfs.core.models import (
     SpaceResult,
     digest,
 )
+from memfs.engine.plan import ManualHold
 from memfs.engine.turns import Memory, TurnState
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
@@ -1132,3 +1133,24 @@ async def test_a_forgets_scrub_keeps_every_journal_record_an_agent_wrote_meanwhi
         go.set()
     records = list(memfsd_journal.decode((turn.dir / "journal").read_bytes()))
     assert any(r["m"] == "rules" and r["p"] == "r.md" and r["o"] == "w" for r in records)
+
+
+async def test_a_held_change_set_and_its_committed_mark_are_written_through_their_own_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both were written through manual/<turn>.tmp: a forget rewriting the held
+    # change set while its commit wrote the mark could leave either holding
+    # the other's bytes (an empty change set that stops the next start).
+    _, ws = workspace(tmp_path)
+    replaced: list[tuple[str, str]] = []
+    real = os.replace
+
+    def spy(src: str | Path, dst: str | Path) -> None:
+        replaced.append((Path(src).name, Path(dst).name))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    hold = ManualHold(session="s1", turn="t1", spaces={})
+    await ws.save_manual(hold)
+    await ws.committed_manual("s1", "t1")
+    assert replaced == [("t1.json.tmp", "t1.json"), ("t1.committed.tmp", "t1.committed")]
