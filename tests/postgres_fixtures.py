@@ -96,7 +96,12 @@ SqlOpener = Callable[[], SqlStore]
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> SqlOpener:
     """Opens one store of each SQL kind (SQLite, then PostgreSQL), the same one each call."""
-    if request.param == "sqlite":
+    return open_sql(request.param, request, tmp_path)
+
+
+def open_sql(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> SqlOpener:
+    """An opener of one ``kind`` of SQL store (``sqlite``, ``postgresql``), the same one each call."""
+    if kind == "sqlite":
         return lambda: SqliteStore(tmp_path / "memfs.db")
     databases: Databases = request.getfixturevalue("postgres_databases")
     url = databases.url()

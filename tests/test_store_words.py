@@ -7,13 +7,29 @@ the person's, and go with them: in revisions and in changes waiting for review.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
 from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
-from tests.postgres_fixtures import SqlOpener
+from memfs.stores.memory import MemoryStore
+from memfs.stores.sql.store import SqlStore
+from tests.postgres_fixtures import open_sql
 
 RULES = SpaceRef(layer="org", space="rules", org="bank-1")
 DANA = By(id="dana", label="Dana Quokka", role="underwriter")
 
-Opener = SqlOpener
+Opener = Callable[[], MemoryStore | SqlStore]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """Every managed store: the memory store keeps no key, but forgets the same words."""
+    if request.param == "memory":
+        store = MemoryStore()
+        return lambda: store
+    return open_sql(request.param, request, tmp_path)
 
 
 def said(session: str, *, person: str | None = None) -> Provenance:

@@ -392,6 +392,18 @@ class Provenance(Frozen):
             return self.person
         return None if self.by is None else self.by.id
 
+    def without_words_of(self, user: str) -> Provenance:
+        """This provenance with no prompt and no ``by`` label where they are ``user``'s words.
+
+        What forgetting ``user`` leaves of what they taught org memory (a
+        managed store destroys the key they were sealed under); anyone else's
+        words stay.
+        """
+        if self.author != user:
+            return self
+        by = None if self.by is None else self.by.model_copy(update={"label": None})
+        return self.model_copy(update={"prompt": None, "by": by})
+
     @property
     def words_author(self) -> str | None:
         """:attr:`author`, where there are words of theirs here (a prompt or a ``by`` label).
@@ -751,6 +763,21 @@ class Trace(Frozen):
                 },
             }
         )
+
+    def without_words_of(self, user: str, org: str) -> Trace | None:
+        """This trace once ``user`` of ``org`` is forgotten; None if nothing of theirs was in it.
+
+        Their part goes (:meth:`without_user`), and the prompt with it wherever
+        it was theirs too (:meth:`holders`: the author of a turn over org
+        memory only among them), as a store that splits the prompt among its
+        holders loses it when any one of them is forgotten.
+        """
+        rest = self.without_user(user, org)
+        if (org, user) not in self.holders():
+            return rest
+        rest = rest or self
+        author = None if rest.author == user else rest.author
+        return rest.model_copy(update={"prompt": None, "author": author})
 
     def without_file(self, ref: SpaceRef, path: str) -> Trace | None:
         """This trace with no mention of ``path`` of ``ref``; None if it had none.

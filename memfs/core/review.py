@@ -633,6 +633,16 @@ def _silent(provenance: Provenance) -> Provenance:
     return provenance.model_copy(update={"prompt": None, "by": by})
 
 
+def without_words_of(change: WaitingChange, user: str) -> WaitingChange:
+    """``change`` once ``user`` is forgotten: no prompt or label of theirs in any of its turns."""
+    return change.model_copy(
+        update={
+            "turns": {key: p.without_words_of(user) for key, p in change.turns.items()},
+            "provenance": change.provenance.without_words_of(user),
+        }
+    )
+
+
 def without_words(change: WaitingChange) -> tuple[WaitingChange, Words]:
     """``change`` with no prompt or ``by`` label left in it, and those words by whose they are.
 

@@ -8,7 +8,7 @@ respect to other trio tasks.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -608,15 +608,38 @@ class MemoryStore:
         for ref in refs:
             self._spaces.pop(ref, None)
             self._review.pop(ref, None)
-        self._changes = {id: c for id, c in self._changes.items() if c.ref not in refs}
+        # Their words in the org's memory go too (Provenance.without_words_of),
+        # as the managed SQL stores destroy the key they were sealed under.
+        self._changes = {
+            id: rules.without_words_of(c, user) if c.ref.org == org else c
+            for id, c in self._changes.items()
+            if c.ref not in refs
+        }
+        for ref, space in self._spaces.items():
+            if ref.org == org:
+                space.history = {
+                    path: [
+                        r.model_copy(update={"provenance": r.provenance.without_words_of(user)})
+                        for r in revisions
+                    ]
+                    for path, revisions in space.history.items()
+                }
         self._stored_turns = {k: v for k, v in self._stored_turns.items() if k[0] not in refs}
         self._seq += 1
         self._forgotten[(org, user, "")] = self._seq
         # Events keep content and prompts, and even a "purged" event names the
-        # person, so every event of these spaces goes and none is added.
-        self.events = [event for event in self.events if event.ref not in refs]
-        # Traces name the person's files and the revisions a turn carried of them.
-        self._traces = [trace.without_user(user, org) or trace for trace in self._traces]
+        # person, so every event of these spaces goes and none is added; the
+        # rest keep no words of theirs.
+        self.events = [
+            replace(event, provenance=event.provenance.without_words_of(user))
+            if event.ref.org == org
+            else event
+            for event in self.events
+            if event.ref not in refs
+        ]
+        # Traces name the person's files and the revisions a turn carried of
+        # them, and the prompt is theirs wherever they are among its holders.
+        self._traces = [trace.without_words_of(user, org) or trace for trace in self._traces]
         # Naming whom was forgotten, and by whom, is what makes the erasure accountable.
         detail = audit_rules.count(len(purged), "space")  # how many, never what they held
         self._log("forget-user", org, by=by, target=user, detail=detail)
