@@ -96,6 +96,12 @@ def verify_chain(entries: Iterable[AuditEntry]) -> AuditCheck:
     return AuditCheck(entries=count, head=prev)
 
 
+# The detail of an ``open`` of a person's space as of a cursor the store did
+# not issue: it cannot say what was there, and the one who looked sees the
+# names a turn's trace kept (the look is recorded all the same).
+UNKNOWN_CURSOR = "as of a cursor the store did not issue"
+
+
 def count(n: int, noun: str) -> str:
     """An entry's detail about a person: ``"1 file"``, ``"3 revisions"``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -713,7 +713,13 @@ class MemoryStore:
     async def open_files_as_of(
         self, ref: SpaceRef, cursor: str, *, by: By | None
     ) -> dict[str, AsOfFile]:
-        found = self._as_of(ref, cursor)
+        try:
+            found = self._as_of(ref, cursor)
+        except NotFound:
+            if ref.layer == "user":  # the look is recorded all the same (see SqlStore's)
+                detail = audit_rules.UNKNOWN_CURSOR
+                self._log("open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
+            raise
         if ref.layer == "user":
             detail = audit_rules.count(len(found), "file")
             self._log("open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)

@@ -14,6 +14,7 @@ so they are gone from the past as well.
 from __future__ import annotations
 
 from memfs.core import audit as audit_rules
+from memfs.core.errors import NotFound
 from memfs.core.models import AsOfFile, By, SpaceRef
 from memfs.core.story import as_of_cursor
 from memfs.stores.sql.audit import _log
@@ -51,9 +52,22 @@ def _files_as_of(db: Db, ref: SpaceRef, cursor: str) -> dict[str, AsOfFile]:
     return {path: AsOfFile(str(rid), sha, int(size)) for path, rid, sha, size in rows}
 
 
-def _open_files_as_of(db: Db, ref: SpaceRef, cursor: str, by: By | None) -> dict[str, AsOfFile]:
-    found = _files_as_of(db, ref, cursor)
+def _open_files_as_of(
+    db: Db, ref: SpaceRef, cursor: str, by: By | None
+) -> dict[str, AsOfFile] | NotFound:
+    """The files as of ``cursor``, the look at a person's recorded; a cursor not issued: why.
+
+    Returned, not raised, so the look is recorded (in this transaction)
+    even then: the caller shows the names a turn's trace kept instead.
+    """
+    try:
+        found: dict[str, AsOfFile] | NotFound = _files_as_of(db, ref, cursor)
+    except NotFound as exc:
+        found = exc
     if ref.layer == "user":
-        detail = audit_rules.count(len(found), "file")
+        if isinstance(found, NotFound):
+            detail = audit_rules.UNKNOWN_CURSOR
+        else:
+            detail = audit_rules.count(len(found), "file")
         _log(db, "open", ref.org, by=by, space=ref.space, target=ref.user, detail=detail)
     return found

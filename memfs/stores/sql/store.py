@@ -26,7 +26,7 @@ from memfs.core import members as member_rules
 from memfs.core import review
 from memfs.core import signin as signin_rules
 from memfs.core.audit import AuditCheck
-from memfs.core.errors import ConfigError, StoreUnavailable
+from memfs.core.errors import ConfigError, NotFound, StoreUnavailable
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
     AsOfFile,
@@ -312,7 +312,10 @@ class SqlStore(ABC):
         self, ref: SpaceRef, cursor: str, *, by: By | None
     ) -> dict[str, AsOfFile]:
         # A write transaction: the files are read and the look recorded together.
-        return await self._call(lambda db: _open_files_as_of(db, ref, cursor, by), write=True)
+        found = await self._call(lambda db: _open_files_as_of(db, ref, cursor, by), write=True)
+        if isinstance(found, NotFound):
+            raise found  # after the look was recorded
+        return found
 
     async def live_origins(self, ref: SpaceRef) -> dict[str, LiveOrigin]:
         return await self._call(lambda db: _live_origins(db, _space_id(db, ref)), write=False)
