@@ -18,7 +18,8 @@ token does not clear the count here: every request carries one); a role that may
 something missing; a space name, path or member id that breaks
 :mod:`memfs.core.names` → 400 before the store is asked (``Acting`` checks
 names first, for every door); a body that is not
-JSON or not of the route's model → 400 ``BadRequest``; a body over
+JSON or not of the route's model, or a query parameter the route does not
+take → 400 ``BadRequest``; a body over
 ``max_body_bytes`` → 413 ``TooLarge``.
 
 File contents travel as UTF-8 text (``content``); a stored file that is not
@@ -37,11 +38,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, Field
 
 from memfs.api.models import Problem
 from memfs.core.diff import unified
-from memfs.core.errors import NoIdentity, NotFound, SigninThrottled
+from memfs.core.errors import BadRequest, NoIdentity, NotFound, SigninThrottled
 from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
 from memfs.core.note import file_list
@@ -404,6 +406,28 @@ def file_view(space: str, path: str, content: bytes, revisions: list[Revision]) 
     )
 
 
+def _known_query(request: Request) -> None:
+    """400 ``BadRequest`` for a query parameter the route does not take.
+
+    FastAPI passes over one it does not know, so ``?user=`` on an org file's
+    route acted on the org's file, not the person's the caller meant.
+    """
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if not isinstance(dependant, Dependant):
+        return
+    unknown = sorted(set(request.query_params) - _query_names(dependant))
+    if unknown:
+        raise BadRequest(f"this route takes no query parameter {', '.join(unknown)}")
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
 async def _known_space(me: Acting, space: str) -> None:
     """``NotFound`` unless ``space`` is one of this org's spaces (another org's reads the same)."""
     if space not in await me.spaces():
@@ -415,7 +439,7 @@ async def _known_space(me: Acting, space: str) -> None:
 
 def api_router() -> APIRouter:
     """The ``/api/v1`` routes; the app supplies ``state.memfs_store`` and ``state.memfs_limits``."""
-    router = APIRouter(prefix=PREFIX, responses=PROBLEMS)
+    router = APIRouter(prefix=PREFIX, responses=PROBLEMS, dependencies=[Depends(_known_query)])
 
     @router.get("/me", response_model=Me, summary="Who the token signs in as")
     async def me(who: SignedIn) -> Me:
