@@ -100,7 +100,7 @@ def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> SqlOpener:
 
 
 def open_sql(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> SqlOpener:
-    """An opener of one ``kind`` of SQL store (``sqlite``, ``postgresql``), the same one each call."""
+    """An opener of one ``kind`` of SQL store (``sqlite``, ``postgresql``): one store each call."""
     if kind == "sqlite":
         return lambda: SqliteStore(tmp_path / "memfs.db")
     databases: Databases = request.getfixturevalue("postgres_databases")

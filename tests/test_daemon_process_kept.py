@@ -133,6 +133,31 @@ def test_a_turn_killed_between_its_store_and_done_json_comes_back_read_only(root
     assert revisions == 1
 
 
+def test_a_turn_end_with_a_folder_and_a_mode_repeated_after_a_kill_is_saved_once(
+    root: Path,
+) -> None:
+    # The fingerprint covers folders and modes (82d821f): a repeat is still one.
+    daemon = DaemonProcess(root, config=ME_ONLY, python=["-c", KILL_AFTER_STORE])
+    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    mnt = Path(started["root"])
+    (mnt / "me" / "projects").mkdir()
+    (mnt / "me" / "projects" / "plan.md").write_text("ship it\n")
+    (mnt / "me" / "prefs.md").write_text("short answers\n")
+    os.chmod(mnt / "me" / "prefs.md", 0o600)
+    dead = memfs("turn", "end", "s1", root=root, check=False)
+    assert dead.returncode != 0  # the daemon died answering, after the store committed
+    assert daemon.proc.wait(timeout=30) == -signal.SIGKILL
+    daemon.log.close()
+
+    again = DaemonProcess(root, config=ME_ONLY)
+    try:
+        ended = memfs("turn", "end", "s1", root=root)["spaces"]["me"]
+    finally:
+        assert again.stop() == 0
+    assert ended["status"] == "saved", ended
+    assert history_and_traces(root, ME, "prefs.md")[0] == 1
+
+
 def test_kept_spaces_survive_a_restart_and_the_cli_retries_or_reads_them(root: Path) -> None:
     daemon = DaemonProcess(root)
     started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
