@@ -853,9 +853,7 @@ class OverlayWorkspace:
             # Whole in the page cache, not yet on disk: durable at its first sync,
             # its blobs with it (none is known synced after a restart).
             self._arm(turn.session, turn.turn, manifests)
-        ending = _durable_mark(self.turn_file(turn.session).parent, turn.turn).with_name(
-            ENDING_FILE
-        )
+        ending = self.overlay.session_dir(turn.session) / turn.turn / ENDING_FILE
         if was_ending(turn.kept, turn.done) or ending.exists():
             # It was ending when the daemon stopped: what ends is what was there.
             self.overlay.freeze(turn.session)
