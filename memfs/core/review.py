@@ -433,11 +433,15 @@ def update(
         earlier = files.get(path)
         if earlier is not None:
             # A waiting file never went live, so the conversation still builds on
-            # the snapshot it first had; a live (review after) file went live with
-            # the earlier turn, which the later turn has seen.
+            # the oldest snapshot either had: the one it first had, or an older
+            # one where a turn held for a manual commit is stored after a later
+            # turn. A live (review after) file went live with the earlier turn,
+            # which the later turn has seen.
             keep: dict[str, object] = {"base": earlier.base}
-            if change.state == "waiting":
+            if change.state == "waiting" and earlier.loaded <= file.loaded:
                 keep["loaded"] = earlier.loaded
+            elif change.state == "waiting":
+                keep = {}  # this file was built on the older snapshot: its own base
             file = file.model_copy(update=keep)
         files[path] = file
     # A later turn's word on a folder replaces the earlier one, as for files.
@@ -535,7 +539,8 @@ def decide(
     editing part of a waiting change applies those files and leaves the rest
     waiting; rejecting part drops those files. Editing replaces the content
     of the chosen files before they are applied. Rejecting a change that is
-    already live (review ``after``) reverts its files to their bases.
+    already live (review ``after``) reverts its files to their bases, but
+    for those written since (stale): they stay as that later write left them.
 
     A move that applies files (``Effect.APPLY``) is refused, and nothing
     changes, when:
@@ -584,7 +589,9 @@ def decide(
             )
             require_within(applied.change_set(live_sizes), live_sizes, limits or Limits())
     if effect is Effect.REVERT:
-        concerned = {path: None for path in chosen}  # the store puts back each file's base
+        # The store puts back each file's base, but never over a write made
+        # since (a stale file): that write is someone's, and stays live.
+        concerned = {path: None for path in chosen if not change.files[path].stale}
     remaining = {path: file for path, file in change.files.items() if path not in chosen}
     folders_left = {path: made for path, made in change.folders.items() if path not in picked}
     if remaining or folders_left:

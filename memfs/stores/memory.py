@@ -244,7 +244,9 @@ class MemoryStore:
             rules.require_deletable(changes.deleted, self._space(ref).live, change)
         snapshot = self._snapshot(ref) if snapshot is None else snapshot
         edited = int(self._next(self._space(ref)))
-        start = edited - 1 if loaded is None else loaded
+        # Live (review after): loaded at the write itself, as the SQL stores
+        # do, so the change's own revisions do not make it stale.
+        start = edited - 1 if loaded is None or live is not None else loaded
         if change is None:
             change = rules.open_change(
                 f"c{edited}",

@@ -1,0 +1,108 @@
+"""Review ``person`` and ``after`` through whole turns: nothing goes live but as a reviewer saw it.
+
+Each test pins a promise of docs/people.md and memfs/core/review.py that a
+hostile review found broken (over the memory and SQLite stores, through
+whole copy-mode turns and ``memfs.act_as``, the doors the CLI and the Memory
+tab share).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import memfs
+from memfs.stores.base import ReviewingStore
+from memfs.stores.memory import MemoryStore
+from memfs.stores.sqlite import SqliteStore
+
+BANK = {"bankId": "bank_17"}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def managed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ReviewingStore]:
+    store: ReviewingStore = (
+        MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "memfs.db")
+    )
+    yield store
+    await store.aclose()
+
+
+def rules(store: memfs.Store, tmp_path: Path, **spec: object) -> memfs.Memory:
+    return memfs.Memory(
+        store,
+        [memfs.org_memory(space="rules", org="bankId", **spec)],  # type: ignore[arg-type]
+        workdir=tmp_path / "work",
+    )
+
+
+async def write_turn(
+    memory: memfs.Memory, session: str, text: str, *, sees: str | None = None
+) -> memfs.CommitResult:
+    turn = await memory.start_turn(session, BANK, prompt=f"write {text!r}")
+    if sees is not None:
+        assert (turn.root / "rules/f.md").read_text() == sees
+    (turn.root / "rules/f.md").write_text(text)
+    return await turn.end()
+
+
+async def test_a_manual_turn_committed_after_a_later_turn_is_stale_over_a_newer_live_file(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # Turn 1 (commit manual) is built on v0; bob puts v1 live; turn 2 of the
+    # same conversation, built on v1, is committed first; turn 1 is committed
+    # last. Its file replaces turn 2's in the change but keeps turn 2's
+    # snapshot (core.review.update assumes the later store loaded later), so
+    # it is not stale and an unforced approval writes over bob's v1.
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    await ada.put("rules", "f.md", b"v0\n")
+    memory = rules(managed, tmp_path, commit="manual")
+    first = await write_turn(memory, "s1", "built on v0\n", sees="v0\n")
+    await memfs.act_as(managed, "bob", "member", org="bank_17").put("rules", "f.md", b"v1\n")
+    second = await write_turn(memory, "s1", "built on v1\n", sees="v1\n")
+    await second.commit_manual()
+    await first.commit_manual()
+    [change] = await ada.waiting()
+    assert change.files["f.md"].content == b"built on v0\n"
+    assert change.stale_paths == ("f.md",)
+    with pytest.raises(memfs.Conflict):
+        await ada.approve(change.id)
+    assert await ada.files("rules") == {"f.md": b"v1\n"}
+
+
+async def test_rejecting_a_review_after_change_never_undoes_a_later_approved_write(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # Under review `after`, conversation a writes A over v0, then b writes B
+    # over A (both live). Rejecting a's change puts back v0 (its base) over
+    # b's B, without force though the file is stale; approving b's change
+    # then leaves v0 live: the reviewer approved B and B is not what is live.
+    admin = memfs.act_as(managed, "root", "admin", org="bank_17")
+    await admin.put("rules", "f.md", b"v0\n")
+    await admin.set_review("rules", "after")
+    memory = rules(managed, tmp_path)
+    await write_turn(memory, "a", "A\n", sees="v0\n")
+    await write_turn(memory, "b", "B\n", sees="A\n")
+    first, second = await admin.waiting()
+    with contextlib.suppress(memfs.Conflict):  # refusing the stale reject would hold too
+        await admin.reject(first.id)
+    await admin.approve(second.id)
+    assert await admin.files("rules") == {"f.md": b"B\n"}
+
+
+async def test_a_review_after_change_is_not_stale_over_its_own_live_write(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # The SQLite store loads an `after` change at its own write; the memory
+    # store kept the turn's cursor, so the change's own revision marked it
+    # stale and a reviewer's edit needed force there only.
+    admin = memfs.act_as(managed, "root", "admin", org="bank_17")
+    await admin.set_review("rules", "after")
+    await write_turn(rules(managed, tmp_path), "a", "A\n")
+    [change] = await admin.waiting()
+    assert change.stale_paths == ()
+    await admin.edit(change.id, {"f.md": b"A, edited\n"})
+    assert await admin.files("rules") == {"f.md": b"A, edited\n"}
