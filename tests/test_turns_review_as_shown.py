@@ -106,3 +106,34 @@ async def test_a_review_after_change_is_not_stale_over_its_own_live_write(
     assert change.stale_paths == ()
     await admin.edit(change.id, {"f.md": b"A, edited\n"})
     assert await admin.files("rules") == {"f.md": b"A, edited\n"}
+
+
+async def test_a_code_change_the_repository_took_back_is_no_longer_proposed(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # The seed says v1 (version 1), then v2 ("Changed in code" waits), then v1
+    # again. The code now proposes nothing, yet the waiting change still
+    # offers v2, and approving "Changed in code" makes live what neither the
+    # code nor any person says.
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "f.md").write_text("v1\n")
+    memory = memfs.Memory(
+        managed,
+        [memfs.org_memory(space="rules", org="bankId", seed=seed)],
+        workdir=tmp_path / "work",
+        seed_record=tmp_path / "seeds.json",
+    )
+    await memory.start_turn("s1", BANK)
+    await memory.end_turn("s1")
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    assert await ada.files("rules") == {"f.md": b"v1\n"}
+    (seed / "f.md").write_text("v2\n")
+    await memory.refresh_seeds()
+    [proposed] = await ada.waiting()
+    assert proposed.files["f.md"].content == b"v2\n"
+    (seed / "f.md").write_text("v1\n")
+    await memory.refresh_seeds()
+    for change in await ada.waiting():
+        await ada.approve(change.id)
+    assert await ada.files("rules") == {"f.md": b"v1\n"}

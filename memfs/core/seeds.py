@@ -26,9 +26,13 @@ def code_change(
 ) -> ChangeSet:
     """The change the code proposes: what changed in the seed since ``previous``, against ``live``.
 
-    A file the seed did not change is never proposed, so an approved edit to it
-    stands. A file the seed changed is proposed as the seed has it (or as a
-    deletion, if the seed dropped it), unless the live file already says so.
+    ``live`` is what the code's conversation sees: the live files with its
+    own waiting change over them. A file the seed did not change is never
+    proposed, so an approved edit to it stands. A file the seed changed is
+    proposed as the seed has it (or as a deletion, if the seed dropped it),
+    unless what the conversation sees already says so; so a change the seed
+    takes back before anyone approved it is proposed back in the waiting
+    change, which then makes live nothing the code no longer says.
     """
     created: dict[str, bytes] = {}
     updated: dict[str, bytes] = {}

@@ -52,13 +52,12 @@ async def sync_seed(
     now = manifest(files)
     if previous == now:
         return SeedResult("unchanged", now)
+    # What the code conversation sees: the live files with its own waiting
+    # change over them, so a change the seed takes back is proposed back.
     loaded = await store.load(ref, SEED_SESSION)
-    live = loaded.files
-    if isinstance(store, ManagedStore):
-        live = await store.files(ref)
-        fresh = ref not in await store.spaces()
-    else:
-        fresh = not live
+    seen = loaded.files
+    # A managed store knows a space it made, files or none; another store, by its files.
+    fresh = ref not in await store.spaces() if isinstance(store, ManagedStore) else not seen
     if fresh:
         stored = await store.store(
             ref,
@@ -71,7 +70,7 @@ async def sync_seed(
         # The space was made without this seed being seen (or the record was
         # lost): take the seed as it is now as the starting point, propose nothing.
         return SeedResult("adopted", now)
-    changes = code_change(previous, files, live)
+    changes = code_change(previous, files, seen)
     if changes.is_empty():
         return SeedResult("unchanged", now)
     stored = await store.store(
