@@ -256,6 +256,16 @@ def force_option(command: F) -> F:
     )(command)
 
 
+def version_option(command: F) -> F:
+    return click.option(
+        "--version",
+        "version",
+        default=None,
+        help="The change's version as shown (review show prints it): if the change has "
+        "changed since, nothing is decided (exit 5).",
+    )(command)
+
+
 def _text(content: bytes | None) -> dict[str, Any]:
     if content is None:
         return {"deleted": True}
@@ -284,6 +294,7 @@ def change_json(
         "origin": change.provenance.origin,
         "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
         "stale": list(change.stale_paths),
+        "version": change.version,
         "files": sorted(change.files),
         "reviews": [r.model_dump(mode="json") for r in change.reviews],
         # Folders the change makes (true) or removes (false): a reviewer decides them too.
@@ -370,12 +381,14 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     @click.argument("change_id")
     @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
     @force_option
+    @version_option
     @limits_option
     @actor_options
     def review_approve(
         change_id: str,
         paths: tuple[str, ...],
         force: bool,
+        version: str | None,
         config_file: Path | None,
         store_url: str | None,
         org: str,
@@ -390,7 +403,9 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                 org,
                 actor,
                 role,
-                lambda a: a.approve(change_id, paths=list(paths) or None, force=force),
+                lambda a: a.approve(
+                    change_id, paths=list(paths) or None, force=force, version=version
+                ),
                 limits=limits,
             )
         echo(change_json(change))
@@ -398,10 +413,12 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     @review.command("reject")
     @click.argument("change_id")
     @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
+    @version_option
     @actor_options
     def review_reject(
         change_id: str,
         paths: tuple[str, ...],
+        version: str | None,
         store_url: str | None,
         org: str,
         actor: str,
@@ -414,7 +431,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                 org,
                 actor,
                 role,
-                lambda a: a.reject(change_id, paths=list(paths) or None),
+                lambda a: a.reject(change_id, paths=list(paths) or None, version=version),
             )
         echo(change_json(change))
 
@@ -423,6 +440,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     @click.argument("path")
     @click.argument("source", type=click.File("rb"))
     @force_option
+    @version_option
     @limits_option
     @actor_options
     def review_edit(
@@ -430,6 +448,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         path: str,
         source: Any,
         force: bool,
+        version: str | None,
         config_file: Path | None,
         store_url: str | None,
         org: str,
@@ -449,7 +468,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                 org,
                 actor,
                 role,
-                lambda a: a.edit(change_id, {path: content}, force=force),
+                lambda a: a.edit(change_id, {path: content}, force=force, version=version),
                 limits=limits,
             )
         echo(change_json(change))

@@ -87,6 +87,37 @@ def test_review_list_show_and_approve_part_then_the_rest(db: Path) -> None:
     assert history[-1]["approved_by"]["id"] == "ada"
 
 
+def test_review_approve_with_a_version_shown_before_a_later_turn_fails_and_decides_nothing(
+    db: Path,
+) -> None:
+    [change] = ok(db, "review", "list")
+    shown = ok(db, "review", "show", change["id"])
+    assert shown["version"] == change["version"]
+
+    async def later_turn() -> None:  # the same conversation rewrites income.md
+        store = SqliteStore(db)
+        try:
+            loaded = await store.load(RULES, "s1")
+            await store.store(
+                RULES,
+                ChangeSet(updated={"income.md": b"four years\n"}),
+                cursor=loaded.cursor,
+                provenance=Provenance(session="s1", turn="t9", prompt="four now"),
+                review="person",
+            )
+        finally:
+            await store.aclose()
+
+    trio.run(later_turn)
+    stale = memfs_cli(db, "review", "approve", change["id"], "--version", shown["version"])
+    assert stale.exit_code == 5 and "changed since it was shown" in stale.output
+    assert ok(db, "review", "list")[0]["state"] == "waiting"
+    now = ok(db, "review", "show", change["id"])
+    assert now["files"]["income.md"]["text"] == "four years\n"
+    done = ok(db, "review", "approve", change["id"], "--version", now["version"])
+    assert done["state"] == "approved"
+
+
 def test_review_show_gives_each_file_a_unified_diff_against_the_live_file(db: Path) -> None:
     [change] = ok(db, "review", "list")
     shown = ok(db, "review", "show", change["id"])

@@ -554,3 +554,55 @@ def test_words_have_an_author_only_where_there_are_words_a_prompt_or_a_label() -
     assert Provenance(person="dana").words_author is None  # nothing typed, no label
     assert Provenance(by=dana.model_copy(update={"label": None})).words_author is None
     assert Provenance(prompt="no one's").words_author is None  # typed by no one named
+
+
+def test_a_changes_version_names_what_a_reviewer_is_shown_and_moves_with_it() -> None:
+    change = waiting()
+    assert waiting().version == change.version  # the same files, the same name
+    marked = mark_stale(change, {"rules.md": 11}, [])
+    assert marked.stale_paths == ("rules.md",) and marked.version == change.version
+    later = update(
+        change,
+        ChangeSet(updated={"rules.md": b"v3"}),
+        snapshot={"rules.md": "w1"},
+        loaded=13,
+        edited=14,
+        provenance=turn(2),
+    )
+    assert later.version != change.version
+    moded = change.model_copy(
+        update={
+            "files": {
+                **change.files,
+                "new.md": change.files["new.md"].model_copy(update={"meta": FileMeta(mode=0o600)}),
+            }
+        }
+    )
+    assert moded.version != change.version
+    folder = change.model_copy(update={"folders": {"docs": True}})
+    assert folder.version != change.version
+
+
+def test_a_decision_on_a_version_not_shown_is_a_conflict_and_changes_nothing() -> None:
+    change = waiting()
+    later = update(
+        change,
+        ChangeSet(updated={"rules.md": b"v3"}),
+        snapshot={"rules.md": "w1"},
+        loaded=13,
+        edited=14,
+        provenance=turn(2),
+    )
+    for action in ("approve", "reject", "edit"):
+        with pytest.raises(Conflict, match="changed since it was shown"):
+            decide(later, action, by=ADA, version=change.version)
+    after, effect, _ = decide(later, "approve", by=ADA, version=later.version)
+    assert (after.state, effect) == ("approved", Effect.APPLY)
+
+
+def test_rejecting_a_live_change_puts_back_no_file_written_since() -> None:
+    live = waiting("after")
+    marked = mark_stale(live, {"rules.md": 20}, [])  # someone wrote rules.md after it
+    after, effect, files = decide(marked, "reject", by=ADA)
+    assert (after.state, effect) == ("rejected", Effect.REVERT)
+    assert files == {"new.md": None, "old.md": None}

@@ -9,7 +9,7 @@ tab share).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -137,3 +137,30 @@ async def test_a_code_change_the_repository_took_back_is_no_longer_proposed(
     for change in await ada.waiting():
         await ada.approve(change.id)
     assert await ada.files("rules") == {"f.md": b"v1\n"}
+
+
+async def test_a_decision_naming_the_version_shown_never_applies_what_was_not_shown(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # A reviewer reads the change (GET /api/v1/review/{id}, `memfs review show`,
+    # the Review page), the conversation's next turn rewrites the file in it,
+    # then the reviewer decides: naming the version they were shown, the move
+    # is a Conflict and nothing changes; the page always names it.
+    memory = rules(managed, tmp_path)
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    await write_turn(memory, "s1", "what ada reads\n")
+    [shown] = await ada.waiting()
+    await write_turn(memory, "s1", "never shown to ada\n", sees="what ada reads\n")
+    decisions: list[Callable[[], Awaitable[object]]] = [
+        lambda: ada.approve(shown.id, version=shown.version),
+        lambda: ada.reject(shown.id, version=shown.version),
+        lambda: ada.edit(shown.id, {"f.md": b"mine\n"}, version=shown.version),
+    ]
+    for decide in decisions:
+        with pytest.raises(memfs.Conflict):
+            await decide()
+    assert await ada.files("rules") == {}
+    [now] = await ada.waiting()
+    assert now.state == "waiting" and now.version != shown.version
+    await ada.approve(now.id, version=now.version)
+    assert await ada.files("rules") == {"f.md": b"never shown to ada\n"}

@@ -6,6 +6,7 @@ chromium; these pin every rule of the forms without a browser.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 from collections.abc import AsyncIterator
@@ -15,12 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memfs.core.errors import NotFound
 from memfs.core.models import ChangeSet, Provenance
 from memfs.core.signin import SigninLimits
 from memfs.testing import FaultyStore
 from memfs.web.app import web_app
 from memfs.web.sessions import SessionLimits
-from tests.web_world import ORG, PROMPT, RULES, Memory, new_store, org_memory
+from tests.web_world import ORG, PROMPT, RULES, Memory, new_store, org_memory, waiting
 
 BASE = "http://memfs"
 
@@ -59,6 +61,13 @@ class Site:
 
     async def post(self, url: str, data: dict[str, str | list[str]]) -> httpx.Response:
         return await self.client.post(url, data={"csrf": await self.csrf(), **data})
+
+    async def decide(self, url: str, data: dict[str, str | list[str]]) -> httpx.Response:
+        """:meth:`post` to a review form, with the change's version its page shows now."""
+        change = url.split("/")[2]
+        with contextlib.suppress(NotFound):  # no such change: the post says so itself
+            data = {"version": (await self.memory.store.get_change(change)).version, **data}
+        return await self.post(url, data)
 
 
 async def _site(kind: str, tmp_path: Path, **app_kw: object) -> AsyncIterator[Site]:
@@ -266,10 +275,10 @@ async def test_a_reviewer_reads_the_diff_approves_one_file_and_rejects_the_other
     assert PROMPT in seen and "new.md" in seen and "b.md" in seen
     assert "<ins>+cut-off 17:00</ins>" in page.text
     url = f"/review/{site.memory.change}"
-    approved = await site.post(url, {"act": "approve", "path": "new.md"})
+    approved = await site.decide(url, {"act": "approve", "path": "new.md"})
     assert approved.status_code == 303 and approved.headers["location"] == "/review?done=approved"
     assert (await site.memory.store.files(RULES))["new.md"] == b"cut-off 17:00\n"
-    rejected = await site.post(url, {"act": "reject", "path": "b.md"})
+    rejected = await site.decide(url, {"act": "reject", "path": "b.md"})
     assert rejected.status_code == 303
     assert "b.md" not in await site.memory.store.files(RULES)
     assert "No change is waiting for review." in text_of(await site.client.get("/review"))
@@ -279,6 +288,24 @@ async def test_a_reviewer_reads_the_diff_approves_one_file_and_rejects_the_other
         if e.action in ("approve", "reject")
     ]
     assert actions == [("approve", "u_member"), ("reject", "u_member")]
+
+
+async def test_the_review_form_decides_only_the_change_as_its_page_showed_it(site: Site) -> None:
+    # The conversation's next turn rewrote new.md after the page was shown:
+    # pressing Approve on that page applied bytes the reviewer never saw.
+    await site.sign_in("member")
+    page = await site.client.get("/review")
+    found = re.search(r'name="version" value="([^"]+)"', page.text)
+    assert found is not None
+    shown = found.group(1)
+    await waiting(site.memory.store, RULES, {"new.md": b"never shown\n"})  # same conversation
+    url = f"/review/{site.memory.change}"
+    approved = await site.post(url, {"act": "approve", "path": "new.md", "version": shown})
+    assert approved.status_code == 409 and "Conflict" in text_of(approved)
+    assert "new.md" not in await site.memory.store.files(RULES)
+    unnamed = await site.post(url, {"act": "approve", "path": "new.md"})
+    assert unnamed.status_code == 400  # the page always names what it showed
+    assert "new.md" not in await site.memory.store.files(RULES)
 
 
 async def test_the_review_page_shows_each_diff_line_on_a_line_of_its_own(site: Site) -> None:
@@ -307,7 +334,7 @@ async def test_a_viewer_sees_the_review_without_buttons_and_cannot_decide(site: 
     await site.sign_in("viewer")
     page = await site.client.get("/review")
     assert PROMPT in text_of(page) and 'value="approve"' not in page.text
-    response = await site.post(
+    response = await site.decide(
         f"/review/{site.memory.change}", {"act": "approve", "path": "new.md"}
     )
     assert response.status_code == 403 and "PermissionDenied" in text_of(response)
@@ -319,7 +346,7 @@ async def test_the_edit_form_applies_the_reviewers_text_with_line_breaks_as_lf(s
     change = site.memory.change
     form = await site.client.get(f"/review/{change}/edit", params={"path": "new.md"})
     assert form.status_code == 200 and ">\ncut-off 17:00\n</textarea>" in form.text
-    done = await site.post(
+    done = await site.decide(
         f"/review/{change}/edit", {"path": "new.md", "content": "cut-off 16:00\r\nsharp\r\n"}
     )
     assert done.status_code == 303
@@ -332,11 +359,11 @@ async def test_another_orgs_change_and_bad_paths_are_error_pages(site: Site) -> 
     assert (
         await site.client.get(f"/review/{other}/edit", params={"path": "y.md"})
     ).status_code == 404
-    response = await site.post(f"/review/{other}", {"act": "approve", "path": "y.md"})
+    response = await site.decide(f"/review/{other}", {"act": "approve", "path": "y.md"})
     assert response.status_code == 404
-    bad = await site.post(f"/review/{site.memory.change}", {"act": "approve", "path": "../x"})
+    bad = await site.decide(f"/review/{site.memory.change}", {"act": "approve", "path": "../x"})
     assert bad.status_code == 400 and "InvalidName" in text_of(bad)
-    none = await site.post(f"/review/{site.memory.change}", {"act": "approve"})
+    none = await site.decide(f"/review/{site.memory.change}", {"act": "approve"})
     assert none.status_code == 400
     assert (await site.memory.store.get_change(other)).state == "waiting"
     assert (await site.memory.store.get_change(site.memory.change)).state == "waiting"

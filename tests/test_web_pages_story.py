@@ -185,10 +185,7 @@ async def test_the_review_page_and_a_files_trail_link_to_the_session_story(
     await site.sign_in("member")
     review = await site.client.get("/review")
     assert 'href="/sessions/s1"' in review.text
-    await site.client.post(
-        f"/review/{site.story.change}",
-        data={"csrf": await site.csrf(), "act": "approve", "path": "new.md"},
-    )
+    await site.decide(f"/review/{site.story.change}", {"act": "approve", "path": "new.md"})
     trail = await site.client.get("/org/rules/files/new.md")
     assert 'href="/sessions/s1"' in trail.text
     assert (await site.client.get("/sessions/s1")).status_code == 200
@@ -325,10 +322,7 @@ async def test_life_of_an_approved_file_names_who_taught_and_approved_it(
     site: StorySite,
 ) -> None:
     await site.sign_in("member")
-    await site.client.post(
-        f"/review/{site.story.change}",
-        data={"csrf": await site.csrf(), "act": "approve", "path": "new.md"},
-    )
+    await site.decide(f"/review/{site.story.change}", {"act": "approve", "path": "new.md"})
     page = await site.client.get("/life", params={"space": "rules", "path": "new.md"})
     seen = text_of(page)
     assert "taught in a conversation" in seen and "approved by u_member" in seen

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import hashlib
 from collections.abc import Container, Iterable, Mapping
 from datetime import datetime
 from typing import Literal
@@ -65,6 +66,7 @@ from memfs.core.models import (
     ReviewMode,
     SpaceRef,
     Status,
+    digest,
     now,
     settle_meta,
 )
@@ -158,6 +160,24 @@ class WaitingChange(Frozen):
     @property
     def stale_paths(self) -> tuple[str, ...]:
         return tuple(sorted(path for path, file in self.files.items() if file.stale))
+
+    @property
+    def version(self) -> str:
+        """A name for what a reviewer is shown of the change: its files, modes and folders.
+
+        A later turn of the conversation, or a decision on part of it, gives a
+        new one; a reviewer who names the version they were shown
+        (:func:`decide`'s ``version``) applies exactly that or nothing.
+        """
+        h = hashlib.sha256()
+        for path in sorted(self.files):
+            file = self.files[path]
+            content = "-" if file.content is None else digest(file.content)
+            mode = "" if file.meta is None else f"{file.meta.mode:o}"
+            h.update(f"f\0{path}\0{content}\0{mode}\0".encode())
+        for path in sorted(self.folders):
+            h.update(f"d\0{path}\0{int(self.folders[path])}\0".encode())
+        return h.hexdigest()[:16]
 
     def change_set(self, live: Iterable[str]) -> ChangeSet:
         """The files as a change set against what is live (``live``: the live paths)."""
@@ -531,6 +551,7 @@ def decide(
     force: bool = False,
     live_sizes: Mapping[str, int] | None = None,
     limits: Limits | None = None,
+    version: str | None = None,
 ) -> tuple[WaitingChange, Effect, dict[str, bytes | None]]:
     """A reviewer's move on some files (all by default) of a change.
 
@@ -542,6 +563,11 @@ def decide(
     already live (review ``after``) reverts its files to their bases, but
     for those written since (stale): they stay as that later write left them.
 
+    With ``version`` (the :attr:`WaitingChange.version` the reviewer was
+    shown), any move on a change that has changed since is a ``Conflict``,
+    and nothing changes: a later turn of the conversation rewrote it, and
+    approving would make live what nobody was shown.
+
     A move that applies files (``Effect.APPLY``) is refused, and nothing
     changes, when:
 
@@ -552,6 +578,12 @@ def decide(
       files would pass ``limits`` (the defaults if None), as a turn's would:
       ``TooLarge`` or ``SpaceFull`` (:func:`memfs.core.limits.require_within`).
     """
+    if version is not None and version != change.version:
+        raise Conflict(
+            "the change has changed since it was shown (a later turn of its conversation); "
+            "look at it again before deciding",
+            path=change.id,
+        )
     every = {*change.files, *change.folders}
     picked = every if paths is None else set(paths)
     unknown = [path for path in sorted(picked) if path not in every]

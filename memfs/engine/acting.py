@@ -153,29 +153,55 @@ class Acting:
         paths: list[str] | None = None,
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
+        version: str | None = None,
     ) -> WaitingChange:
-        """A reviewer's move; applying a stale file needs ``force`` (else ``Conflict``)."""
+        """A reviewer's move; applying a stale file needs ``force`` (else ``Conflict``).
+
+        ``version``: the change's version the reviewer was shown; a change
+        that has changed since is a ``Conflict`` (:func:`memfs.core.review.decide`).
+        """
         _check_paths(paths)
         _check_paths(list(edits or ()))
         require(self.role, "review")
         # A change never moves to another org, so checking it first is enough.
         await self._own_change(id)
         return await self._reviewing().decide(
-            id, action, by=self.by, paths=paths, edits=edits, force=force, limits=self.limits
+            id,
+            action,
+            by=self.by,
+            paths=paths,
+            edits=edits,
+            force=force,
+            limits=self.limits,
+            version=version,
         )
 
     async def approve(
-        self, id: str, *, paths: list[str] | None = None, force: bool = False
+        self,
+        id: str,
+        *,
+        paths: list[str] | None = None,
+        force: bool = False,
+        version: str | None = None,
     ) -> WaitingChange:
-        return await self.decide(id, "approve", paths=paths, force=force)
+        return await self.decide(id, "approve", paths=paths, force=force, version=version)
 
-    async def reject(self, id: str, *, paths: list[str] | None = None) -> WaitingChange:
-        return await self.decide(id, "reject", paths=paths)
+    async def reject(
+        self, id: str, *, paths: list[str] | None = None, version: str | None = None
+    ) -> WaitingChange:
+        return await self.decide(id, "reject", paths=paths, version=version)
 
     async def edit(
-        self, id: str, edits: dict[str, bytes | None], *, force: bool = False
+        self,
+        id: str,
+        edits: dict[str, bytes | None],
+        *,
+        force: bool = False,
+        version: str | None = None,
     ) -> WaitingChange:
-        return await self.decide(id, "edit", paths=list(edits), edits=edits, force=force)
+        return await self.decide(
+            id, "edit", paths=list(edits), edits=edits, force=force, version=version
+        )
 
     async def set_review(self, space: str, mode: ReviewMode) -> None:
         check_space_name(space)

@@ -410,6 +410,7 @@ class ReviewingStore(ManagedStore, Protocol):
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
         limits: Limits | None = None,
+        version: str | None = None,
     ) -> WaitingChange:
         """Approve, edit-then-approve or reject some files (all by default) of a change.
 

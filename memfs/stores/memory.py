@@ -331,9 +331,17 @@ class MemoryStore:
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
         limits: Limits | None = None,
+        version: str | None = None,
     ) -> WaitingChange:
         return self.decide_nowait(
-            id, action, by=by, paths=paths, edits=edits, force=force, limits=limits
+            id,
+            action,
+            by=by,
+            paths=paths,
+            edits=edits,
+            force=force,
+            limits=limits,
+            version=version,
         )
 
     def decide_nowait(
@@ -346,6 +354,7 @@ class MemoryStore:
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
         limits: Limits | None = None,
+        version: str | None = None,
     ) -> WaitingChange:
         change = self.get_change_nowait(id)  # stale files marked, as the rules need
         after, effect, files = rules.decide(
@@ -357,6 +366,7 @@ class MemoryStore:
             force=force,
             live_sizes=self._live_sizes(change.ref),
             limits=limits,
+            version=version,
         )
         space = self._space(change.ref)
         if effect is Effect.APPLY:

@@ -97,16 +97,25 @@ class SetReview(Body):
 class Approve(Body):
     paths: list[str] | None = None
     force: bool = False
+    # The change's ``version`` the reviewer was shown: a change that has
+    # changed since is 409 Conflict, and nothing is decided.
+    version: str | None = Field(default=None, max_length=64)
 
 
 class Reject(Body):
     paths: list[str] | None = None
+    # The change's ``version`` the reviewer was shown: a change that has
+    # changed since is 409 Conflict, and nothing is decided.
+    version: str | None = Field(default=None, max_length=64)
 
 
 class EditChange(Body):
     path: str
     content: str | None  # None: the reviewer deletes the file in the change
     force: bool = False
+    # The change's ``version`` the reviewer was shown: a change that has
+    # changed since is 409 Conflict, and nothing is decided.
+    version: str | None = Field(default=None, max_length=64)
 
 
 # -- responses -----------------------------------------------------------------
@@ -207,6 +216,7 @@ class ChangeSummary(Out):
     created_at: datetime
     stale: list[str]
     files: list[ChangeFile]
+    version: str  # names what is shown here; a decision may name it back (409 if it moved)
 
 
 class ChangeDiff(Out):
@@ -345,6 +355,7 @@ def _summary(change: WaitingChange) -> dict[str, Any]:
         "author": change.provenance.by,
         "created_at": change.created_at,
         "stale": list(change.stale_paths),
+        "version": change.version,
         "files": [
             ChangeFile(
                 path=path,
@@ -545,7 +556,7 @@ def api_router() -> APIRouter:
     )
     async def approve(change: str, me: Actor, body: Approve | None = None) -> ChangeSummary:
         body = body or Approve()
-        done = await me.approve(change, paths=body.paths, force=body.force)
+        done = await me.approve(change, paths=body.paths, force=body.force, version=body.version)
         return ChangeSummary(**_summary(done))
 
     @router.post(
@@ -555,7 +566,7 @@ def api_router() -> APIRouter:
     )
     async def reject(change: str, me: Actor, body: Reject | None = None) -> ChangeSummary:
         body = body or Reject()
-        done = await me.reject(change, paths=body.paths)
+        done = await me.reject(change, paths=body.paths, version=body.version)
         return ChangeSummary(**_summary(done))
 
     @router.post(
@@ -565,7 +576,7 @@ def api_router() -> APIRouter:
     )
     async def edit(change: str, body: EditChange, me: Actor) -> ChangeSummary:
         content = None if body.content is None else body.content.encode("utf-8")
-        done = await me.edit(change, {body.path: content}, force=body.force)
+        done = await me.edit(change, {body.path: content}, force=body.force, version=body.version)
         return ChangeSummary(**_summary(done))
 
     @router.get("/people", response_model=list[PersonBay], summary="Everyone with memory (admins)")

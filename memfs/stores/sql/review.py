@@ -379,6 +379,7 @@ def _decide(
     edits: dict[str, bytes | None] | None,
     force: bool,
     limits: Limits,
+    version: str | None = None,
 ) -> WaitingChange:
     """A reviewer's move; the new state and its effect on live files commit together."""
     space_id, unmarked = _change_row(db, id)
@@ -393,6 +394,7 @@ def _decide(
         force=force,
         live_sizes=_live_sizes(db, space_id),
         limits=limits,
+        version=version,
     )
     if effect is Effect.APPLY:
         for path, content in sorted(concerned.items()):

@@ -367,12 +367,14 @@ class SqlStore(ABC):
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
         limits: Limits | None = None,
+        version: str | None = None,
     ) -> WaitingChange:
         for path in [*(paths or ()), *(edits or {})]:
             check_path(path)
         within = limits or Limits()
         return await self._call(
-            lambda db: _decide(db, id, action, by, paths, edits, force, within), write=True
+            lambda db: _decide(db, id, action, by, paths, edits, force, within, version),
+            write=True,
         )
 
     async def add_member(self, member: Member, *, by: By | None) -> Member:

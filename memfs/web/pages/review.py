@@ -50,11 +50,14 @@ def review_router() -> APIRouter:
         paths = fields(form, "path")
         if not paths:
             raise BadRequest("tick at least one file to approve or reject")
+        # What the page showed: a change a later turn rewrote since is a Conflict.
+        version = field(form, "version")
         if act == "approve":
-            await page.me.approve(change, paths=paths, force=form.get("force") == "on")
+            force = form.get("force") == "on"
+            await page.me.approve(change, paths=paths, force=force, version=version)
             return done("/review", "approved")
         if act == "reject":
-            await page.me.reject(change, paths=paths)
+            await page.me.reject(change, paths=paths, version=version)
             return done("/review", "rejected")
         raise BadRequest("the form's act is neither approve nor reject")
 
@@ -80,7 +83,8 @@ def review_router() -> APIRouter:
         form = await form_of(page)
         path = field(form, "path")
         content = None if form.get("delete") == "on" else text_of(form, "content").encode("utf-8")
-        await page.me.edit(change, {path: content}, force=form.get("force") == "on")
+        force, version = form.get("force") == "on", field(form, "version")
+        await page.me.edit(change, {path: content}, force=force, version=version)
         return done("/review", "edited")
 
     return router
