@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,7 +40,14 @@ from memfs.api.models import (
 )
 from memfs.api.target import ControlTarget
 from memfs.core.defaults import DEFAULT_MAX_BODY_BYTES
-from memfs.core.errors import BadRequest, MemfsError, NotFound, TooLarge, sole_memfs_error
+from memfs.core.errors import (
+    BadRequest,
+    InvalidName,
+    MemfsError,
+    NotFound,
+    TooLarge,
+    sole_memfs_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +191,39 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
+class _PathNames:
+    """400 ``InvalidName`` for a request path that is not UTF-8 or holds a control character.
+
+    Starlette decodes a path with replacement, so ``a%FF.md`` reached a route
+    as ``a\ufffd.md``, another name (a put stored the file under it), and
+    its ``path`` convertor matches no line break, so a name holding one was
+    a 404. The names a route then takes are checked by ``memfs.core.names``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            why = _bad_path(scope.get("raw_path") or scope["path"].encode("utf-8", "replace"))
+            if why is not None:
+                refused = error_response(InvalidName(f"the request path {why}"))
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _bad_path(raw: bytes) -> str | None:
+    """Why the path ``raw`` (as sent, %-escaped) names nothing memfs holds; None if it may."""
+    try:
+        path = unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return "is not valid UTF-8"
+    if any(ch < " " or ch == "\x7f" for ch in path):
+        return "holds a control character"
+    return None
+
+
 def serve_problems(
     app: FastAPI,
     *,
@@ -224,6 +265,7 @@ def serve_problems(
         return problem(status, error, detail, exit_code)
 
     app.add_middleware(_CatchAll, internal=internal)
+    app.add_middleware(_PathNames)
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
 
 

@@ -39,13 +39,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memfs.api.models import Problem
 from memfs.core.diff import unified
 from memfs.core.errors import BadRequest, NoIdentity, NotFound, SigninThrottled
 from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
+from memfs.core.names import unencodable
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
 from memfs.core.signin import SigninThrottle, client_key, throttle_key
@@ -70,9 +71,20 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 
 
 class Body(BaseModel):
-    """A request body: unknown fields are refused, so a typo is a 400, not a silent default."""
+    """A request body: unknown fields are refused, so a typo is a 400, not a silent default.
+
+    Every string in it must be text a store can keep: JSON's ``"\\ud800"``
+    (a lone surrogate) is a 400, not a 500 where it is encoded.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="after")
+    def _text(self) -> Body:
+        found = unencodable(self.model_dump(), "body")
+        if found is not None:
+            raise ValueError(f"not valid UTF-8 text: {found}")
+        return self
 
 
 class Out(BaseModel):
