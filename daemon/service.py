@@ -35,7 +35,14 @@ from memfs.api.models import (
     TurnEnded,
     TurnStarted,
 )
-from memfs.core.errors import AlreadyCommitted, BadRequest, MemfsError, NotFound, TurnOpen
+from memfs.core.errors import (
+    AlreadyCommitted,
+    BadRequest,
+    Conflict,
+    MemfsError,
+    NotFound,
+    TurnOpen,
+)
 from memfs.core.models import SpaceRef, SpaceResult
 from memfs.core.names import check_identity, check_new_name, check_path
 from memfs.engine.plan import ManualHold, Mount, MountState, Owner
@@ -85,6 +92,8 @@ class DaemonService:
     manual: dict[tuple[str, str], ManualHold] = field(default_factory=dict)
     # Ended turns whose manual mounts were all committed (a second commit says so).
     committed: set[tuple[str, str]] = field(default_factory=set)
+    # (session, turn) of each held change set a commit is storing now: one at a time.
+    _committing: set[tuple[str, str]] = field(default_factory=set)
     # FUSE requests served since start, by operation (the mount counts them).
     requests: Counter[str] = field(default_factory=Counter)
     # (session, turn, mount) of person spaces already dropped as forgotten.
@@ -310,9 +319,13 @@ class DaemonService:
         return True
 
     async def _drop_held_space(self, key: Key, name: str) -> None:
-        """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
+        """A file of the person's space ``name`` of a held change set was forgotten: it goes.
+
+        Not while it is being committed: the store refuses the forgotten space
+        then, and a commit that fails holds it again for the next look.
+        """
         held = self.manual.get(key)
-        if held is None or name not in held.spaces:
+        if held is None or name not in held.spaces or key in self._committing:
             return  # committed, or dropped, while the store answered
         forgot = self.memory.forget_space_in_hold(held, name)
         await self.workspace.save_manual(forgot)
@@ -443,10 +456,10 @@ class DaemonService:
         except NotFound:
             self._not_back(session, NotFound)
             raise
-        # A retried end reports a manual space from the first; the first holds its changes.
+        # A retried end reports a manual space from the first; the first holds its
+        # changes (written down by the end itself: Workspace.keep_manual).
         key = (session, result.turn)
         if result.held is not None and key not in self.manual:
-            await self.workspace.save_manual(result.held)
             self.manual[key] = result.held
         return ended(result)
 
@@ -521,14 +534,24 @@ class DaemonService:
                     path=f"{session}/{turn}",
                 )
             raise NotFound("no ended turn with manual mounts by that id", path=f"{session}/{turn}")
-        result = await self.memory.commit_manual(held)
-        if result.held is not None:  # a failed store: held again, for the next commit
-            await self.workspace.save_manual(result.held)
-            self.manual[key] = result.held
-        else:
-            await self.workspace.committed_manual(session, turn)
-            del self.manual[key]
-            self.committed.add(key)
+        if key in self._committing:
+            raise Conflict(
+                "this turn's manual mounts are being committed now; committing again would "
+                "write twice",
+                path=f"{session}/{turn}",
+            )
+        self._committing.add(key)
+        try:
+            result = await self.memory.commit_manual(held)
+            if result.held is not None:  # a failed store: held again, for the next commit
+                await self.workspace.save_manual(result.held)
+                self.manual[key] = result.held
+            else:
+                await self.workspace.committed_manual(session, turn)
+                self.manual.pop(key, None)
+                self.committed.add(key)
+        finally:
+            self._committing.discard(key)
         return ended(result)
 
     async def close_session(self, session: str) -> SessionClosed:
@@ -543,6 +566,12 @@ class DaemonService:
             pass
         else:
             raise TurnOpen("the session has an open turn; end it first", path=session)
+        if any(key[0] == session for key in self._committing):
+            # Closing removes the change set the commit is storing, and its mark.
+            raise TurnOpen(
+                "a commit of the session's turn is in progress; close it once that is through",
+                path=session,
+            )
         await self.workspace.close_session(session)
         # The session's state (its manual change sets with it) is gone.
         for key in [key for key in self.manual if key[0] == session]:

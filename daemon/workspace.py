@@ -669,6 +669,9 @@ class OverlayWorkspace:
         """Where an ended turn's manual change set waits for ``memfs turn commit``."""
         return self.overlay.session_dir(session) / MANUAL_DIR / f"{turn}.json"
 
+    async def keep_manual(self, hold: ManualHold) -> None:
+        await self.save_manual(hold)
+
     async def save_manual(self, hold: ManualHold) -> None:
         """Write an ended turn's manual change set down (0600), to commit after a restart."""
         target = self.manual_file(hold.session, hold.turn)

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memfs.core.errors import ConfigError, NoIdentity
+from memfs.core.errors import BadRequest, ConfigError, NoIdentity
 from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, Layer, SpaceRef
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
 
@@ -29,6 +29,11 @@ def resolve(resolver: Resolver | None, extra_body: ExtraBody) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
+        if isinstance(resolver, str):  # the request's field: its mistake, not the config's
+            raise BadRequest(
+                f"the extra body's {resolver!r} must be a string id, not {type(value).__name__}",
+                path=resolver,
+            )
         raise ConfigError(f"an identity resolver returned {value!r}; expected a string id")
     return str(value)
 

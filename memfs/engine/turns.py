@@ -898,8 +898,11 @@ class Memory:
                 turn.kept.pop(name, None)
                 turn.done[name] = spaces[name]
             # The last record, where the turn closes right after it (nothing
-            # kept, no trace still to record), goes down with the turn's end.
-            final = at == len(ending_now) and not turn.kept and (traced or not managed)
+            # kept, no trace still to record, no change set to hold first),
+            # goes down with the turn's end.
+            final = (
+                at == len(ending_now) and not turn.kept and (traced or not managed) and not manual
+            )
             await self.workspace.record(turn.session, turn.id, turn.done, turn.kept, final=final)
         # A space forgotten after it ended (while a later one stored) is reported so.
         for name, settled in turn.done.items():
@@ -930,6 +933,8 @@ class Memory:
             else None
         )
         spaces = {name: spaces[name] for name in turn.mounts if name in spaces}  # spec order
+        if hold is not None:  # down before the turn's record goes: a stop between loses nothing
+            await self.workspace.keep_manual(hold)
         if turn.kept:
             return CommitResult(self, turn.session, turn.id, spaces, hold, files)
         # Traced once the turn is over, so a retried end traces it once.

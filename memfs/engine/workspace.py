@@ -23,7 +23,7 @@ from memfs.core.diff import diff
 from memfs.core.errors import MemfsError
 from memfs.core.models import ChangeSet, Loaded, SpaceResult, TraceFile
 from memfs.engine import copymode
-from memfs.engine.plan import Mount, TurnPlan, TurnState
+from memfs.engine.plan import ManualHold, Mount, TurnPlan, TurnState
 
 Fetch = Callable[[str, Collection[str]], Awaitable[Mapping[str, bytes]]]
 """The bytes a lean load left out: ``await fetch(mount_name, shas)`` (``{}``: cannot)."""
@@ -87,6 +87,12 @@ class Workspace(Protocol):
         Called as a turn ends, before ``close``; a workspace that cannot see
         file access returns ``{}``.
         """
+        ...
+
+    async def keep_manual(self, hold: ManualHold) -> None:
+        """What an ending turn holds for ``commit_manual``: a durable workspace writes it
+        down, before the turn's record goes (``record``'s ``final``, ``close``), so no
+        crash or stop between the two loses it."""
         ...
 
     async def close(self, session: str) -> None:
@@ -171,6 +177,9 @@ class CopyWorkspace:
     def access(self, session: str) -> dict[str, TraceFile]:
         # Plain folders: reads leave no mark, and a scan sees only the end state.
         return {}
+
+    async def keep_manual(self, hold: ManualHold) -> None:
+        return None  # copy mode keeps nothing across processes: the caller holds it
 
     async def close(self, session: str) -> None:
         for key in [key for key in self._base if key[0] == session]:
