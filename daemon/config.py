@@ -304,7 +304,7 @@ class DaemonConfig(BaseModel):
     # syncs to disk, so nothing closed is lost even to a power cut (slower).
     sync_on_close: bool = False
     # The largest request body the control API reads; a larger one gets 413.
-    control_max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    control_max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0, strict=True)
     # Seconds between two looks at the store for forgets another process made
     # (the CLI's forgets tell the daemon at once); 0: never look.
     forget_poll_seconds: float = Field(default=DEFAULT_FORGET_POLL_SECONDS, ge=0)
@@ -313,7 +313,7 @@ class DaemonConfig(BaseModel):
     listen_retry_seconds: float = Field(default=DEFAULT_LISTEN_RETRY_SECONDS, gt=0)
     # A store that commits many turn ends at once (group commit): the most
     # stores and traces one of its transactions takes. 1: one at a time.
-    store_batch_max: int = Field(default=DEFAULT_STORE_BATCH_MAX, ge=1)
+    store_batch_max: int = Field(default=DEFAULT_STORE_BATCH_MAX, ge=1, strict=True)
     # The Memory tab: a PEM certificate and its key (both or neither), which
     # web_listen needs on anything but loopback. Before web_listen, which is
     # checked against them.
@@ -323,7 +323,7 @@ class DaemonConfig(BaseModel):
     # ([V6]:PORT); "": not at all.
     web_listen: str = Field(default=DEFAULT_WEB_LISTEN, validate_default=True)
     # The largest request body the Memory tab's API reads; past it 413.
-    web_max_body_bytes: int = Field(default=DEFAULT_WEB_MAX_BODY_BYTES, gt=0)
+    web_max_body_bytes: int = Field(default=DEFAULT_WEB_MAX_BODY_BYTES, gt=0, strict=True)
     # Seconds a client may be silent mid-request before the Memory tab hangs up.
     web_read_timeout_seconds: float = Field(default=DEFAULT_WEB_READ_TIMEOUT_SECONDS, gt=0)
 
@@ -428,6 +428,17 @@ class DaemonConfig(BaseModel):
                 raise _invalid(f"must be a number of seconds, not {value!r}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise _invalid(f"must be a finite number of seconds{off}")
+        return value
+
+    @field_validator("web_read_timeout_seconds", mode="before")
+    @classmethod
+    def _check_read_timeout(cls, value: Any) -> Any:
+        # Set in the file only: a number, not true (pydantic would take it as 1)
+        # nor a string, and finite (an infinite one is no bound at all).
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _invalid(f"must be a number of seconds, not {value!r}")
+        if not math.isfinite(value):
+            raise _invalid("must be a finite number of seconds")
         return value
 
     @field_validator("app")

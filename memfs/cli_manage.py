@@ -266,6 +266,26 @@ def version_option(command: F) -> F:
     )(command)
 
 
+READ_CHUNK_BYTES = 1 << 20  # what read_at_most asks for at a time
+
+
+def read_at_most(source: Any, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``source``, read a chunk at a time.
+
+    One ``read(limit)`` allocates ``limit`` up front, which a large (valid)
+    ``max_file_bytes`` turns into a ``MemoryError`` for a file of six bytes.
+    """
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk: bytes = source.read(min(left, READ_CHUNK_BYTES))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def _text(content: bytes | None) -> dict[str, Any]:
     if content is None:
         return {"deleted": True}
@@ -462,7 +482,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         with guard():
             limits = config_limits(config_file)
             # One byte past the file limit is enough to refuse; the rest is never read.
-            content: bytes = source.read(limits.max_file_bytes + 1)
+            content = read_at_most(source, limits.max_file_bytes + 1)
             change = acting(
                 store_url,
                 org,
@@ -509,7 +529,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         with guard():
             limits = config_limits(config_file)
             # One byte past the file limit is enough to refuse; the rest is never read.
-            content: bytes = source.read(limits.max_file_bytes + 1)
+            content = read_at_most(source, limits.max_file_bytes + 1)
             stored = acting(
                 store_url, org, actor, role, lambda a: a.put(space, path, content), limits=limits
             )

@@ -93,23 +93,34 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-class Limits(Frozen):
-    """Every size limit memfs enforces, as one setting each."""
+MAX_LIMIT = 2**63 - 1  # the largest value of any limit: a signed 64-bit count
+# A limit: a whole number (strict: not true, not "64"), at most MAX_LIMIT.
+_Limit = Annotated[int, Field(gt=0, le=MAX_LIMIT, strict=True)]
+_Reserve = Annotated[int, Field(ge=0, le=MAX_LIMIT, strict=True)]
 
-    max_file_bytes: int = Field(default=1 * MIB, gt=0)
-    max_files: int = Field(default=10_000, gt=0)
+
+class Limits(Frozen):
+    """Every size limit memfs enforces, as one setting each.
+
+    Each is a whole number (``true`` or ``"64"`` in a config file is refused,
+    not read as 1 or 64) of at most :data:`MAX_LIMIT`, what a 64-bit field
+    holds (``statfs`` reports them so).
+    """
+
+    max_file_bytes: _Limit = 1 * MIB
+    max_files: _Limit = 10_000
     # Folders a space stores (empty ones, or ones a turn made): each is a row
     # of the store, so they are bounded like files.
-    max_folders: int = Field(default=10_000, gt=0)
-    max_space_bytes: int = Field(default=64 * MIB, gt=0)
-    note_file_list_bytes: int = Field(default=8_000, gt=0)
+    max_folders: _Limit = 10_000
+    max_space_bytes: _Limit = 64 * MIB
+    note_file_list_bytes: _Limit = 8_000
     # What one session may hold of the daemon's resources, so that no agent
     # can exhaust what the others need (the daemon enforces these).
-    max_open_files: int = Field(default=1024, gt=0)  # per session, at once; past it EMFILE
-    journal_bytes: int = Field(default=4 * MIB, gt=0)  # a turn's journal is compacted past it
+    max_open_files: _Limit = 1024  # per session, at once; past it EMFILE
+    journal_bytes: _Limit = 4 * MIB  # a turn's journal is compacted past it
     # Free space kept on the disk under state_dir for ending turns and storing
     # them: below it, agents' writes get ENOSPC. 0 keeps none.
-    disk_reserve_bytes: int = Field(default=256 * MIB, ge=0)
+    disk_reserve_bytes: _Reserve = 256 * MIB
 
 
 MODE_BITS = 0o777  # the permission bits memfs keeps: not setuid, setgid or sticky

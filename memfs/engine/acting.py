@@ -106,7 +106,8 @@ class Acting:
         if not isinstance(store, PersonForgetting):
             raise ConfigError(_UNMANAGED)
         self._store: PersonForgetting = store
-        self.by = By(id=actor, role=role)
+        # Checked as any id is: it goes into revisions and the audit log.
+        self.by = By(id=check_identity(actor, what="actor id"), role=role)
         self.role: Role = role
         self.org = org
         self.limits = limits or Limits()

@@ -36,7 +36,12 @@ def _absolute_path(url: str, netloc: str, path: str) -> Path:
         )
     if not path.startswith("/") or path == "/":
         raise ConfigError("store URL needs an absolute path", path=url)
-    return Path(unquote(path))
+    unquoted = unquote(path, errors="surrogateescape")
+    try:
+        unquoted.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("a store URL's path must be valid UTF-8", path=repr(url)) from None
+    return Path(unquoted)
 
 
 def parse_store_url(url: str) -> tuple[str, Path | None]:
@@ -47,7 +52,10 @@ def parse_store_url(url: str) -> tuple[str, Path | None]:
     Configuration loading calls this so a bad store URL fails at start with
     the config key named, before any file is created.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a bracketed host left open, say: named, not the URL (a password)
+        raise ConfigError(f"not a store URL: {exc}") from None
     scheme = parts.scheme
     if scheme == "memory":
         if parts.netloc or parts.path:

@@ -63,6 +63,10 @@ from memfs.stores.base import ManagedStore
 
 PREFIX = "/api/v1"
 MAX_USAGE_DAYS = 366  # the widest window /spaces/{space}/usage counts opens over
+# The longest revision id a restore names, and the longest change version a
+# decision names: longer than any a store makes, so past them is a 400.
+MAX_REVISION_CHARS = 200
+MAX_VERSION_CHARS = 64
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
@@ -99,7 +103,7 @@ class PutFile(Body):
 
 
 class RestoreFile(Body):
-    revision: str = Field(min_length=1, max_length=200)
+    revision: str = Field(min_length=1, max_length=MAX_REVISION_CHARS)
 
 
 class SetReview(Body):
@@ -111,14 +115,14 @@ class Approve(Body):
     force: bool = False
     # The change's ``version`` the reviewer was shown: a change that has
     # changed since is 409 Conflict, and nothing is decided.
-    version: str | None = Field(default=None, max_length=64)
+    version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
 
 
 class Reject(Body):
     paths: list[str] | None = None
     # The change's ``version`` the reviewer was shown: a change that has
     # changed since is 409 Conflict, and nothing is decided.
-    version: str | None = Field(default=None, max_length=64)
+    version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
 
 
 class EditChange(Body):
@@ -127,7 +131,7 @@ class EditChange(Body):
     force: bool = False
     # The change's ``version`` the reviewer was shown: a change that has
     # changed since is 409 Conflict, and nothing is decided.
-    version: str | None = Field(default=None, max_length=64)
+    version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
 
 
 # -- responses -----------------------------------------------------------------
