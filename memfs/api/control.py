@@ -192,12 +192,13 @@ class _BodyLimit:
 
 
 class _PathNames:
-    """400 ``InvalidName`` for a request path that is not UTF-8 or holds a control character.
+    """400 ``InvalidName`` for a request path that is not UTF-8 or holds a line break.
 
     Starlette decodes a path with replacement, so ``a%FF.md`` reached a route
     as ``a\ufffd.md``, another name (a put stored the file under it), and
     its ``path`` convertor matches no line break, so a name holding one was
-    a 404. The names a route then takes are checked by ``memfs.core.names``.
+    a 404. Any other control character reaches the route, whose names are
+    checked by ``memfs.core.names`` (and a page answers with a page).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -219,8 +220,8 @@ def _bad_path(raw: bytes) -> str | None:
         path = unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError:
         return "is not valid UTF-8"
-    if any(ch < " " or ch == "\x7f" for ch in path):
-        return "holds a control character"
+    if "\n" in path or "\r" in path:
+        return "holds a line break"
     return None
 
 

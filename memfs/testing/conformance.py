@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Literal
 
-from memfs.core.audit import GENESIS, canonical, entry_hash
+from memfs.core.audit import GENESIS, UNKNOWN_CURSOR, canonical, entry_hash
 from memfs.core.errors import (
     ConfigError,
     Conflict,
@@ -716,10 +716,15 @@ async def check_files_as_of_a_cursor_the_store_did_not_issue_is_not_found(store:
     loaded = await store.load(ORG, "s1")
     assert loaded.cursor is not None
     past = str(int(loaded.cursor) + 1_000_000)
-    for foreign in (past, "-1", "abc", "", "1.5", " 1", digest(b"a folder store's cursor")):
-        await _raises_not_found(store.files_as_of(ORG, foreign))
-        await _raises_not_found(store.open_files_as_of(DANA, foreign, by=ADA))
-    assert await store.audit() == []  # a refused look is not recorded
+    foreign = (past, "-1", "abc", "", "1.5", " 1", digest(b"a folder store's cursor"))
+    for cursor in foreign:
+        await _raises_not_found(store.files_as_of(ORG, cursor))
+        await _raises_not_found(store.open_files_as_of(DANA, cursor, by=ADA))
+        await _raises_not_found(store.open_files_as_of(ORG, cursor, by=ADA))
+    # A look at a person's memory is recorded even where the store cannot say
+    # what it held then: the one who looked is shown what a turn's trace kept.
+    entries = [(e.action, e.target, e.detail) for e in await store.audit()]
+    assert entries == [("open", "dana", UNKNOWN_CURSOR)] * len(foreign)
 
 
 async def check_opening_a_persons_files_as_of_a_cursor_is_audited(store: Store) -> None:
