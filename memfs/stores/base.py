@@ -328,7 +328,10 @@ class ManagedStore(PersonForgetting, Members, Protocol):
         """``files_as_of`` on someone's behalf: of a person's own memory, the look is audited.
 
         A user-layer ``ref`` leaves an ``open`` entry (space, person, how many
-        files, never a path) in the same transaction as the read.
+        files, never a path) in the same transaction as the read, and one
+        (detail ``memfs.core.audit.UNKNOWN_CURSOR``) where ``cursor`` is not
+        the store's and this raises ``NotFound``: the caller shows what a
+        turn's trace kept instead, which is a look inside all the same.
         """
         ...
 
