@@ -41,6 +41,7 @@ from memfs.core.review import (
     saves_at_once,
     status_after_store,
     taught,
+    unseen_edits,
     update,
 )
 
@@ -606,3 +607,12 @@ def test_rejecting_a_live_change_puts_back_no_file_written_since() -> None:
     after, effect, files = decide(marked, "reject", by=ADA)
     assert (after.state, effect) == ("rejected", Effect.REVERT)
     assert files == {"new.md": None, "old.md": None}
+
+
+def test_a_turn_that_never_saw_its_conversations_edit_of_a_file_would_replace_it_unseen() -> None:
+    change = waiting()  # rules.md edited at 12, over a snapshot at 10
+    later = ChangeSet(updated={"rules.md": b"v3"}, created={"more.md": b"m"})
+    assert unseen_edits(change, later, loaded=11) == ("rules.md",)  # held, committed late
+    assert unseen_edits(change, later, loaded=12) == ()  # loaded the change: saw it
+    assert unseen_edits(None, later, loaded=0) == ()
+    assert unseen_edits(waiting("after"), later, loaded=11) == ()  # live: nothing to replace

@@ -49,14 +49,35 @@ async def write_turn(
     return await turn.end()
 
 
-async def test_a_manual_turn_committed_after_a_later_turn_is_stale_over_a_newer_live_file(
+async def test_a_manual_turn_committed_after_a_later_turn_never_replaces_its_edit(
     managed: ReviewingStore, tmp_path: Path
 ) -> None:
-    # Turn 1 (commit manual) is built on v0; bob puts v1 live; turn 2 of the
-    # same conversation, built on v1, is committed first; turn 1 is committed
-    # last. Its file replaces turn 2's in the change but keeps turn 2's
-    # snapshot (core.review.update assumes the later store loaded later), so
-    # it is not stale and an unforced approval writes over bob's v1.
+    # Turn 1 (commit manual) is built on v0; turn 2 of the same conversation,
+    # which never saw turn 1's file (it waited for its commit), is committed
+    # first. Turn 1's commit then replaced turn 2's file in the waiting change
+    # unmarked, and an unforced approval made it live: turn 2's write, which
+    # its agent saw succeed, was gone unseen. Now it is a conflict, as over a
+    # space without review, and turn 2's file waits as it was.
+    ada = memfs.act_as(managed, "ada", "member", org="bank_17")
+    await ada.put("rules", "f.md", b"v0\n")
+    memory = rules(managed, tmp_path, commit="manual")
+    first = await write_turn(memory, "s1", "turn 1\n", sees="v0\n")
+    second = await write_turn(memory, "s1", "turn 2\n", sees="v0\n")
+    await second.commit_manual()
+    late = await first.commit_manual()
+    assert late.spaces["rules"].status != "waiting"
+    assert late.spaces["rules"].conflicts == ("f.md",)
+    [change] = await ada.waiting()
+    assert change.files["f.md"].content == b"turn 2\n"
+    await ada.approve(change.id)
+    assert await ada.files("rules") == {"f.md": b"turn 2\n"}
+
+
+async def test_a_manual_turn_committed_after_a_later_turn_over_a_newer_live_file_conflicts(
+    managed: ReviewingStore, tmp_path: Path
+) -> None:
+    # As above, with bob's v1 live in between: turn 1 (built on v0) neither
+    # replaces turn 2's file (built on v1) nor goes live over bob's v1.
     ada = memfs.act_as(managed, "ada", "member", org="bank_17")
     await ada.put("rules", "f.md", b"v0\n")
     memory = rules(managed, tmp_path, commit="manual")
@@ -64,12 +85,11 @@ async def test_a_manual_turn_committed_after_a_later_turn_is_stale_over_a_newer_
     await memfs.act_as(managed, "bob", "member", org="bank_17").put("rules", "f.md", b"v1\n")
     second = await write_turn(memory, "s1", "built on v1\n", sees="v1\n")
     await second.commit_manual()
-    await first.commit_manual()
+    late = await first.commit_manual()
+    assert late.spaces["rules"].conflicts == ("f.md",)
     [change] = await ada.waiting()
-    assert change.files["f.md"].content == b"built on v0\n"
-    assert change.stale_paths == ("f.md",)
-    with pytest.raises(memfs.Conflict):
-        await ada.approve(change.id)
+    assert change.files["f.md"].content == b"built on v1\n"
+    assert change.stale_paths == ()
     assert await ada.files("rules") == {"f.md": b"v1\n"}
 
 

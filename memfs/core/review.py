@@ -453,15 +453,12 @@ def update(
         earlier = files.get(path)
         if earlier is not None:
             # A waiting file never went live, so the conversation still builds on
-            # the oldest snapshot either had: the one it first had, or an older
-            # one where a turn held for a manual commit is stored after a later
-            # turn. A live (review after) file went live with the earlier turn,
-            # which the later turn has seen.
+            # the snapshot it first had (a turn that did not see this edit is
+            # refused before: unseen_edits); a live (review after) file went
+            # live with the earlier turn, which the later turn has seen.
             keep: dict[str, object] = {"base": earlier.base}
-            if change.state == "waiting" and earlier.loaded <= file.loaded:
+            if change.state == "waiting":
                 keep["loaded"] = earlier.loaded
-            elif change.state == "waiting":
-                keep = {}  # this file was built on the older snapshot: its own base
             file = file.model_copy(update=keep)
         files[path] = file
     # A later turn's word on a folder replaces the earlier one, as for files.
@@ -476,6 +473,26 @@ def update(
     }
     return change.model_copy(
         update={"files": files, "provenance": provenance, "folders": folders, "turns": turns}
+    )
+
+
+def unseen_edits(change: WaitingChange | None, changes: ChangeSet, loaded: int) -> tuple[str, ...]:
+    """The paths of ``changes`` that ``change`` (the conversation's open change) edited after
+    ``loaded``, the snapshot the incoming turn was built on.
+
+    A later turn of a conversation loads its waiting change, so it has seen
+    every edit in it; one that has not (held for a manual commit, committed
+    after a later turn) would replace an edit nobody saw. A store refuses it
+    as a conflict, kept for a person to merge, as a space without review does.
+    """
+    if change is None or change.state != "waiting":
+        return ()
+    return tuple(
+        sorted(
+            path
+            for path in changes.paths
+            if path in change.files and change.files[path].edited > loaded
+        )
     )
 
 

@@ -242,6 +242,9 @@ class MemoryStore:
         change = self._joins(ref, session, mode)
         if live is None:  # waiting: checked against what the conversation sees
             rules.require_deletable(changes.deleted, self._space(ref).live, change)
+            unseen = rules.unseen_edits(change, changes, self._seq if loaded is None else loaded)
+            if unseen:
+                return Stored(status="conflict", conflicts=unseen, cursor=str(self._seq))
         snapshot = self._snapshot(ref) if snapshot is None else snapshot
         edited = int(self._next(self._space(ref)))
         # Live (review after): loaded at the write itself, as the SQL stores

@@ -240,6 +240,9 @@ def _hold(
     loaded = current if base is None else base
     own = _own_waiting(db, space_id, ref, provenance.session)
     review.require_deletable(changes.deleted, _live_among(db, space_id, changes.deleted), own)
+    unseen = review.unseen_edits(own, changes, loaded)
+    if unseen:
+        return Stored(status="conflict", conflicts=unseen, cursor=str(current))
     snapshot = _snapshot_at(db, space_id, changes.paths, loaded)
     change_id = _keep_change(
         db,
