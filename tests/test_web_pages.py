@@ -500,3 +500,58 @@ async def test_an_unexpected_failure_on_a_page_is_a_500_page_that_names_nothing_
     assert page.headers["cache-control"] == "no-store"
     assert "default-src 'none'" in page.headers["content-security-policy"]
     await store.aclose()
+
+
+async def test_an_added_file_whose_form_name_is_not_utf8_is_refused_not_renamed(
+    site: Site,
+) -> None:
+    # ec085c6 refuses a request *path* whose %-escapes are not UTF-8 (the API
+    # stored a%FF.md as a\ufffd.md); the page "Add" takes the name from the
+    # form body, which Starlette decodes with replacement the same way, so the
+    # file is stored under a name nobody sent and the answer says "added".
+    await site.sign_in("member")
+    body = f"csrf={await site.csrf()}&path=a%FF.md&content=x"
+    response = await site.client.post(
+        "/org/rules/files",
+        content=body.encode(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    renamed = [path for path in await site.memory.store.files(RULES) if "\ufffd" in path]
+    assert not renamed, f"{response.status_code}: stored as {renamed}"
+    assert response.status_code == 400, response.status_code
+
+
+async def test_the_review_page_decides_a_change_whose_turn_also_made_a_folder(
+    site: Site,
+) -> None:
+    # A turn under review `person` wrote notes/a.md and made the empty folder
+    # drafts/: its change holds both, and its version covers the folder. The
+    # page shows a checkbox per file only, so "Approve" with every box ticked
+    # applies the file and leaves drafts/ waiting, a change with no files the
+    # page then offers nothing to tick for ("tick at least one file" is all a
+    # post gets): the reviewer cannot decide it from the Review page at all.
+    store = site.memory.store
+    loaded = await store.load(RULES, "s9")
+    stored = await store.store(
+        RULES,
+        ChangeSet(created={"notes/a.md": b"x\n"}, folders_created=("drafts",)),
+        cursor=loaded.cursor,
+        provenance=Provenance(session="s9", turn="t1", prompt="p"),
+        review="person",
+    )
+    assert stored.change is not None
+    await site.sign_in("member")
+    page = await site.client.get("/review")
+    shown = re.search(
+        rf'action="/review/{stored.change}".*?name="version" value="([^"]+)"(.*?)</form>',
+        page.text,
+        re.S,
+    )
+    assert shown is not None, page.text
+    ticked = re.findall(r'name="path" value="([^"]+)"', shown.group(2))
+    response = await site.post(
+        f"/review/{stored.change}", {"act": "approve", "path": ticked, "version": shown.group(1)}
+    )
+    assert response.status_code == 303, response.text
+    change = await store.get_change(stored.change)
+    assert change.state == "approved", f"left {change.state} with {change.folders}"

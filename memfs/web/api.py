@@ -232,6 +232,8 @@ class ChangeSummary(Out):
     created_at: datetime
     stale: list[str]
     files: list[ChangeFile]
+    # Folders the change makes (true) or removes (false): decided by path, as files are.
+    folders: dict[str, bool] = Field(default_factory=dict)
     version: str  # names what is shown here; a decision may name it back (409 if it moved)
 
 
@@ -371,6 +373,7 @@ def _summary(change: WaitingChange) -> dict[str, Any]:
         "author": change.provenance.by,
         "created_at": change.created_at,
         "stale": list(change.stale_paths),
+        "folders": dict(sorted(change.folders.items())),
         "version": change.version,
         "files": [
             ChangeFile(

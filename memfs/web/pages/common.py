@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -142,8 +142,19 @@ SignedInPage = Annotated[Page, Depends(signed_in_page)]
 
 
 async def form_of(page: Page) -> FormData:
-    """The posted form, once its CSRF secret matched the session's (else 403, nothing read)."""
-    form = await page.request.form()
+    """The posted form, once its CSRF secret matched the session's (else 403, nothing read).
+
+    Its %-escaped text must be UTF-8 (else 400): Starlette decodes it with
+    replacement, so a name sent as ``a%FF.md`` would be taken as ``a\ufffd.md``,
+    a name nobody sent.
+    """
+    request = page.request
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        try:
+            unquote_to_bytes((await request.body()).replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("the form's text is not valid UTF-8") from None
+    form = await request.form()
     if not same_secret(page.session.csrf, form.get("csrf")):
         raise PermissionDenied("this form's CSRF token is missing or wrong: reload the page")
     return form
