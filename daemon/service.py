@@ -12,8 +12,9 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import trio
 
@@ -92,8 +93,11 @@ class DaemonService:
     manual: dict[tuple[str, str], ManualHold] = field(default_factory=dict)
     # Ended turns whose manual mounts were all committed (a second commit says so).
     committed: set[tuple[str, str]] = field(default_factory=set)
-    # (session, turn) of each held change set a commit is storing now: one at a time.
-    _committing: set[tuple[str, str]] = field(default_factory=set)
+    # (session, turn) of each held change set a commit is storing now: one at a time,
+    # and the forgets heard meanwhile, applied to it if the commit holds it again.
+    _committing: dict[tuple[str, str], list[Callable[[ManualHold], ManualHold]]] = field(
+        default_factory=dict
+    )
     # FUSE requests served since start, by operation (the mount counts them).
     requests: Counter[str] = field(default_factory=Counter)
     # (session, turn, mount) of person spaces already dropped as forgotten.
@@ -319,15 +323,24 @@ class DaemonService:
         return True
 
     async def _drop_held_space(self, key: Key, name: str) -> None:
-        """A file of the person's space ``name`` of a held change set was forgotten: it goes.
-
-        Not while it is being committed: the store refuses the forgotten space
-        then, and a commit that fails holds it again for the next look.
-        """
+        """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
         held = self.manual.get(key)
-        if held is None or name not in held.spaces or key in self._committing:
+        if held is None or name not in held.spaces:
             return  # committed, or dropped, while the store answered
-        forgot = self.memory.forget_space_in_hold(held, name)
+        await self._forget_in_hold(key, partial(self.memory.forget_space_in_hold, name=name))
+
+    async def _forget_in_hold(self, key: Key, forget: Callable[[ManualHold], ManualHold]) -> None:
+        """Apply ``forget`` to the held change set ``key``, on disk at once.
+
+        One being committed is the commit's: the store refuses what was
+        forgotten, and a commit that fails holds it again with ``forget``
+        applied (a copy rewritten here would be written over by it).
+        """
+        pending = self._committing.get(key)
+        if pending is not None:
+            pending.append(forget)
+            return
+        forgot = forget(self.manual[key])
         await self.workspace.save_manual(forgot)
         self.manual[key] = forgot
 
@@ -391,9 +404,8 @@ class DaemonService:
             if judge is None or await judge(
                 (held.session, held.turn), [space.mount for space in held.spaces.values()]
             ):
-                forgot = self.memory.forget_in_hold(held, org, user)
-                await self.workspace.save_manual(forgot)
-                self.manual[key] = forgot
+                forget = partial(self.memory.forget_in_hold, org=org, user=user)
+                await self._forget_in_hold(key, forget)
 
     async def start_turn(self, request: StartTurnRequest) -> TurnStarted:
         # A new session is a folder name in the mount root and in state_dir.
@@ -459,7 +471,7 @@ class DaemonService:
         # A retried end reports a manual space from the first; the first holds its
         # changes (written down by the end itself: Workspace.keep_manual).
         key = (session, result.turn)
-        if result.held is not None and key not in self.manual:
+        if result.held is not None and key not in self.manual and key not in self.committed:
             self.manual[key] = result.held
         return ended(result)
 
@@ -540,18 +552,21 @@ class DaemonService:
                 "write twice",
                 path=f"{session}/{turn}",
             )
-        self._committing.add(key)
+        self._committing[key] = []
         try:
             result = await self.memory.commit_manual(held)
             if result.held is not None:  # a failed store: held again, for the next commit
-                await self.workspace.save_manual(result.held)
-                self.manual[key] = result.held
+                again = result.held
+                for forget in self._committing[key]:  # heard while it was at the store
+                    again = forget(again)
+                await self.workspace.save_manual(again)
+                self.manual[key] = again
             else:
                 await self.workspace.committed_manual(session, turn)
                 self.manual.pop(key, None)
                 self.committed.add(key)
         finally:
-            self._committing.discard(key)
+            del self._committing[key]
         return ended(result)
 
     async def close_session(self, session: str) -> SessionClosed:

@@ -670,7 +670,11 @@ class OverlayWorkspace:
         return self.overlay.session_dir(session) / MANUAL_DIR / f"{turn}.json"
 
     async def keep_manual(self, hold: ManualHold) -> None:
-        await self.save_manual(hold)
+        # An end retried after the commit (its other spaces were kept) builds the
+        # hold again: a committed one is never held again, here or after a restart.
+        committed = self.manual_file(hold.session, hold.turn).with_suffix(".committed")
+        if not await trio.to_thread.run_sync(committed.exists):
+            await self.save_manual(hold)
 
     async def save_manual(self, hold: ManualHold) -> None:
         """Write an ended turn's manual change set down (0600), to commit after a restart."""
