@@ -332,14 +332,14 @@ class DaemonService:
     async def _forget_in_hold(self, key: Key, forget: Callable[[ManualHold], ManualHold]) -> None:
         """Apply ``forget`` to the held change set ``key``, on disk at once.
 
-        One being committed is the commit's: the store refuses what was
-        forgotten, and a commit that fails holds it again with ``forget``
-        applied (a copy rewritten here would be written over by it).
+        One being committed is read by the commit already: the store refuses
+        what was forgotten, and a commit that fails holds its own copy again,
+        with ``forget`` applied to it too (else that copy, written back, would
+        bring the forgotten back).
         """
         pending = self._committing.get(key)
         if pending is not None:
             pending.append(forget)
-            return
         forgot = forget(self.manual[key])
         await self.workspace.save_manual(forgot)
         self.manual[key] = forgot
