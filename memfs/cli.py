@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 import click
 
 from memfs.cli_db import register as register_db
-from memfs.cli_manage import connection_options, key_file_option, register
+from memfs.cli_manage import connection_options, key_file_option, read_at_most, register
 from memfs.cli_people import register as register_people
 from memfs.core.connection import (
     DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
@@ -444,7 +444,7 @@ def read_bounded(source: BinaryIO, what: str, limit: int) -> bytes:
     One byte past the limit is read to tell "exactly the limit" from "more",
     and nothing after it, so no input can make this process grow past it.
     """
-    data = source.read(limit + 1)
+    data = read_at_most(source, limit + 1)
     if len(data) > limit:
         fail(
             TooLarge(
