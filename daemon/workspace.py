@@ -813,15 +813,8 @@ class OverlayWorkspace:
         its bases named (so nothing removes them); its session takes no new
         turn (:data:`NOT_BACK`), whose failed start would let go of them.
         """
-        self.left_behind.add(turn.session)
-        self.manifests.hold(turn.session, record.get("bases", {}).values())
-        manifests = record["shas"]
-        for name, mount in turn.mounts.items():
-            shas = list(manifests.get(name, {}).values())
-            if is_shared(mount.ref.layer):
-                self.overlay.blobs.share(shas)
-            else:
-                self.overlay.blobs.hold(shas)
+        shared = {name for name, mount in turn.mounts.items() if is_shared(mount.ref.layer)}
+        self._keep(turn.session, record, shared)
 
     def keep_unread(self, record: Mapping[str, Any]) -> None:
         """Hold what a turn whose record did not read back names, as :meth:`keep_left_behind` does.
@@ -829,11 +822,17 @@ class OverlayWorkspace:
         Which of its spaces are shared is not known: every blob it names is
         held (a shared one held as well stays all the same).
         """
-        session = record[FOLDER_KEY]
+        self._keep(record[FOLDER_KEY], record, set())
+
+    def _keep(self, session: str, record: Mapping[str, Any], shared: Collection[str]) -> None:
         self.left_behind.add(session)
         self.manifests.hold(session, record.get("bases", {}).values())
-        for manifest in record.get("shas", {}).values():
-            self.overlay.blobs.hold(list(manifest.values()))
+        for name, manifest in record.get("shas", {}).items():
+            shas = list(manifest.values())
+            if name in shared:
+                self.overlay.blobs.share(shas)
+            else:
+                self.overlay.blobs.hold(shas)
 
     def _reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
         root = self.root(turn.session)
