@@ -56,114 +56,109 @@ class PowerCut:
                 path.write_bytes(self.synced.get(path, b""))
 
 
-def overlay_with_rules(state: Path, blobs: BlobCache, sha: str, *, replay: bool = False) -> Overlay:
-    overlay = Overlay(state, blobs, Limits())
-    overlay.open_session("s1")
-    overlay.attach_turn(
-        "s1",
-        "t1",
-        {"rules": (False, {"dir/rules.md": SnapshotFile(sha, 7, "rev-1")})},
-        replay=replay,
-    )
-    return overlay
+class Disk:
+    """One turn over ``rules/dir/rules.md`` in a state dir a power cut can hit (``cut``)."""
+
+    def __init__(self, root: Path, power: PowerCut | None) -> None:
+        self.state = root / "state"
+        self.blobs = BlobCache(root / "blobs")
+        [self.sha] = self.blobs.put_many([b"rule 1\n"])
+        self.power = power
+        self.overlay = self._turn(replay=False)
+        self.ops = MemfsOperations(self.overlay)
+
+    def _turn(self, *, replay: bool) -> Overlay:
+        overlay = Overlay(self.state, self.blobs, Limits())
+        overlay.open_session("s1")
+        overlay.attach_turn(
+            "s1",
+            "t1",
+            {"rules": (False, {"dir/rules.md": SnapshotFile(self.sha, 7, "rev-1")})},
+            replay=replay,
+        )
+        return overlay
+
+    async def folder(self) -> int:
+        inode = ROOT_INODE
+        for name in ("s1", "rules", "dir"):
+            inode = (await self.ops.lookup(inode, name.encode(), CTX)).st_ino
+        return inode
+
+    async def create(self, name: bytes, content: bytes, *, sync: bool = False) -> int:
+        """Create ``name`` in the folder holding ``content``; its inode."""
+        info, attr = await self.ops.create(
+            await self.folder(), name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX
+        )
+        await self.ops.write(info.fh, 0, content)
+        if sync:
+            await self.ops.fsync(info.fh, False)
+        await self.ops.release(info.fh)
+        return attr.st_ino
+
+    def cut(self) -> dict[str, bytes | None]:
+        """The power goes, the daemon starts again: what each path of the folder holds."""
+        assert self.power is not None
+        os.close(turn_of(self.overlay).journal)
+        self.power.cut()
+        again = self._turn(replay=True)
+        mount = turn_of(again).mounts["rules"]
+        found = {}
+        for name in ("rules.md", "rules.md.tmp", "notes.md", "synced.md", "unsynced.md"):
+            source = again.source(mount, f"dir/{name}")
+            found[name] = None if source is None else source.read_bytes()
+        return found
 
 
-async def inode_of(ops: MemfsOperations, *names: str) -> int:
-    inode = ROOT_INODE
-    for name in names:
-        inode = (await ops.lookup(inode, name.encode(), CTX)).st_ino
-    return inode
+@pytest.fixture
+def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disk:
+    return Disk(tmp_path, PowerCut(monkeypatch, tmp_path / "state"))
 
 
 async def test_a_rename_made_durable_by_fsyncing_its_folder_survives_a_power_cut(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: Disk,
 ) -> None:
     # The textbook durable replace (what editors, git and SQLite do): write a
     # temporary file, fsync it, rename it over the file, fsync the folder.
-    blobs = BlobCache(tmp_path / "blobs")
-    [sha] = blobs.put_many([b"rule 1\n"])
-    power = PowerCut(monkeypatch, tmp_path / "state")
-    overlay = overlay_with_rules(tmp_path / "state", blobs, sha)
-    ops = MemfsOperations(overlay)
-    folder = await inode_of(ops, "s1", "rules", "dir")
-    info, _ = await ops.create(folder, b"rules.md.tmp", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, b"rule 2\n")
-    await ops.fsync(info.fh, False)
-    await ops.release(info.fh)
-    await ops.rename(folder, b"rules.md.tmp", folder, b"rules.md", 0, CTX)
-    dir_fh = await ops.opendir(folder, CTX)
-    await ops.fsyncdir(dir_fh, False)  # the agent's fsync of the folder returned: durable
-    await ops.releasedir(dir_fh)
-    os.close(turn_of(overlay).journal)
+    await disk.create(b"rules.md.tmp", b"rule 2\n", sync=True)
+    folder = await disk.folder()
+    await disk.ops.rename(folder, b"rules.md.tmp", folder, b"rules.md", 0, CTX)
+    dir_fh = await disk.ops.opendir(folder, CTX)
+    await disk.ops.fsyncdir(dir_fh, False)  # the agent's fsync of the folder returned: durable
+    await disk.ops.releasedir(dir_fh)
 
-    power.cut()
-    again = overlay_with_rules(tmp_path / "state", blobs, sha, replay=True)
-    mount = turn_of(again).mounts["rules"]
-    assert again.source(mount, "dir/rules.md.tmp") is None
-    source = again.source(mount, "dir/rules.md")
-    assert source is not None and source.read_bytes() == b"rule 2\n"
+    after = disk.cut()
+    assert (after["rules.md.tmp"], after["rules.md"]) == (None, b"rule 2\n")
 
 
 async def test_a_file_synced_through_a_read_only_descriptor_survives_a_power_cut(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: Disk,
 ) -> None:
     # `echo x > notes.md; sync notes.md`: coreutils' sync opens the file
     # O_RDONLY and fsyncs it, which POSIX says makes the file's data durable.
-    blobs = BlobCache(tmp_path / "blobs")
-    [sha] = blobs.put_many([b"rule 1\n"])
-    power = PowerCut(monkeypatch, tmp_path / "state")
-    overlay = overlay_with_rules(tmp_path / "state", blobs, sha)
-    ops = MemfsOperations(overlay)
-    folder = await inode_of(ops, "s1", "rules", "dir")
-    info, attr = await ops.create(folder, b"notes.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, b"remember this\n")
-    await ops.release(info.fh)
-    reader = await ops.open(attr.st_ino, os.O_RDONLY, CTX)
-    await ops.fsync(reader.fh, False)  # returned: notes.md is on disk
-    await ops.release(reader.fh)
-    os.close(turn_of(overlay).journal)
+    inode = await disk.create(b"notes.md", b"remember this\n")
+    reader = await disk.ops.open(inode, os.O_RDONLY, CTX)
+    await disk.ops.fsync(reader.fh, False)  # returned: notes.md is on disk
+    await disk.ops.release(reader.fh)
 
-    power.cut()
-    again = overlay_with_rules(tmp_path / "state", blobs, sha, replay=True)
-    source = again.source(turn_of(again).mounts["rules"], "dir/notes.md")
-    assert source is not None and source.read_bytes() == b"remember this\n"
+    assert disk.cut()["notes.md"] == b"remember this\n"
 
 
 async def test_a_file_synced_through_its_writing_descriptor_survives_a_power_cut(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: Disk,
 ) -> None:
     # The harness's own check: what was synced comes back, what was not does not.
-    blobs = BlobCache(tmp_path / "blobs")
-    [sha] = blobs.put_many([b"rule 1\n"])
-    power = PowerCut(monkeypatch, tmp_path / "state")
-    overlay = overlay_with_rules(tmp_path / "state", blobs, sha)
-    ops = MemfsOperations(overlay)
-    folder = await inode_of(ops, "s1", "rules", "dir")
-    info, _ = await ops.create(folder, b"synced.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, b"kept\n")
-    await ops.fsync(info.fh, False)
-    await ops.release(info.fh)
-    info, _ = await ops.create(folder, b"unsynced.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
-    await ops.write(info.fh, 0, b"lost\n")
-    await ops.release(info.fh)
-    os.close(turn_of(overlay).journal)
+    await disk.create(b"synced.md", b"kept\n", sync=True)
+    await disk.create(b"unsynced.md", b"lost\n")
 
-    power.cut()
-    again = overlay_with_rules(tmp_path / "state", blobs, sha, replay=True)
-    mount = turn_of(again).mounts["rules"]
-    source = again.source(mount, "dir/synced.md")
-    assert source is not None and source.read_bytes() == b"kept\n"
-    assert again.source(mount, "dir/unsynced.md") is None
+    after = disk.cut()
+    assert (after["synced.md"], after["unsynced.md"]) == (b"kept\n", None)
 
 
 async def test_fsync_of_a_folder_held_open_past_its_turns_end_succeeds_and_syncs_nothing(
     tmp_path: Path,
 ) -> None:
-    blobs = BlobCache(tmp_path / "blobs")
-    [sha] = blobs.put_many([b"rule 1\n"])
-    overlay = overlay_with_rules(tmp_path / "state", blobs, sha)
-    ops = MemfsOperations(overlay)
-    dir_fh = await ops.opendir(await inode_of(ops, "s1", "rules", "dir"), CTX)
-    overlay.detach_turn("s1")  # the turn ended; the agent's shell still holds the folder
-    await ops.fsyncdir(dir_fh, False)  # its journal is closed: nothing of it to sync
-    await ops.releasedir(dir_fh)
+    disk = Disk(tmp_path, None)
+    dir_fh = await disk.ops.opendir(await disk.folder(), CTX)
+    disk.overlay.detach_turn("s1")  # the turn ended; the agent's shell still holds the folder
+    await disk.ops.fsyncdir(dir_fh, False)  # its journal is closed: nothing of it to sync
+    await disk.ops.releasedir(dir_fh)
