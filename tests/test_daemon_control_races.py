@@ -10,7 +10,8 @@ requests (``memfsd.main.serve`` cancels the nursery serving it).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,41 @@ async def ended_with_a_manual_space(service: DaemonService) -> TurnEnded:
     return ended
 
 
+async def commits_while_the_store_holds(
+    store: FaultyStore,
+    service: DaemonService,
+    turn: str,
+    commits: int,
+    meanwhile: Callable[[], Awaitable[object]] | None = None,
+) -> tuple[list[object], object]:
+    """Start ``commits`` commits of s1's held ``turn`` at once, the store holding the first;
+    run ``meanwhile`` then, and let the store go. What each commit and ``meanwhile`` gave."""
+    gate = store.block("store")
+    results: list[object] = []
+    during: object = None
+
+    async def commit() -> None:
+        try:
+            results.append(await service.commit_turn("s1", turn))
+        except Exception as exc:
+            results.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(commits):
+            nursery.start_soon(commit)
+        with trio.fail_after(10):
+            while store.calls["store"] < 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await trio.sleep(0.1)  # every commit has come in
+        if meanwhile is not None:
+            try:
+                during = await meanwhile()
+            except MemfsError as exc:
+                during = exc
+        gate.set()
+    return results, during
+
+
 async def test_two_commits_of_one_manual_turn_at_once_store_it_once_and_refuse_the_other(
     tmp_path: Path,
 ) -> None:
@@ -61,24 +97,7 @@ async def test_two_commits_of_one_manual_turn_at_once_store_it_once_and_refuse_t
     service = service_over(tmp_path, store, MANUAL)
     try:
         ended = await ended_with_a_manual_space(service)
-        gate = store.block("store")
-        results: list[object] = []
-
-        async def commit() -> None:
-            try:
-                results.append(await service.commit_turn("s1", ended.turn))
-            except Exception as exc:
-                results.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(commit)
-            nursery.start_soon(commit)
-            with trio.fail_after(10):
-                while store.calls["store"] < 1:  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-            await trio.sleep(0.1)  # the second commit has come in too
-            gate.set()
-
+        results, _ = await commits_while_the_store_holds(store, service, ended.turn, 2)
         assert store.calls["store"] == 1, "the turn's change set was sent to the store twice"
         [done] = [r for r in results if isinstance(r, TurnEnded)]
         assert done.spaces["me"].status == "saved"
@@ -92,36 +111,17 @@ async def test_two_commits_of_one_manual_turn_at_once_store_it_once_and_refuse_t
 async def test_a_session_closed_while_its_commit_stores_leaves_no_state_and_no_500(
     tmp_path: Path,
 ) -> None:
-    # The close is let through (the session has no open turn) while a commit
-    # of its held change set is at the store. The commit then stores, fails
-    # on the hold the close removed (KeyError: a 500), and writes a
+    # The close was let through (the session has no open turn) while a commit
+    # of its held change set was at the store. The commit then stored, failed
+    # on the hold the close removed (KeyError: a 500), and wrote a
     # `.committed` mark into the closed session's folder, made again.
     store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
     service = service_over(tmp_path, store, MANUAL)
     try:
         ended = await ended_with_a_manual_space(service)
-        gate = store.block("store")
-        results: list[object] = []
-
-        async def commit() -> None:
-            try:
-                results.append(await service.commit_turn("s1", ended.turn))
-            except Exception as exc:
-                results.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(commit)
-            with trio.fail_after(10):
-                while store.calls["store"] < 1:  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-            closed: object
-            try:
-                closed = await service.close_session("s1")
-            except MemfsError as exc:
-                closed = exc
-            gate.set()
-
-        [result] = results
+        [result], closed = await commits_while_the_store_holds(
+            store, service, ended.turn, 1, partial(service.close_session, "s1")
+        )
         assert not isinstance(result, KeyError), "the commit failed on the hold the close removed"
         if isinstance(result, MemfsError):
             assert result.http_status < 500
