@@ -31,7 +31,7 @@ from tests.test_daemon_forget import (
     write_new,
 )
 from tests.test_daemon_mount import start
-from tests.test_daemon_process import DaemonProcess, root
+from tests.test_daemon_process import ME_TABLE, PLACES, DaemonProcess, root
 from tests.test_daemon_process import memfs as memfs_cli
 from tests.test_daemon_process_postgres import cli, end, turn, within
 
@@ -118,10 +118,9 @@ async def test_a_file_forgotten_elsewhere_after_its_space_was_stored_leaves_the_
     assert holding(state, NAME, BODY) == []
 
 
-MANUAL_ME_CONFIG = """
-mount_root = "{root}/mnt"
-state_dir = "{root}/state"
-forget_poll_seconds = 0.2
+MANUAL_ME_CONFIG = (
+    PLACES
+    + """forget_poll_seconds = 0.2
 listen_retry_seconds = 0.2
 
 [[memory]]
@@ -129,15 +128,10 @@ layer = "org"
 space = "lending-rules"
 org = "bankId"
 review = "none"
-
-[[memory]]
-layer = "user"
-space = "me"
-user = "userId"
-label = "name"
-org = "bankId"
-commit = "{commit}"
 """
+    + ME_TABLE
+    + 'commit = "{commit}"\n'
+)
 
 
 def test_a_file_forgotten_through_another_host_leaves_daemon_bs_manual_change_set(

@@ -21,17 +21,13 @@ from tests.daemon_harness import require_fuse
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
 
-CONFIG = """
+# The parts of a daemon's config the process tests put together ({root}: theirs).
+PLACES = """
 mount_root = "{root}/mnt"
 state_dir = "{root}/state"
-
-[[memory]]
-layer = "org"
-space = "lending-rules"
-org = "bankId"
-description = "The bank's lending rules."
-can_write = {{ role = ["underwriter"] }}
-
+"""
+# Dana's own memory, the last table of each config (a test may add a key to it).
+ME_TABLE = """
 [[memory]]
 layer = "user"
 space = "me"
@@ -39,6 +35,18 @@ user = "userId"
 label = "name"
 org = "bankId"
 """
+CONFIG = (
+    PLACES
+    + """
+[[memory]]
+layer = "org"
+space = "lending-rules"
+org = "bankId"
+description = "The bank's lending rules."
+can_write = {{ role = ["underwriter"] }}
+"""
+    + ME_TABLE
+)
 
 
 def memfs(*args: str, root: Path, check: bool = True) -> Any:

@@ -17,7 +17,7 @@ import trio
 
 from memfs.core.models import SpaceRef, Trace
 from memfs.stores.sqlite import SqliteStore
-from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
+from tests.test_daemon_process import CONFIG, DANA, ME_TABLE, PLACES, DaemonProcess, memfs, root
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
 
@@ -79,17 +79,7 @@ def test_kill_9_between_the_store_and_its_record_ends_exactly_once(root: Path) -
 
 
 # One space only: the turn end's first record (done.json) is the one the kill skips.
-ME_ONLY = """
-mount_root = "{root}/mnt"
-state_dir = "{root}/state"
-
-[[memory]]
-layer = "user"
-space = "me"
-user = "userId"
-label = "name"
-org = "bankId"
-"""
+ME_ONLY = PLACES + ME_TABLE
 
 
 def killed_between_the_store_and_done_json(root: Path) -> Path:

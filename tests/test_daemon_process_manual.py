@@ -20,7 +20,7 @@ import trio
 
 from memfs.core.models import SpaceRef
 from memfs.stores.sqlite import SqliteStore
-from tests.test_daemon_process import DANA, DaemonProcess, memfs, root
+from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
 from tests.test_daemon_process_crash import died, killed_at
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
@@ -28,25 +28,7 @@ __all__ = ["root"]  # the fixture, shared with test_daemon_process
 ME = SpaceRef(layer="user", space="me", org="bank_17", user="u_dana")
 
 # "me" waits for memfs turn commit; the bank's rules are stored at turn end.
-MANUAL_AND_AFTER_TURN = """
-mount_root = "{root}/mnt"
-state_dir = "{root}/state"
-
-[[memory]]
-layer = "org"
-space = "lending-rules"
-org = "bankId"
-description = "The bank's lending rules."
-can_write = {{ role = ["underwriter"] }}
-
-[[memory]]
-layer = "user"
-space = "me"
-user = "userId"
-label = "name"
-org = "bankId"
-commit = "manual"
-"""
+MANUAL_AND_AFTER_TURN = CONFIG + 'commit = "manual"\n'
 
 
 def revisions(root: Path, path: str) -> int:
