@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -202,8 +203,11 @@ def test_kill_9_in_the_middle_of_a_compaction_loses_no_acknowledged_write(
 # -- (b) in the middle of the retry of a kept space --------------------------------------
 
 
-def keep_both_spaces(root: Path) -> Path:
-    """A turn whose store was locked at its end: both of its spaces are kept."""
+def ended_with_the_store_locked(root: Path) -> tuple[Any, Any]:
+    """Dana's turn in s1 writes prefs.md and income.md and ends with the store locked.
+
+    Its start and its end, as the CLI printed them.
+    """
     started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
     mnt = Path(started["root"])
     (mnt / "me" / "prefs.md").write_text("short answers\n")
@@ -211,10 +215,16 @@ def keep_both_spaces(root: Path) -> Path:
     locker = sqlite3.connect(root / "state" / "memfs.db", isolation_level=None)
     locker.execute("BEGIN IMMEDIATE")
     try:
-        first = memfs("turn", "end", "s1", root=root)
+        return started, memfs("turn", "end", "s1", root=root)
     finally:
         locker.execute("ROLLBACK")
         locker.close()
+
+
+def keep_both_spaces(root: Path) -> Path:
+    """A turn whose store was locked at its end: both of its spaces are kept."""
+    started, first = ended_with_the_store_locked(root)
+    mnt = Path(started["root"])
     assert first["spaces"]["me"]["kept"] is True
     assert first["spaces"]["lending-rules"]["kept"] is True
     return mnt

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import trio
 from memfs.core.models import SpaceRef
 from memfs.stores.sqlite import SqliteStore
 from tests.test_daemon_process import CONFIG, DANA, DaemonProcess, memfs, root
-from tests.test_daemon_process_crash import died, killed_at
+from tests.test_daemon_process_crash import died, ended_with_the_store_locked, killed_at
 
 __all__ = ["root"]  # the fixture, shared with test_daemon_process
 
@@ -50,18 +49,8 @@ def test_a_manual_change_set_committed_before_a_retried_end_is_not_held_again(
     # manual/<turn>.json beside its .committed mark), so after a restart the
     # same change set was committed a second time instead of AlreadyCommitted.
     daemon = DaemonProcess(root, config=MANUAL_AND_AFTER_TURN)
-    started = memfs("turn", "start", "s1", "--extra-body", json.dumps(DANA), root=root)
+    started, first = ended_with_the_store_locked(root)
     turn = started["turn"]
-    mnt = Path(started["root"])
-    (mnt / "me" / "prefs.md").write_text("short answers\n")
-    (mnt / "lending-rules" / "income.md").write_text("two years\n")
-    locker = sqlite3.connect(root / "state" / "memfs.db", isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")
-    try:
-        first = memfs("turn", "end", "s1", root=root)
-    finally:
-        locker.execute("ROLLBACK")
-        locker.close()
     assert first["spaces"]["lending-rules"]["kept"] is True
     assert first["spaces"]["me"]["status"] == "manual"
     try:

@@ -9,26 +9,18 @@ tab share).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 import memfs
 from memfs.stores.base import ReviewingStore
-from memfs.stores.memory import MemoryStore
-from memfs.stores.sqlite import SqliteStore
+from tests.test_acting import managed
+
+__all__ = ["managed"]  # the fixture, shared with test_acting
 
 BANK = {"bankId": "bank_17"}
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def managed(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ReviewingStore]:
-    store: ReviewingStore = (
-        MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "memfs.db")
-    )
-    yield store
-    await store.aclose()
 
 
 def rules(store: memfs.Store, tmp_path: Path, **spec: object) -> memfs.Memory:
