@@ -214,11 +214,19 @@ class _PathNames:
         await self.app(scope, receive, send)
 
 
+def unescaped_text(raw: bytes) -> str | None:
+    """``raw`` (%-escaped, as a request path or form body is sent) as text; None if its
+    bytes are not UTF-8, which Starlette would read with replacement, as other text."""
+    try:
+        return unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _bad_path(raw: bytes) -> str | None:
     """Why the path ``raw`` (as sent, %-escaped) names nothing memfs holds; None if it may."""
-    try:
-        path = unquote_to_bytes(raw).decode("utf-8")
-    except UnicodeDecodeError:
+    path = unescaped_text(raw)
+    if path is None:
         return "is not valid UTF-8"
     if "\n" in path or "\r" in path:
         return "holds a line break"

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Annotated, Any
-from urllib.parse import quote, unquote_to_bytes, urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +32,7 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from memfs.api.control import problem
+from memfs.api.control import problem, unescaped_text
 from memfs.core.errors import BadRequest, MemfsError, NoIdentity, PermissionDenied
 from memfs.core.members import Member
 from memfs.core.models import Limits
@@ -149,11 +149,11 @@ async def form_of(page: Page) -> FormData:
     a name nobody sent.
     """
     request = page.request
-    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        try:
-            unquote_to_bytes((await request.body()).replace(b"+", b" ")).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest("the form's text is not valid UTF-8") from None
+    urlencoded = request.headers.get("content-type", "").startswith(
+        "application/x-www-form-urlencoded"
+    )
+    if urlencoded and unescaped_text(await request.body()) is None:
+        raise BadRequest("the form's text is not valid UTF-8")
     form = await request.form()
     if not same_secret(page.session.csrf, form.get("csrf")):
         raise PermissionDenied("this form's CSRF token is missing or wrong: reload the page")
