@@ -21,6 +21,7 @@ import click
 from memfs.cli_db import register as register_db
 from memfs.cli_manage import connection_options, key_file_option, read_at_most, register
 from memfs.cli_people import register as register_people
+from memfs.core import json_input
 from memfs.core.connection import (
     DEFAULT_STORE_CONNECT_TIMEOUT_SECONDS,
     DEFAULT_STORE_LOCK_TIMEOUT_SECONDS,
@@ -466,8 +467,8 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
+        body = json_input.loads(text)
+    except (json.JSONDecodeError, json_input.RepeatedKey) as exc:
         fail(BadRequest(f"--extra-body is not valid JSON: {exc}"))
     if not isinstance(body, dict):
         fail(BadRequest(f"--extra-body must be a JSON object, not {type(body).__name__}"))

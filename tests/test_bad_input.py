@@ -198,6 +198,28 @@ async def test_review_edit_of_content_holding_a_lone_surrogate_is_400_not_500(we
     assert_bad_request(response)
 
 
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (b'{"content": "two", "content": "three"}', "content"),
+        (b'{"content": "two", "why": {"by": "u_a", "by": "u_b"}}', "by"),
+    ],
+)
+async def test_web_api_refuses_a_repeated_json_key_at_any_depth_with_400(
+    web: Web, body: bytes, key: str
+) -> None:
+    # json.loads kept the last of a repeated key: the file took "three", whatever
+    # a proxy or a log that read the first "content" saw.
+    url = f"/api/v1/spaces/{RULES.space}/files/a.md"
+    refused = await web.client.put(url, headers=web.member, content=body)
+    assert_bad_request(refused)
+    assert f'the key "{key}" appears twice in one object' in refused.json()["detail"]
+    assert (await web.store.files(RULES))["a.md"] == b"one\n"  # as it was
+    taken = await web.client.put(url, headers=web.member, content=b'{"content": "two"}')
+    assert taken.status_code == 200, taken.text
+    assert (await web.store.files(RULES))["a.md"] == b"two"
+
+
 async def test_put_of_a_path_with_a_newline_is_invalid_name_not_not_found(web: Web) -> None:
     # docs/web.md: control characters in a new name are 400 InvalidName. The
     # route's {path:path} does not match a newline, so it answered 404.

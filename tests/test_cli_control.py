@@ -173,6 +173,14 @@ async def test_daemon_error_is_one_line_on_stderr_with_its_exit_code(daemon: Dae
     [
         ("{userId: u1}", "--extra-body is not valid JSON"),
         ('["u1"]', "--extra-body must be a JSON object, not list"),
+        (
+            '{"userId": "u1", "userId": "u2"}',
+            '--extra-body is not valid JSON: the key "userId" appears twice in one object',
+        ),
+        (
+            '{"userId": "u1", "team": {"id": 1, "id": 2}}',
+            '--extra-body is not valid JSON: the key "id" appears twice in one object',
+        ),
     ],
 )
 async def test_bad_extra_body_is_exit_2_and_sends_nothing(

@@ -142,6 +142,44 @@ async def test_bad_json_is_400_and_reaches_no_target(
 
 
 @pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (b'{"session": "s1", "session": "s2"}', "session"),
+        (b'{"session": "s1", "extra_body": {"userId": "u_a", "userId": "u_b"}}', "userId"),
+        (b'{"session": "s1", "extra_body": {"teams": [{"id": 1, "id": 2}]}}', "id"),
+        # The same key once escaped: it is the same key once read.
+        (b'{"session": "s1", "extra_body": {"userId": "u_a", "\\u0075serId": "u_b"}}', "userId"),
+    ],
+)
+async def test_control_api_refuses_a_repeated_json_key_at_any_depth_with_400(
+    client: httpx.AsyncClient, target: FakeTarget, body: bytes, key: str
+) -> None:
+    # json.loads keeps the last of a repeated key: {"userId": "u_a", "userId": "u_b"}
+    # mounted u_b's memory while anything that read the first saw u_a.
+    response = await client.post(
+        "/turns", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert problem["error"] == "BadRequest"
+    assert problem["detail"] == (
+        f'the request body is not valid JSON (the key "{key}" appears twice in one object)'
+    )
+    assert target.calls == []
+
+
+async def test_control_api_takes_the_same_key_in_different_objects(
+    client: httpx.AsyncClient, target: FakeTarget
+) -> None:
+    body = b'{"session": "s1", "extra_body": {"userId": "u_a", "team": {"userId": "u_b"}}}'
+    response = await client.post(
+        "/turns", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 201, response.text
+    assert target.calls[0][1].extra_body == {"userId": "u_a", "team": {"userId": "u_b"}}
+
+
+@pytest.mark.parametrize(
     ("payload", "where"),
     [
         ({}, "body.session"),

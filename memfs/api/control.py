@@ -2,10 +2,10 @@
 
 This module owns the routes, their OpenAPI document and the one place where
 errors become HTTP: a ``MemfsError`` becomes its ``http_status`` with a
-``Problem`` body, a request the API cannot read becomes a 400 ``BadRequest``
-problem, and anything unexpected becomes a 500 problem, logged once with its
-traceback. The target (the daemon's service) never sees a request that did
-not validate.
+``Problem`` body, a request the API cannot read (a JSON body that repeats a
+key among them: ``JsonRoute``) becomes a 400 ``BadRequest`` problem, and
+anything unexpected becomes a 500 problem, logged once with its traceback.
+The target (the daemon's service) never sees a request that did not validate.
 
 A request body over ``max_body_bytes`` (the daemon's ``control_max_body_bytes``)
 is answered 413 ``TooLarge``: at once when its ``Content-Length`` says so, or
@@ -15,8 +15,9 @@ the limit of any body, however much a client sends.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -24,6 +25,7 @@ from urllib.parse import unquote_to_bytes
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memfs._version import __version__
@@ -48,6 +50,7 @@ from memfs.core.errors import (
     TooLarge,
     sole_memfs_error,
 )
+from memfs.core.json_input import RepeatedKey, loads
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +194,33 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
+class _JsonBody(Request):
+    """A request whose JSON body is read by :func:`memfs.core.json_input.loads`."""
+
+    async def json(self) -> Any:
+        body = await self.body()
+        try:
+            return loads(body)
+        except RepeatedKey as exc:
+            # FastAPI answers a JSONDecodeError as a body it cannot read (a 400
+            # saying why) and any other error as a bare 400 that says nothing.
+            raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) from exc
+
+
+class JsonRoute(APIRoute):
+    """A route that reads its JSON body with ``_JsonBody``: a repeated key is a 400, never
+    last-wins. The control API's routes are these (``serve_problems``), and so are the
+    Memory tab's API's (its router's ``route_class``)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def read_json_strictly(request: Request) -> Response:
+            return await handler(_JsonBody(request.scope, request.receive))
+
+        return read_json_strictly
+
+
 class _PathNames:
     """400 ``InvalidName`` for a request path that is not UTF-8 or holds a line break.
 
@@ -244,7 +274,9 @@ def serve_problems(
 
     A ``MemfsError`` is ``answer``-ed (its class, status and exit code); bad
     fields are 400; unknown routes and methods still get a problem body, so
-    clients parse one shape; a body past ``max_body_bytes`` is 413; anything
+    clients parse one shape; a body past ``max_body_bytes`` is 413; a JSON
+    body that repeats a key is 400 on routes made on ``app`` afterwards
+    (``JsonRoute``; an ``APIRouter`` included later names it itself); anything
     else is a 500 problem (``_CatchAll``), or whatever ``internal`` answers
     for it (an app served to a network says nothing of the error's text).
     """
@@ -273,6 +305,7 @@ def serve_problems(
         detail = f"{HTTPStatus(status).phrase}: {request.method} {request.url.path}"
         return problem(status, error, detail, exit_code)
 
+    app.router.route_class = JsonRoute  # routes made on ``app`` from here on
     app.add_middleware(_CatchAll, internal=internal)
     app.add_middleware(_PathNames)
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)  # outermost: before anything reads
@@ -386,6 +419,7 @@ def control_app(target: ControlTarget, *, max_body_bytes: int = DEFAULT_MAX_BODY
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "PROBLEM_MEDIA_TYPE",
+    "JsonRoute",
     "control_app",
     "error_response",
     "problem",

@@ -18,7 +18,8 @@ token does not clear the count here: every request carries one); a role that may
 something missing; a space name, path or member id that breaks
 :mod:`memfs.core.names` → 400 before the store is asked (``Acting`` checks
 names first, for every door); a body that is not
-JSON or not of the route's model, or a query parameter the route does not
+JSON (one that repeats a key is not: :class:`memfs.api.control.JsonRoute`)
+or not of the route's model, or a query parameter the route does not
 take → 400 ``BadRequest``; a body over
 ``max_body_bytes`` → 413 ``TooLarge``.
 
@@ -41,6 +42,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memfs.api.control import JsonRoute
 from memfs.api.models import Problem
 from memfs.core.diff import unified
 from memfs.core.errors import BadRequest, NoIdentity, NotFound, SigninThrottled
@@ -469,7 +471,12 @@ async def _known_space(me: Acting, space: str) -> None:
 
 def api_router() -> APIRouter:
     """The ``/api/v1`` routes; the app supplies ``state.memfs_store`` and ``state.memfs_limits``."""
-    router = APIRouter(prefix=PREFIX, responses=PROBLEMS, dependencies=[Depends(_known_query)])
+    router = APIRouter(
+        prefix=PREFIX,
+        responses=PROBLEMS,
+        dependencies=[Depends(_known_query)],
+        route_class=JsonRoute,
+    )
 
     @router.get("/me", response_model=Me, summary="Who the token signs in as")
     async def me(who: SignedIn) -> Me:
