@@ -79,6 +79,9 @@ def ended(result: CommitResult) -> TurnEnded:
 
 
 # People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
+# Past it the oldest falls off the list: a turn that started before it fell asks
+# the store about everyone with words in it, or, where the store cannot say
+# (not a ``ForgetLog``), takes all their words out.
 HEARD_PEOPLE = 1024
 
 
@@ -114,6 +117,8 @@ class DaemonService:
     heard_people: deque[tuple[int, str, str]] = field(
         default_factory=lambda: deque(maxlen=HEARD_PEOPLE)
     )
+    # The count of the latest person the list let fall off (0: none yet).
+    heard_people_fell: int = 0
     # Where the store last forgot each person in an open turn, as it started (memfsd.words).
     words: WordMarks = field(default_factory=WordMarks)
 
@@ -418,8 +423,7 @@ class DaemonService:
             request.session, request.extra_body, request.prompt, owner=owner
         )
         if self.heard != heard:
-            people = {(org, user) for at, org, user in self.heard_people if at > heard}
-            await self._forgotten_while_starting(turn, people)
+            await self._forgotten_while_starting(turn, heard)
         store = self.memory.store
         if isinstance(store, ForgetLog) and (people := turn.plan.people()):
             await self.words.mark(store, (turn.session, turn.id), people)
@@ -439,13 +443,26 @@ class DaemonService:
             note=turn.note,
         )
 
-    async def _forgotten_while_starting(self, turn: Turn, people: set[tuple[str, str]]) -> None:
-        """Forgets heard while ``turn`` started (not open yet): what they would have dropped.
+    async def _forgotten_while_starting(self, turn: Turn, since: int) -> None:
+        """Forgets heard while ``turn`` started (not open yet; ``heard`` was ``since``): what
+        they would have dropped.
 
         Its spaces may have been loaded before the forget: the store says
-        which (as a look at the store does); a person forgotten (``people``,
-        or found so by the store) takes their words out of it too.
+        which (as a look at the store does); a person forgotten (on
+        ``heard_people``, or found so by the store) takes their words out of it too.
         """
+        people = {(org, user) for at, org, user in self.heard_people if at > since}
+        store = self.memory.store
+        if self.heard_people_fell > since and not isinstance(store, ForgetLog):
+            # Who fell off the list is not known, and this store cannot say who
+            # it forgot: anyone with words in the turn may be them.
+            log.warning(
+                "over %d people were forgotten while session %s's turn started: "
+                "it keeps nobody's words",
+                HEARD_PEOPLE,
+                turn.session,
+            )
+            people |= turn.plan.people()
         for org, user in sorted(people):
             # The notice reached every other turn and change set open then.
             await self.memory.forget_person(org, user, [turn])
@@ -454,7 +471,6 @@ class DaemonService:
             await self._drop_forgotten_spaces("was forgotten while the turn started", refs)
         # A shared store's notice names spaces, not people: everyone whose
         # words the turn carries is asked about, as a look does.
-        store = self.memory.store
         if isinstance(store, ForgetLog):
             async with self.forget_lock:
                 for org, user in sorted(turn.plan.people()):
@@ -638,6 +654,8 @@ class DaemonService:
         dropped: dict[str, list[str]] = {}
         self.heard += 1
         if notice.path is None:
+            if len(self.heard_people) == self.heard_people.maxlen:
+                self.heard_people_fell = self.heard_people[0][0]
             self.heard_people.append((self.heard, notice.org, notice.user))
         if notice.path is None:
             await self._forget_words(notice.org, notice.user)

@@ -24,13 +24,14 @@ from memfs.engine.plan import Mount, TurnPlan
 from memfs.engine.turns import Memory, Turn, TurnState
 from memfs.engine.workspace import Fetch
 from memfs.stores.base import Store
+from memfs.stores.folder import FolderStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
 from memfs.testing import FaultyStore
 from memfsd.blobs import BlobCache
 from memfsd.nodes import MountTree
 from memfsd.overlay import Overlay
-from memfsd.service import DaemonService
+from memfsd.service import HEARD_PEOPLE, DaemonService
 from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS as BANK_SPECS
@@ -832,6 +833,36 @@ async def test_a_person_forgotten_before_their_turn_starts_keeps_the_new_turns_w
 
     [turn] = memory.open_turns()
     assert turn.prompt == PROMPT and turn.plan.forgotten == frozenset()
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "folder"])
+@pytest.mark.parametrize("others", [HEARD_PEOPLE - 1, HEARD_PEOPLE])
+async def test_a_turn_starting_while_heard_people_are_forgotten_takes_the_first_ones_words_out(
+    tmp_path: Path, store_kind: str, others: int
+) -> None:
+    # The daemon keeps the latest HEARD_PEOPLE people it heard forgotten, for
+    # the turns starting meanwhile: at the limit Dana, heard first, is still
+    # on that list; past it she has fallen off, and the turn must not keep her
+    # words for that.
+    store: MemoryStore | FolderStore = (
+        MemoryStore() if store_kind == "memory" else FolderStore(tmp_path / "folder")
+    )
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+
+    async def forget_her_then_others() -> None:
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        for n in range(others):
+            await service.forgotten(ForgetNotice(org="default", user=f"u_{n}"))
+
+    await start_with_forgets_between(service, ws, forget_her_then_others)
+
+    listed = [user for _, _, user in service.heard_people]
+    assert len(listed) == min(1 + others, HEARD_PEOPLE)
+    assert ("u_dana" in listed) == (others < HEARD_PEOPLE)
+    [turn] = memory.open_turns()
+    assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
 
 
 async def test_a_poll_keeps_the_words_of_a_forgotten_persons_turn_started_after_the_forget(
