@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from memfs.core.signin import (
     DEFAULT_SIGNIN_FAILURES,
     DEFAULT_SIGNIN_WINDOW_SECONDS,
+    MAX_CLIENT_KEY,
     SigninLimits,
     SigninThrottle,
     Verdict,
@@ -157,3 +158,12 @@ def test_the_throttle_counts_an_ipv6_clients_whole_slash_64_as_one_client(
 
 def test_the_audit_keeps_the_clients_own_address() -> None:
     assert client_key("2001:db8:1:2::1") == "2001:db8:1:2::1"
+
+
+def test_a_client_key_is_the_address_whole_at_max_client_key_and_cut_to_it_past() -> None:
+    # A log field, not data: a longer name is cut, once what cannot be shown is taken out.
+    at = "h" * MAX_CLIENT_KEY
+    assert client_key(at) == at
+    assert client_key(at + "x") == at
+    assert client_key("\x1b[2J" + at + "x") == "[2J" + at[: MAX_CLIENT_KEY - 3]
+    assert throttle_key(at + "x") == throttle_key(at + "y") == at  # counted as one client

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
-from memfs.core.signin import SigninLimits
+from memfs.core.signin import MAX_CLIENT_KEY, SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore
@@ -494,6 +494,25 @@ async def test_bad_bearer_tokens_count_as_failed_sign_ins_throttled_and_audited(
         # The /login form is the same client's: refused there too, without looking.
         form = await client.post("/login", data={"token": made.tokens["viewer"]})
         assert form.status_code == 429
+    await made.store.aclose()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_failed_sign_ins_client_is_audited_whole_at_max_client_key_and_cut_past_it(
+    tmp_path: Path, kind: str
+) -> None:
+    # The client's address is a log field: one longer than MAX_CLIENT_KEY (a
+    # proxy's or a socket's name) is cut, so no client can grow the audit with it.
+    made = await org_memory(new_store(kind, tmp_path))
+    app = web_app(made.store)
+    at, past = "a" * (MAX_CLIENT_KEY - 1) + "z", "b" * MAX_CLIENT_KEY + "z"
+    for host in (at, past):
+        transport = httpx.ASGITransport(app=app, client=(host, 4711))
+        async with httpx.AsyncClient(transport=transport, base_url="http://memfs") as client:
+            answer = await client.get("/api/v1/me", headers={"Authorization": "Bearer nope"})
+            assert_problem(answer, 401, "NoIdentity")
+    failed = [e.detail for e in await made.store.audit() if e.action == "sign-in-failed"]
+    assert failed == [at, past[:MAX_CLIENT_KEY]]
     await made.store.aclose()
 
 
