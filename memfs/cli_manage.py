@@ -189,14 +189,26 @@ def tell_daemon(
     Best effort: the store already refuses whatever an open turn that loaded
     before the forget would store, so with no daemon (or another one's
     socket) nothing is lost; the answer is then ``None``. Otherwise: the open
-    turns that held it, session -> mount names.
+    turns that held it, session -> mount names. A daemon that took the notice
+    and did not answer it (within ``FORGET_NOTICE_TIMEOUT``, or with an
+    error) is ``None`` too, with a warning on stderr.
     """
     from memfs.client import Client
+    from memfs.unix_http import Unreachable
 
     try:
         with Client(timeout=FORGET_NOTICE_TIMEOUT) as client:
             return client.forgotten(org, user, space=space, path=path).dropped
-    except MemfsError:
+    except MemfsError as exc:
+        if not isinstance(exc.__cause__, Unreachable):
+            # A daemon is there and may still hold it: the admin should not read
+            # "no daemon answered" into the null.
+            click.echo(
+                f"memfs: warning: the daemon did not confirm the forget ({exc}); its open "
+                "turns may hold what was forgotten until it next asks the store "
+                "(forget_poll_seconds), and none can store it back",
+                err=True,
+            )
         return None
 
 

@@ -7,12 +7,14 @@ they run in a worker thread.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 import types
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -24,13 +26,15 @@ import trio
 from click.testing import CliRunner, Result
 
 import memfs
+from memfs import cli_manage
 from memfs.api.control import control_app
-from memfs.api.models import StartTurnRequest
+from memfs.api.models import ForgetApplied, ForgetNotice, StartTurnRequest
 from memfs.cli import main
 from memfs.client import default_socket
 from memfsd.config import DaemonConfig
 from memfsd.control import serve_control
 from tests.control_fake import FakeTarget
+from tests.test_cli_manage import db, memfs_cli  # noqa: F401 (db is a fixture)
 
 DANA = {"userId": "u_dana", "name": "Dana", "role": "underwriter"}
 
@@ -439,3 +443,55 @@ async def test_the_client_refuses_what_the_daemon_refuses_and_sends_nothing(
     with pytest.raises(memfs.BadRequest, match=where):
         await trio.to_thread.run_sync(attempt)
     assert daemon.target.calls == []
+
+
+class SlowToHear(FakeTarget):
+    """A daemon that answers a forget notice after ``delay`` seconds (None: never)."""
+
+    def __init__(self, delay: float | None) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def forgotten(self, notice: ForgetNotice) -> ForgetApplied:
+        await trio.sleep(math.inf if self.delay is None else self.delay)
+        await super().forgotten(notice)
+        return ForgetApplied(dropped={"s1": ["me"]})
+
+
+NOTICE_TIMEOUT = 2.0  # FORGET_NOTICE_TIMEOUT, made short
+
+
+@pytest.mark.parametrize("delay", [NOTICE_TIMEOUT / 2, None])
+async def test_forget_user_waits_forget_notice_timeout_for_the_daemon_and_says_so_past_it(
+    sock_dir: Path,
+    db: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    delay: float | None,
+) -> None:
+    # The store has forgotten (exit 0); the notice only hurries the daemon's
+    # open turns. One the daemon took and did not answer in time is no
+    # daemon to the admin unless the command says so.
+    monkeypatch.setattr(cli_manage, "FORGET_NOTICE_TIMEOUT", NOTICE_TIMEOUT)
+    target, path = SlowToHear(delay), sock_dir / "memfs.sock"
+    monkeypatch.setenv("MEMFS_SOCKET", str(path))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_control, control_app(target), path)
+        began = time.monotonic()
+        done = await trio.to_thread.run_sync(
+            lambda: memfs_cli(db, "forget-user", "u_dana", role="admin")
+        )
+        waited = time.monotonic() - began
+        nursery.cancel_scope.cancel()
+    assert done.exit_code == 0, done.output
+    if delay is not None:  # in time
+        assert json.loads(done.stdout)["open_turns"] == {"s1": ["me"]}
+        assert done.stderr == ""
+        return
+    assert json.loads(done.stdout)["open_turns"] is None
+    assert NOTICE_TIMEOUT <= waited < NOTICE_TIMEOUT + 10
+    assert done.stderr == (
+        "memfs: warning: the daemon did not confirm the forget (the memfs daemon did not "
+        f"answer in time on its control socket: {str(path)!r}); its open turns may hold "
+        "what was forgotten until it next asks the store (forget_poll_seconds), and none "
+        "can store it back\n"
+    )

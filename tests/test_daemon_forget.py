@@ -204,6 +204,7 @@ def test_forget_without_a_daemon_still_forgets(tmp_path: Path) -> None:
         "forgotten_files": 1,
         "open_turns": None,
     }
+    assert done.stderr == ""  # no daemon is no warning
 
 
 async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
