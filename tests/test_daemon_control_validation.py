@@ -12,13 +12,16 @@ from typing import Any
 
 import httpx
 import pyfuse3
+import pytest
 import trio
 
 from memfs.api.models import MAX_EXTRA_BODY_DEPTH, StartTurnRequest
-from memfs.core.models import Limits
+from memfs.core.models import Limits, SpaceRef
+from memfs.core.names import MAX_SEGMENT_BYTES
 from memfs.core.specs import as_spec
+from memfs.stores.sqlite import SqliteStore
 from memfsd.main import Settings, serve
-from tests.daemon_harness import Daemon, require_fuse, running_daemon
+from tests.daemon_harness import Daemon, require_fuse, running_daemon, sh
 from tests.test_daemon_mount import DANA, SPECS
 
 
@@ -185,3 +188,47 @@ async def test_a_uid_or_gid_given_as_a_bool_or_a_string_is_400(tmp_path: Path) -
             assert response.status_code == 400, response.text
             assert response.json()["error"] == "BadRequest"
         await nothing_changed(daemon)
+
+
+def identity(last: str) -> str:
+    """An id of 2-, 3- and 4-byte characters, ending in ``last``: 252 bytes and ``last``'s."""
+    return "é語😀" * 28 + last
+
+
+# As many characters each: MAX_SEGMENT_BYTES counts bytes in UTF-8.
+AT_LIMIT, PAST_LIMIT = identity("語"), identity("😀")
+
+
+@pytest.mark.parametrize(
+    ("what", "field"), [("session id", "session"), ("org id", "bankId"), ("user id", "userId")]
+)
+async def test_an_identity_of_max_segment_bytes_starts_a_turn_and_one_byte_more_is_400(
+    tmp_path: Path, what: str, field: str
+) -> None:
+    assert len(AT_LIMIT.encode()) == MAX_SEGMENT_BYTES == len(PAST_LIMIT.encode()) - 1
+    assert len(AT_LIMIT) == len(PAST_LIMIT)
+
+    def request(value: str) -> bytes:
+        if field == "session":
+            return json.dumps({"session": value, "extra_body": DANA}).encode()
+        return json.dumps({"session": "s1", "extra_body": {**DANA, field: value}}).encode()
+
+    async with running_daemon(tmp_path, SPECS) as daemon:
+        past = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, request(PAST_LIMIT))
+        assert past.status_code == 400, past.text
+        assert past.json()["error"] == "NameTooLong"
+        assert past.json()["detail"].startswith(f"{what} is 256 bytes; at most 255 are allowed")
+        await nothing_changed(daemon)
+
+        at = await trio.to_thread.run_sync(post_raw, daemon.settings.socket, request(AT_LIMIT))
+        assert at.status_code == 201, at.text
+        session = at.json()["session"]
+        await sh("printf kept > me/notes.md", Path(at.json()["root"]))
+        ended = await daemon.service.end_turn(session)
+        assert ended.spaces["me"].status == "saved"
+        org = AT_LIMIT if field == "bankId" else DANA["bankId"]
+        user = AT_LIMIT if field == "userId" else DANA["userId"]
+        store = daemon.service.memory.store
+        assert isinstance(store, SqliteStore)
+        me = SpaceRef(layer="user", space="me", org=org, user=user)
+        assert await store.files(me) == {"notes.md": b"kept"}
