@@ -78,11 +78,11 @@ def ended(result: CommitResult) -> TurnEnded:
     )
 
 
-# People forgotten recently, kept for turns starting meanwhile (``DaemonService.heard``).
+# Forget notices heard recently, kept for turns starting meanwhile (``DaemonService.heard``).
 # Past it the oldest falls off the list: a turn that started before it fell asks
-# the store about everyone with words in it, or, where the store cannot say
-# (not a ``ForgetLog``), takes all their words out.
-HEARD_PEOPLE = 1024
+# the store about everyone with words or memory in it, or, where the store cannot
+# say (not a ``ForgetLog``), takes all their words and private spaces out.
+HEARD_FORGETS = 1024
 
 
 @dataclass
@@ -112,13 +112,13 @@ class DaemonService:
     forget_lock: trio.Lock = field(default_factory=trio.Lock)
     # Forgets heard of (a notice, or a shared store's notice), counted: a turn
     # starting meanwhile was not open to hear them, and asks after (start_turn).
-    # The people among the latest, with their count.
+    # The latest notices, with their count.
     heard: int = 0
-    heard_people: deque[tuple[int, str, str]] = field(
-        default_factory=lambda: deque(maxlen=HEARD_PEOPLE)
+    heard_forgets: deque[tuple[int, ForgetNotice]] = field(
+        default_factory=lambda: deque(maxlen=HEARD_FORGETS)
     )
-    # The count of the latest person the list let fall off (0: none yet).
-    heard_people_fell: int = 0
+    # The count of the latest notice the list let fall off (0: none yet).
+    heard_fell: int = 0
     # Where the store last forgot each person in an open turn, as it started (memfsd.words).
     words: WordMarks = field(default_factory=WordMarks)
 
@@ -448,24 +448,42 @@ class DaemonService:
         they would have dropped.
 
         Its spaces may have been loaded before the forget: the store says
-        which (as a look at the store does); a person forgotten (on
-        ``heard_people``, or found so by the store) takes their words out of it too.
+        which (as a look at the store does), or, where it cannot, each notice
+        heard drops what it names; a person forgotten (a notice on
+        ``heard_forgets``, or found so by the store) takes their words out of it too.
         """
-        people = {(org, user) for at, org, user in self.heard_people if at > since}
+        notices = [notice for at, notice in self.heard_forgets if at > since]
+        people = {(notice.org, notice.user) for notice in notices if notice.path is None}
         store = self.memory.store
-        if self.heard_people_fell > since and not isinstance(store, ForgetLog):
-            # Who fell off the list is not known, and this store cannot say who
-            # it forgot: anyone with words in the turn may be them.
+        knows = isinstance(store, ForgetLog)
+        fell = self.heard_fell > since and not knows
+        if fell:
+            # Which notices fell off the list is not known, and this store cannot
+            # say what it forgot: anyone with words or memory in the turn may be theirs.
             log.warning(
-                "over %d people were forgotten while session %s's turn started: "
-                "it keeps nobody's words",
-                HEARD_PEOPLE,
+                "over %d forgets were heard while session %s's turn started: "
+                "it keeps nobody's words or private memory",
+                HEARD_FORGETS,
                 turn.session,
             )
             people |= turn.plan.people()
         for org, user in sorted(people):
             # The notice reached every other turn and change set open then.
             await self.memory.forget_person(org, user, [turn])
+        if not knows:
+            # Nor can it say whether the start loaded before or after a forget:
+            # each notice reaches the turn as it reached the turns open then.
+            for name, mount in turn.mounts.items():
+                ref = mount.ref
+                paths = [
+                    notice.path
+                    for notice in notices
+                    if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space)
+                ]
+                if fell and ref.layer == "user":
+                    paths = [None]
+                if paths:
+                    await self._drop_space(turn, name, [None] if None in paths else paths)
         refs = {mount.ref for mount in turn.mounts.values() if mount.layer == "user"}
         if refs:
             await self._drop_forgotten_spaces("was forgotten while the turn started", refs)
@@ -653,10 +671,9 @@ class DaemonService:
                 raise BadRequest("a forgotten file needs the space it was in")
         dropped: dict[str, list[str]] = {}
         self.heard += 1
-        if notice.path is None:
-            if len(self.heard_people) == self.heard_people.maxlen:
-                self.heard_people_fell = self.heard_people[0][0]
-            self.heard_people.append((self.heard, notice.org, notice.user))
+        if len(self.heard_forgets) == self.heard_forgets.maxlen:
+            self.heard_fell = self.heard_forgets[0][0]
+        self.heard_forgets.append((self.heard, notice))
         if notice.path is None:
             await self._forget_words(notice.org, notice.user)
         for turn in self.memory.held_turns():

@@ -31,7 +31,7 @@ from memfs.testing import FaultyStore
 from memfsd.blobs import BlobCache
 from memfsd.nodes import MountTree
 from memfsd.overlay import Overlay
-from memfsd.service import HEARD_PEOPLE, DaemonService
+from memfsd.service import HEARD_FORGETS, DaemonService
 from memfsd.workspace import OverlayWorkspace
 from tests.daemon_harness import Daemon, running_daemon, sh
 from tests.test_daemon_mount import SPECS as BANK_SPECS
@@ -727,6 +727,50 @@ async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_that_turn(
     assert mounts_of(ws.overlay)["me"].snapshot == {}
 
 
+async def test_a_forget_heard_while_a_turn_of_theirs_starts_reaches_it_over_a_store_that_cannot_say(
+    tmp_path: Path,
+) -> None:
+    # The folder store keeps no record of what it forgot: the notice alone
+    # must drop the space the start loaded before it, as it drops an open turn's.
+    store = FolderStore(tmp_path / "folder")
+    await store.store(ME, ChangeSet(created={"g.md": SECRET}), cursor=None, provenance=Provenance())
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "folder://", str(tmp_path / "state"))
+
+    async def forget_her() -> None:
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
+    await start_with_forgets_between(service, ws, forget_her)
+
+    [turn] = memory.open_turns()
+    assert turn.done["me"].reason == "forgotten" and turn.prompt is None
+    assert mounts_of(ws.overlay)["me"].snapshot == {}
+    assert not any(SECRET in p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+
+
+async def test_a_file_forget_heard_while_a_turn_of_theirs_starts_drops_that_file_over_a_store_that_cannot_say(  # noqa: E501
+    tmp_path: Path,
+) -> None:
+    store = FolderStore(tmp_path / "folder")
+    created = {"g.md": SECRET, "kept.md": b"kept"}
+    await store.store(ME, ChangeSet(created=created), cursor=None, provenance=Provenance())
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "folder://", str(tmp_path / "state"))
+
+    async def forget_the_file() -> None:
+        await store.forget_file(ME, "g.md", by=None)
+        notice = ForgetNotice(org="default", user="u_dana", space=ME.space, path="g.md")
+        await service.forgotten(notice)
+
+    await start_with_forgets_between(service, ws, forget_the_file)
+
+    [turn] = memory.open_turns()
+    assert turn.prompt == PROMPT  # a file's forget leaves her words
+    assert set(mounts_of(ws.overlay)["me"].snapshot) == {"kept.md"}
+    assert not any(SECRET in p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+
+
 async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged(
     tmp_path: Path,
 ) -> None:
@@ -837,11 +881,11 @@ async def test_a_person_forgotten_before_their_turn_starts_keeps_the_new_turns_w
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "folder"])
-@pytest.mark.parametrize("others", [HEARD_PEOPLE - 1, HEARD_PEOPLE])
+@pytest.mark.parametrize("others", [HEARD_FORGETS - 1, HEARD_FORGETS])
 async def test_a_turn_starting_while_heard_people_are_forgotten_takes_the_first_ones_words_out(
     tmp_path: Path, store_kind: str, others: int
 ) -> None:
-    # The daemon keeps the latest HEARD_PEOPLE people it heard forgotten, for
+    # The daemon keeps the latest HEARD_FORGETS notices it heard, for
     # the turns starting meanwhile: at the limit Dana, heard first, is still
     # on that list; past it she has fallen off, and the turn must not keep her
     # words for that.
@@ -859,9 +903,9 @@ async def test_a_turn_starting_while_heard_people_are_forgotten_takes_the_first_
 
     await start_with_forgets_between(service, ws, forget_her_then_others)
 
-    listed = [user for _, _, user in service.heard_people]
-    assert len(listed) == min(1 + others, HEARD_PEOPLE)
-    assert ("u_dana" in listed) == (others < HEARD_PEOPLE)
+    listed = [notice.user for _, notice in service.heard_forgets]
+    assert len(listed) == min(1 + others, HEARD_FORGETS)
+    assert ("u_dana" in listed) == (others < HEARD_FORGETS)
     [turn] = memory.open_turns()
     assert turn.prompt is None and turn.plan.forgotten == {"u_dana"}
 
