@@ -11,6 +11,7 @@ from memfs.core.signin import (
     MAX_CLIENT_KEY,
     SigninLimits,
     SigninThrottle,
+    ThrottleStatistics,
     Verdict,
     client_key,
     throttle_key,
@@ -55,6 +56,30 @@ def test_a_client_below_the_limit_may_try_and_at_the_limit_is_refused() -> None:
     refused = gate.failed("a")  # the third, at the limit
     assert refused == Verdict(allowed=False, retry_after=58)
     assert gate.check("a") == refused
+
+
+def test_tries_in_flight_count_so_a_burst_is_let_through_only_up_to_the_limit() -> None:
+    # Looking a token up awaits the store: tries sent at once are all in
+    # flight before any has failed, and must not all pass the limit.
+    gate, _ = throttle(failures=3)
+    let_through = [gate.attempt("a").allowed for _ in range(30)]
+    assert let_through == [True] * 3 + [False] * 27
+    assert gate.statistics().failures == 3  # the refused ones are not counted
+
+
+def test_a_good_try_takes_only_itself_off_the_count() -> None:
+    gate, _ = throttle(failures=3)
+    gate.failed("a")
+    assert gate.attempt("a").allowed
+    gate.passed("a")  # a good token: the API's rule keeps the earlier failure
+    assert gate.statistics().failures == 1
+    assert gate.attempt("a").allowed and gate.attempt("a").allowed
+    assert not gate.attempt("a").allowed  # the one failure and two tries in flight
+    gate.passed("a")
+    gate.passed("a")
+    gate.passed("a")
+    gate.passed("a")  # more than were let through: nothing left to take off, no error
+    assert gate.statistics() == ThrottleStatistics(clients=0, failures=0)
 
 
 def test_retry_after_counts_down_and_the_oldest_failure_ageing_out_allows_one_more() -> None:

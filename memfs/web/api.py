@@ -313,7 +313,7 @@ async def member(request: Request) -> Member:
     throttle: SigninThrottle = request.app.state.memfs_throttle
     host = request.client.host if request.client else None
     counted = throttle_key(host)
-    verdict = throttle.check(counted)
+    verdict = throttle.attempt(counted)
     if not verdict.allowed:
         raise SigninThrottled(
             f"too many failed sign-ins: try again in {verdict.retry_after} seconds",
@@ -324,8 +324,8 @@ async def member(request: Request) -> Member:
     found = await store.resolve_token(token) if looks_like_token(token) else None
     if found is None:
         await store.record_signin(None, client=client_key(host))
-        throttle.failed(counted)
         raise NoIdentity(_BAD_TOKEN)
+    throttle.passed(counted)
     return found
 
 

@@ -84,7 +84,7 @@ def signin_router() -> APIRouter:
         throttle: SigninThrottle = request.app.state.memfs_throttle
         host = request.client.host if request.client else None
         client, counted = client_key(host), throttle_key(host)
-        verdict = throttle.check(counted)
+        verdict = throttle.attempt(counted)
         if not verdict.allowed:
             return _login_form(
                 request,
@@ -94,6 +94,7 @@ def signin_router() -> APIRouter:
             )
         form = await request.form()
         if not same_secret(request.cookies.get(LOGIN_COOKIE, ""), form.get("login")):
+            throttle.passed(counted)  # no token was looked at
             return _login_form(request, status=403, error="The sign-in form expired: try again.")
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
@@ -101,7 +102,7 @@ def signin_router() -> APIRouter:
         who = await store.resolve_token(token) if looks_like_token(token) else None
         if who is None:
             await store.record_signin(None, client=client)
-            after = throttle.failed(counted)
+            after = throttle.check(counted)
             wait = "" if after.allowed else f" Try again in {after.retry_after} seconds."
             return _login_form(
                 request,
