@@ -12,7 +12,8 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -40,6 +41,7 @@ from memfs.core.errors import (
     AlreadyCommitted,
     BadRequest,
     Conflict,
+    DiskFull,
     MemfsError,
     NotFound,
     TurnOpen,
@@ -236,6 +238,7 @@ class DaemonService:
     async def _drop_forgotten_locked(
         self, why: str, only: Collection[SpaceRef] | None
     ) -> list[tuple[str, str]]:
+        await self._write_down_forgets()
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
@@ -321,11 +324,19 @@ class DaemonService:
             await self._drop_left_behind(turn, name)
             return (turn.session, turn.id, name) in self.forgets_applied
         # A space stored before the forget stays reported so, naming nothing.
-        await self.memory.forget_in_turn(turn, name)
+        with _written_down_later(turn):
+            await self.memory.forget_in_turn(turn, name)
         for path in paths:
             await self.workspace.drop_forgotten(turn.session, name, path)
         self.forgets_applied.add((turn.session, turn.id, name))
         return True
+
+    async def _write_down_forgets(self) -> None:
+        """Write down each forget a held turn took in but could not write down then."""
+        for turn in self.memory.held_turns():
+            if turn.unwritten:
+                with _written_down_later(turn):
+                    await self.memory.write_down(turn)
 
     async def _drop_held_space(self, key: Key, name: str) -> None:
         """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
@@ -364,7 +375,8 @@ class DaemonService:
         key = (turn.session, turn.id, name)
         if key in self.forgets_applied:
             return False
-        await self.memory.forget_in_turn(turn, name)
+        with _written_down_later(turn):
+            await self.memory.forget_in_turn(turn, name)
         try:
             await self.workspace.drop_left_behind(turn.session, turn.id, name)
         except Exception:
@@ -395,7 +407,9 @@ class DaemonService:
             if turn.plan.involves(org, user)
             and (judge is None or await judge((turn.session, turn.id), turn.mounts.values()))
         ]
-        await self.memory.forget_person(org, user, turns)
+        for turn in turns:  # one by one: a turn not written down is its own alone
+            with _written_down_later(turn):
+                await self.memory.forget_person(org, user, [turn])
         for turn in filter(self.memory.is_left_behind, turns):
             # Its spaces of theirs too: no look of the store reads its files again.
             for name, mount in turn.mounts.items():
@@ -670,6 +684,7 @@ class DaemonService:
             if notice.space is None:
                 raise BadRequest("a forgotten file needs the space it was in")
         dropped: dict[str, list[str]] = {}
+        await self._write_down_forgets()
         self.heard += 1
         if len(self.heard_forgets) == self.heard_forgets.maxlen:
             self.heard_fell = self.heard_forgets[0][0]
@@ -691,6 +706,28 @@ class DaemonService:
                 if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
                     await self._drop_held_space(whose, name)
         return ForgetApplied(dropped=dropped)
+
+
+@contextmanager
+def _written_down_later(turn: Turn) -> Iterator[None]:
+    """Where a forget taken into ``turn`` could not be written down, say so and go on.
+
+    The turn holds the forget all the same (``Turn.unwritten``) and keeps
+    its files; the next look for forgets, or notice, writes it down. One
+    session's record that cannot be written (a full disk, EIO, EACCES) must
+    not stop the forget in the others, nor the daemon's start.
+    """
+    try:
+        yield
+    except (OSError, DiskFull) as exc:
+        # DiskFull's own words are for a turn's end: the disk's are enough here.
+        cause = exc.__cause__ if isinstance(exc, DiskFull) and exc.__cause__ else exc
+        log.error(
+            "could not write down a forget in the turn of session %s (%s); the turn holds it "
+            "and keeps its other files, and it is written down at the next look for forgets",
+            turn.session,
+            getattr(cause, "strerror", None) or cause,
+        )
 
 
 __all__ = ["DaemonService"]

@@ -1154,3 +1154,98 @@ async def test_a_held_change_set_and_its_committed_mark_are_written_through_thei
     await ws.save_manual(hold)
     await ws.committed_manual("s1", "t1")
     assert replaced == [("t1.json.tmp", "t1.json"), ("t1.committed.tmp", "t1.committed")]
+
+
+async def two_turns_of_people_forgotten_while_the_daemon_was_down(
+    tmp_path: Path,
+) -> tuple[MemoryStore, DaemonService]:
+    """u1's turn in s1 and u2's in s2, each over their own memory and an org rule they
+    wrote; both people forgotten while the daemon was down; the daemon started again."""
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    await store.put(rules, ChangeSet(created={"r.md": b"rule\n"}), provenance=Provenance())
+    for session, user in (("s1", "u1"), ("s2", "u2")):
+        me = SpaceRef(layer="user", space="me", org="o1", user=user)
+        await store.put(me, ChangeSet(created={"g.md": b"my diagnosis\n"}), provenance=Provenance())
+        body = {"userId": user, "name": user.upper(), "orgId": "o1"}
+        await memory.start_turn(session, body, prompt=f"okapi words of {user}")
+        overlay = ws.overlay
+        root = turn_of(overlay, session).mounts["rules"].root.inode
+        _, fh = overlay.create_open(root, f"{user}.md", 0o644, 0, 0, os.O_WRONLY)
+        overlay.write(fh, 0, b"a rule\n")
+        overlay.release(fh)
+    for user in ("u1", "u2"):
+        await store.forget_user(user, "o1", by=None)
+    _, _, service = restarted(tmp_path, store)
+    assert service.recover() == ["s1", "s2"]
+    return store, service
+
+
+def done_of(service: DaemonService, session: str) -> dict[str, Any]:
+    """The session's ``done.json``, as it is on disk."""
+    done = service.workspace.turn_file(session).with_name(DONE_FILE)
+    record: dict[str, Any] = json.loads(done.read_text())
+    return record
+
+
+@pytest.mark.error_log("could not write down a forget in the turn of session s1")
+@pytest.mark.parametrize("error", [errno.EIO, errno.EACCES, errno.ENOSPC])
+async def test_a_turn_whose_record_cannot_be_written_at_start_keeps_no_other_turn_from_its_forget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: int
+) -> None:
+    # At start the look for forgets made while the daemon was down writes
+    # down each turn it settles (done.json). Writing s1's failed with EIO:
+    # the OSError went out of the start, and no session came up (ENOSPC was
+    # a DiskFull the start logged, naming no session, s2 never looked at).
+    store, service = await two_turns_of_people_forgotten_while_the_daemon_was_down(tmp_path)
+    write_atomic = workspace_module._write_atomic
+
+    def failing(target: Path, *args: Any, **kwargs: Any) -> None:
+        if target.name == DONE_FILE and target.parent.name == "s1":
+            raise OSError(error, os.strerror(error))
+        write_atomic(target, *args, **kwargs)
+
+    monkeypatch.setattr(workspace_module, "_write_atomic", failing)
+    assert await service.catch_up_forgets() == [("s1", "me"), ("s2", "me")]  # hers out of both
+    assert done_of(service, "s2")["done"]["me"]["reason"] == "forgotten"
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert logged and all("session s1 (" + os.strerror(error) in line for line in logged)
+    caplog.clear()
+
+    monkeypatch.undo()  # the disk is back: the next look writes s1's turn down
+    await service.poll_forgets()
+    assert done_of(service, "s1")["done"]["me"]["reason"] == "forgotten"
+    assert b"okapi" not in service.workspace.turn_file("s1").read_bytes()
+    for session in ("s1", "s2"):  # nothing else of either turn was lost
+        ended = await service.end_turn(session)
+        assert ended.spaces["me"].reason == "forgotten"
+        assert ended.spaces["rules"].status == "saved"
+    rules = SpaceRef(layer="org", space="rules", org="o1")
+    assert {"u1.md", "u2.md"} <= (await store.load(rules, "s9")).files.keys()
+
+
+@pytest.mark.error_log("could not bring back the open turn of session s1")
+@pytest.mark.error_log("could not write down a forget in the turn of session s1")
+async def test_a_turn_left_behind_whose_record_cannot_be_written_is_still_cleaned_out_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its space settled as forgotten could not be written down (EIO): the
+    # OSError went out of the start's catch-up, her files left where they were.
+    store, _, _ = await left_behind_with_her_words(tmp_path)
+    await store.forget_user("u1", "o1", by=None)
+    write_atomic = workspace_module._write_atomic
+
+    def eio(target: Path, *args: Any, **kwargs: Any) -> None:
+        if target.name == DONE_FILE:
+            raise OSError(errno.EIO, "Input/output error")
+        write_atomic(target, *args, **kwargs)
+
+    monkeypatch.setattr(workspace_module, "_write_atomic", eio)
+    again = starts_and_fails_again(tmp_path, store)
+    assert await again.catch_up_forgets() == [("s1", "me")]
+    assert hers_in(tmp_path / "state") == []
+    monkeypatch.undo()
+    await again.poll_forgets()  # written down now
+    assert done_of(again, "s1")["done"]["me"]["reason"] == "forgotten"
+    await the_rule_comes_back(tmp_path, store)

@@ -170,6 +170,9 @@ class Turn:
         self.kept: dict[str, SpaceResult] = {}
         # Mounts whose spec the configuration no longer has (restored from the record).
         self.orphaned: set[str] = set()
+        # A forget changed the turn and writing that down failed: it holds in
+        # the turn all the same, and Memory.write_down writes it again.
+        self.unwritten = False
 
     @property
     def session(self) -> str:
@@ -576,7 +579,7 @@ class Memory:
         """
         turn.kept.pop(name, None)
         turn.done[name] = ending.forgotten_in_turn(turn.done.get(name))
-        await self.workspace.record(turn.session, turn.id, turn.done, turn.kept)
+        await self._write_down(turn)
 
     async def forget_person(
         self, org: str, user: str, turns: Collection[Turn] | None = None
@@ -594,6 +597,7 @@ class Memory:
         for key in [key for key in self._last_known if key[1].owned_by(org, user)]:
             del self._last_known[key]
         changed = []
+        failed: BaseException | None = None
         for turn in self.open_turns() if turns is None else turns:
             if not turn.plan.involves(org, user):
                 continue
@@ -603,11 +607,42 @@ class Memory:
                     turn.sources[name], _ = self._source_again(
                         name, mount.state(), turn.session, turn.id, turn.prompt, turn.extra_body
                     )
-            await self.workspace.record(
-                turn.session, turn.id, turn.done, turn.kept, state=turn.state()
-            )
             changed.append(turn)
+            try:
+                await self._write_down(turn, words=True)
+            except Exception as exc:
+                # The next turns lose their words all the same: raised after them.
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         return changed
+
+    async def write_down(self, turn: Turn) -> None:
+        """Write down again what a forget changed in ``turn``, where that failed (``unwritten``).
+
+        Not while the turn is ending: its end writes its record, and one
+        written after the end removed it would outlive the turn.
+        """
+        if turn.unwritten and not turn.ending and not turn.ended:
+            await self._write_down(turn, words=True)
+
+    async def _write_down(self, turn: Turn, *, words: bool = False) -> None:
+        """Write down the turn's settled spaces, and with ``words`` its words, for a restart.
+
+        What a forget took out of the turn stays out of it in this process
+        whatever the disk does: a write that fails (a full disk, EIO) marks
+        the turn ``unwritten`` for :meth:`write_down` to try again, and is
+        raised for the caller to report. Once marked, every write carries the
+        words too, which an earlier failed write may not have.
+        """
+        state = turn.state() if words or turn.unwritten else None
+        try:
+            await self.workspace.record(turn.session, turn.id, turn.done, turn.kept, state=state)
+        except BaseException:
+            turn.unwritten = True
+            raise
+        if state is not None:
+            turn.unwritten = False
 
     def forget_in_hold(self, held: ManualHold, org: str, user: str) -> ManualHold:
         """``held`` once ``user`` of ``org`` is forgotten (:meth:`ManualHold.forgetting`)."""
