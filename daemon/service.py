@@ -52,7 +52,7 @@ from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.words import Judge, Key, Person, WordMarks
-from memfsd.workspace import FOLDER_KEY, NOT_BACK, OverlayWorkspace
+from memfsd.workspace import FOLDER_KEY, NOT_BACK, UNREAD_KEY, OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
 
@@ -135,6 +135,8 @@ class DaemonService:
         records = self.workspace.saved_turns()
         for record in records:
             try:
+                if UNREAD_KEY in record:
+                    raise ValueError(record[UNREAD_KEY])
                 state = TurnState.model_validate_json(json.dumps(record["state"]))
             except ValueError:
                 # Written by another memfs, or damaged in a way JSON still

@@ -84,6 +84,8 @@ DURABLE_FILE = "durable"
 ENDING_FILE = "ending"
 # The key :meth:`OverlayWorkspace.saved_turns` adds to each record: its session folder's name.
 FOLDER_KEY = "folder"
+# The key it adds to a record whose done.json could not be read: why.
+UNREAD_KEY = "unread"
 # What a session whose turn a start could not bring back is told, at every call it cannot take.
 NOT_BACK = (
     "the session's last turn could not be brought back when the daemon started "
@@ -730,11 +732,19 @@ class OverlayWorkspace:
             if record is None:
                 continue
             done_file = path.with_name(DONE_FILE)
-            if done_file.exists():
-                done = json.loads(done_file.read_text())
-                if done.get("turn") == record["state"]["turn"]:
-                    record["state"]["done"] = {**record["state"].get("done", {}), **done["done"]}
-                    record["state"]["kept"] = done.get("kept", {})
+            try:
+                if done_file.exists():
+                    done = json.loads(done_file.read_text())
+                    if done.get("turn") == record["state"]["turn"]:
+                        record["state"]["done"] = {
+                            **record["state"].get("done", {}),
+                            **done["done"],
+                        }
+                        record["state"]["kept"] = done.get("kept", {})
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                # Which spaces it stored, kept or discarded is not known: the
+                # turn waits, its records as they are, for a start that reads them.
+                record[UNREAD_KEY] = f"its {DONE_FILE} cannot be read ({exc!r})"
             record[FOLDER_KEY] = path.parent.name  # the session, whatever the record says
             found.append(record)
         return found

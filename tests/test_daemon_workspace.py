@@ -1249,3 +1249,37 @@ async def test_a_turn_left_behind_whose_record_cannot_be_written_is_still_cleane
     await again.poll_forgets()  # written down now
     assert done_of(again, "s1")["done"]["me"]["reason"] == "forgotten"
     await the_rule_comes_back(tmp_path, store)
+
+
+@pytest.mark.error_log("could not read back the open turn of session s1")
+@pytest.mark.parametrize("damage", ["unreadable", "not json"])
+async def test_a_done_record_that_cannot_be_read_leaves_its_session_waiting_not_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    # Reading s1's done.json raised out of recover (OSError, or ValueError
+    # for bytes that are not JSON): no session came back, the daemon stopped.
+    memory, ws = workspace(tmp_path)
+    turn = await memory.start_turn("s1", BODY)
+    await ws.record("s1", turn.id, {"rules": SpaceResult(status="saved")}, {})
+    await memory.start_turn("s2", BODY)
+    done = ws.turn_file("s1").with_name(DONE_FILE)
+    if damage == "not json":
+        done.write_bytes(b"\0\0\0")
+    else:
+        read_text = Path.read_text
+
+        def eio(self: Path, *args: Any, **kwargs: Any) -> str:
+            if self == done:
+                raise OSError(errno.EIO, "Input/output error")
+            return read_text(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "read_text", eio)
+    store = store_of(memory)
+    _, _, service = restarted(tmp_path, store)
+    assert service.recover() == ["s2"]
+    assert (await service.status()).left_behind == ["s1"]
+    monkeypatch.undo()
+    done.write_text(json.dumps({"turn": turn.id, "done": {"rules": {"status": "saved"}}}))
+    _, _, service = restarted(tmp_path, store)  # mended: the next start brings it back
+    assert service.recover() == ["s1", "s2"]
+    assert service.memory.open_turn("s1").done["rules"].status == "saved"
