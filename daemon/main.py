@@ -320,10 +320,7 @@ async def serve(
         raise ConfigError(f"cannot mount at {settings.mount_root}: {exc}") from exc
     try:
         service.recover()
-        try:
-            await service.finish_discards()
-        except MemfsError:
-            log.exception("could not finish a discard a crash cut short; discard it again")
+        await service.finish_discards()  # one it cannot finish is logged, by session
         try:
             await service.catch_up_forgets()
         except MemfsError:

@@ -197,7 +197,17 @@ class DaemonService:
         for turn in self.memory.open_turns():
             settled = turn.mounts.keys() <= turn.done.keys() and not turn.kept
             if settled and any(r.reason == "discarded" for r in turn.done.values()):
-                await self.memory.discard_turn(turn.session)
+                try:
+                    await self.memory.discard_turn(turn.session)
+                except (OSError, MemfsError):
+                    # Its trace or its records (the store down, EIO): the turn
+                    # stays open as it came back, and the others go on.
+                    log.exception(
+                        "could not finish discarding the turn of session %s that a crash cut "
+                        "short; discard it again",
+                        turn.session,
+                    )
+                    continue
                 log.info("finished discarding the turn %s of session %s", turn.id, turn.session)
                 finished.append(turn.session)
         return finished

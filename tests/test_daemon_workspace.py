@@ -19,6 +19,7 @@ import memfs
 import memfsd.journal as memfsd_journal
 import memfsd.workspace as workspace_module
 from memfs.api.models import ForgetNotice, StartTurnRequest
+from memfs.core import ending
 from memfs.core.errors import ConfigError, DiskFull, NotFound, StoreUnavailable, TurnOpen
 from memfs.core.models import (
     ChangeSet,
@@ -1283,3 +1284,37 @@ async def test_a_done_record_that_cannot_be_read_leaves_its_session_waiting_not_
     _, _, service = restarted(tmp_path, store)  # mended: the next start brings it back
     assert service.recover() == ["s1", "s2"]
     assert service.memory.open_turn("s1").done["rules"].status == "saved"
+
+
+@pytest.mark.error_log("could not finish discarding the turn of session s1")
+async def test_a_discard_the_start_cannot_finish_for_one_session_keeps_the_others_finishing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both turns were written down as discarded when the daemon died. At
+    # start, removing s1's record failed (EIO): the OSError went out of the
+    # start, and s2's discard was never finished either.
+    memory, ws = workspace(tmp_path)
+    discarded = {
+        "rules": ending.discarded(ChangeSet(), ()),
+        "me": ending.discarded(ChangeSet(), ()),
+    }
+    for session in ("s1", "s2"):
+        turn = await memory.start_turn(session, BODY)
+        await ws.record(session, turn.id, discarded, {})
+    _, ws, service = restarted(tmp_path, store_of(memory))
+    assert service.recover() == ["s1", "s2"]
+    unlink = Path.unlink
+
+    def eio(self: Path, missing_ok: bool = False) -> None:
+        if self == ws.turn_file("s1"):
+            raise OSError(errno.EIO, "Input/output error")
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", eio)
+    assert await service.finish_discards() == ["s2"]
+    assert not ws.turn_file("s2").exists()
+    monkeypatch.undo()
+    assert ws.turn_file("s1").exists()  # kept: the next start finishes it
+    _, _, service = restarted(tmp_path, store_of(memory))
+    assert service.recover() == ["s1"]
+    assert await service.finish_discards() == ["s1"]
