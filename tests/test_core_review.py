@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memfs.core.errors import (
+    BadRequest,
     ConfigError,
     Conflict,
     IllegalTransition,
@@ -599,6 +600,37 @@ def test_a_decision_on_a_version_not_shown_is_a_conflict_and_changes_nothing() -
             decide(later, action, by=ADA, version=change.version)
     after, effect, _ = decide(later, "approve", by=ADA, version=later.version)
     assert (after.state, effect) == ("approved", Effect.APPLY)
+
+
+def test_a_forced_move_over_a_live_file_changed_since_it_was_shown_is_a_conflict() -> None:
+    shown = mark_stale(waiting(), {"rules.md": 11, "old.md": 3}, [])  # rules.md stale, at 11
+    assert shown.live_version == "11"
+    later = mark_stale(shown, {"rules.md": 20, "old.md": 3}, [])  # written again, unseen
+    assert later.version == shown.version and later.live_version == "20"
+    for action, edits in (("approve", None), ("edit", {"rules.md": b"mine"})):
+        with pytest.raises(Conflict, match="changed live since") as refused:
+            decide(
+                later,
+                action,  # type: ignore[arg-type]
+                by=ADA,
+                paths=["rules.md"],
+                edits=edits,
+                force=True,
+                live_version=shown.live_version,
+            )
+        assert refused.value.paths == ("rules.md",)
+    # Files whose live file did not move since go through; so does a look again.
+    _, effect, files = decide(
+        later, "approve", by=ADA, paths=["new.md", "old.md"], live_version="11"
+    )
+    assert effect is Effect.APPLY and files == {"new.md": b"new", "old.md": None}
+    _, _, files = decide(later, "approve", by=ADA, force=True, live_version=later.live_version)
+    assert files["rules.md"] == b"v2"
+    # Rejecting applies nothing: no live file to go over.
+    decide(later, "reject", by=ADA, live_version=shown.live_version)
+    for bad in ("", "-1", "+1", "1_0", "\u0661", "9" * 21, "latest"):
+        with pytest.raises(BadRequest):
+            decide(later, "reject", by=ADA, paths=["new.md"], live_version=bad)
 
 
 def test_rejecting_a_live_change_puts_back_no_file_written_since() -> None:

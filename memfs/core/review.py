@@ -51,7 +51,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from memfs.core.errors import ConfigError, Conflict, IllegalTransition, InvalidName, NotFound
+from memfs.core.errors import (
+    BadRequest,
+    ConfigError,
+    Conflict,
+    IllegalTransition,
+    InvalidName,
+    NotFound,
+)
 from memfs.core.limits import require_within
 from memfs.core.models import (
     By,
@@ -127,6 +134,9 @@ class FileChange(Frozen):
     stale: bool = False
     turn: str | None = None
     meta: FileMeta | None = None  # mode and times the turn gave it; None: as the store has it
+    # The store's sequence number of the live file's last change (a revision
+    # or a deletion) when the change was marked (mark_stale); 0: none.
+    live_at: int = 0
 
 
 class Review(Frozen):
@@ -178,6 +188,18 @@ class WaitingChange(Frozen):
         for path in sorted(self.folders):
             h.update(f"d\0{path}\0{int(self.folders[path])}\0".encode())
         return h.hexdigest()[:16]
+
+    @property
+    def live_version(self) -> str:
+        """A name for the live files a reviewer is shown beside the change (its diffs).
+
+        The latest point of the store's sequence at which one of them
+        changed, as :func:`mark_stale` found it; every later change of a
+        live file comes after it. A reviewer who names the live version they
+        were shown (:func:`decide`'s ``live_version``) never applies a file
+        over a live one they were not shown, forced or not.
+        """
+        return str(max((file.live_at for file in self.files.values()), default=0))
 
     def change_set(self, live: Iterable[str]) -> ChangeSet:
         """The files as a change set against what is live (``live``: the live paths)."""
@@ -528,7 +550,8 @@ def _mark(change: WaitingChange, live: Mapping[str, int], rivals: _RivalEdits) -
         path: file.model_copy(
             update={
                 "stale": live.get(path, 0) > file.loaded
-                or rivals.between(path, file.loaded, file.edited)
+                or rivals.between(path, file.loaded, file.edited),
+                "live_at": live.get(path, 0),
             }
         )
         for path, file in change.files.items()
@@ -544,7 +567,9 @@ def mark_stale(
     ``live`` maps each path to the sequence number of its last live change
     (a revision or a deletion); ``others`` are the space's other changes. A
     file is stale if the live file moved on after the snapshot it was built
-    on (``loaded``), or another open change edited it in between.
+    on (``loaded``), or another open change edited it in between. Each file
+    keeps where its live file stands (``live_at``: the change's
+    :attr:`~WaitingChange.live_version`).
     """
     return _mark(change, live, _RivalEdits(others))
 
@@ -569,6 +594,7 @@ def decide(
     live_sizes: Mapping[str, int] | None = None,
     limits: Limits | None = None,
     version: str | None = None,
+    live_version: str | None = None,
 ) -> tuple[WaitingChange, Effect, dict[str, bytes | None]]:
     """A reviewer's move on some files (all by default) of a change.
 
@@ -588,6 +614,12 @@ def decide(
     A move that applies files (``Effect.APPLY``) is refused, and nothing
     changes, when:
 
+    - with ``live_version`` (the :attr:`WaitingChange.live_version` the
+      reviewer was shown), the live file of a chosen file changed since
+      (``change`` as :func:`mark_stale` marked it): a ``Conflict`` naming
+      those files, with ``force`` too, since forcing goes over the live
+      file the reviewer saw, never over one they did not (another approval,
+      or a write under review ``after`` or ``none``, made meanwhile);
     - a chosen file is stale (``change`` as :func:`mark_stale` marked it) and
       ``force`` is not set: applying it would overwrite an edit the turn
       never saw, so it is a ``Conflict`` naming the stale files;
@@ -601,6 +633,7 @@ def decide(
             "look at it again before deciding",
             path=change.id,
         )
+    shown = None if live_version is None else _sequence_point(live_version)
     every = {*change.files, *change.folders}
     picked = every if paths is None else set(paths)
     unknown = [path for path in sorted(picked) if path not in every]
@@ -619,6 +652,15 @@ def decide(
         path: edits[path] if path in edits else change.files[path].content for path in chosen
     }
     if effect is Effect.APPLY:
+        if shown is not None:
+            moved = tuple(path for path in chosen if change.files[path].live_at > shown)
+            if moved:
+                raise Conflict(
+                    f"{', '.join(moved)} changed live since the change was shown; "
+                    "look at it again before deciding",
+                    path=change.id,
+                    paths=moved,
+                )
         stale = tuple(path for path in chosen if change.files[path].stale)
         if stale and not force:
             raise Conflict(
@@ -655,6 +697,14 @@ def decide(
         }
     )
     return after, effect, concerned
+
+
+def _sequence_point(live_version: str) -> int:
+    """``live_version`` as the point of the store's sequence it names; ``BadRequest`` if none."""
+    # ASCII digits only, and few: int() takes "+1", " 1", "1_0" and other scripts' digits.
+    if not (0 < len(live_version) <= 20 and live_version.isascii() and live_version.isdigit()):
+        raise BadRequest("a live version is the number a listed change gave")
+    return int(live_version)
 
 
 def decided_folders(

@@ -155,11 +155,14 @@ class Acting:
         edits: dict[str, bytes | None] | None = None,
         force: bool = False,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         """A reviewer's move; applying a stale file needs ``force`` (else ``Conflict``).
 
         ``version``: the change's version the reviewer was shown; a change
         that has changed since is a ``Conflict`` (:func:`memfs.core.review.decide`).
+        ``live_version``: the change's live version the reviewer was shown; a
+        chosen file whose live file changed since is a ``Conflict``, forced or not.
         """
         _check_paths(paths)
         _check_paths(list(edits or ()))
@@ -175,6 +178,7 @@ class Acting:
             force=force,
             limits=self.limits,
             version=version,
+            live_version=live_version,
         )
 
     async def approve(
@@ -184,8 +188,11 @@ class Acting:
         paths: list[str] | None = None,
         force: bool = False,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
-        return await self.decide(id, "approve", paths=paths, force=force, version=version)
+        return await self.decide(
+            id, "approve", paths=paths, force=force, version=version, live_version=live_version
+        )
 
     async def reject(
         self, id: str, *, paths: list[str] | None = None, version: str | None = None
@@ -199,9 +206,16 @@ class Acting:
         *,
         force: bool = False,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         return await self.decide(
-            id, "edit", paths=list(edits), edits=edits, force=force, version=version
+            id,
+            "edit",
+            paths=list(edits),
+            edits=edits,
+            force=force,
+            version=version,
+            live_version=live_version,
         )
 
     async def set_review(self, space: str, mode: ReviewMode) -> None:

@@ -414,12 +414,17 @@ class ReviewingStore(ManagedStore, Protocol):
         force: bool = False,
         limits: Limits | None = None,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         """Approve, edit-then-approve or reject some files (all by default) of a change.
 
         The rules are :func:`memfs.core.review.decide`'s: applying a stale file
-        needs ``force`` (else ``Conflict`` naming the stale files), and applied
-        files obey ``limits`` (the defaults if None); a refused move changes nothing.
+        needs ``force`` (else ``Conflict`` naming the stale files), a change
+        that moved since its ``version`` or a chosen file whose live file moved
+        since its ``live_version`` (forced or not) is a ``Conflict``, and
+        applied files obey ``limits`` (the defaults if None); a refused move
+        changes nothing. The change is marked (``mark_stale``) as the move is
+        decided, in the same transaction as its effect.
         """
         ...
 

@@ -335,6 +335,7 @@ class MemoryStore:
         force: bool = False,
         limits: Limits | None = None,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         return self.decide_nowait(
             id,
@@ -345,6 +346,7 @@ class MemoryStore:
             force=force,
             limits=limits,
             version=version,
+            live_version=live_version,
         )
 
     def decide_nowait(
@@ -358,6 +360,7 @@ class MemoryStore:
         force: bool = False,
         limits: Limits | None = None,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         change = self.get_change_nowait(id)  # stale files marked, as the rules need
         after, effect, files = rules.decide(
@@ -370,6 +373,7 @@ class MemoryStore:
             live_sizes=self._live_sizes(change.ref),
             limits=limits,
             version=version,
+            live_version=live_version,
         )
         space = self._space(change.ref)
         if effect is Effect.APPLY:

@@ -1233,6 +1233,70 @@ async def check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
     assert (await store.files(ORG))["a.md"] == b"s2"
 
 
+async def check_a_forced_move_goes_only_over_the_live_file_its_reviewer_was_shown(
+    store: Store,
+) -> None:
+    """``live_version`` pins the live files a reviewer saw beside a change: forcing a stale
+    file over a live file that changed since (an approval, a write, a deletion) is a
+    ``Conflict`` naming it, and changes nothing; a file whose live file did not move,
+    or a move named with what is live now, goes through."""
+    assert isinstance(store, ReviewingStore)
+    await _save(store, ORG, ChangeSet(created={"a.md": b"v1", "b.md": b"b1"}))
+    loaded = await store.load(ORG, "s1")
+    stored = await store.store(
+        ORG,
+        ChangeSet(updated={"a.md": b"s1", "b.md": b"s1"}),
+        cursor=loaded.cursor,
+        provenance=_prov("s1"),
+        review="person",
+    )
+    assert stored.change is not None
+    id = stored.change
+    await _save(store, ORG, ChangeSet(updated={"a.md": b"v2", "b.md": b"b2"}), "s2")
+    shown = await store.get_change(id)  # a.md and b.md stale, over v2 and b2
+    assert shown.stale_paths == ("a.md", "b.md")
+    [listed] = await store.list_changes(org=ORG.org)
+    assert listed.live_version == shown.live_version  # listed or read, one name
+    moves: tuple[tuple[Literal["approve", "edit"], dict[str, bytes | None] | None], ...] = (
+        ("approve", None),
+        ("edit", {"a.md": b"merged"}),
+    )
+    for late in (ChangeSet(updated={"a.md": b"v3"}), ChangeSet(deleted=("a.md",))):
+        await _save(store, ORG, late, "s3")  # live since the reviewer looked
+        before = (await store.files(ORG), await store.audit(), await store.get_change(id))
+        for action, edits in moves:
+            try:
+                await store.decide(
+                    id,
+                    action,
+                    by=REVIEWER,
+                    paths=["a.md"],
+                    edits=edits,
+                    force=True,
+                    version=shown.version,
+                    live_version=shown.live_version,
+                )
+            except Conflict as exc:
+                assert exc.paths == ("a.md",)
+            else:
+                raise AssertionError(f"a forced {action} went over a live file not shown")
+            after = (await store.files(ORG), await store.audit(), await store.get_change(id))
+            assert after == before
+    # b.md's live file is as shown: forcing it goes through.
+    await store.decide(
+        id,
+        "approve",
+        by=REVIEWER,
+        paths=["b.md"],
+        force=True,
+        live_version=shown.live_version,
+    )
+    assert (await store.files(ORG))["b.md"] == b"s1"
+    again = await store.get_change(id)  # a.md shown again, deleted since
+    await store.decide(id, "approve", by=REVIEWER, force=True, live_version=again.live_version)
+    assert (await store.files(ORG))["a.md"] == b"s1"
+
+
 async def check_a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them(
     store: Store,
 ) -> None:
@@ -1693,6 +1757,9 @@ FORGET_CHECKS: dict[str, Check] = {
 REVIEW_CHECKS: dict[str, Check] = {
     "approving_a_stale_file_needs_force_and_otherwise_changes_nothing": (
         check_approving_a_stale_file_needs_force_and_otherwise_changes_nothing
+    ),
+    "a_forced_move_goes_only_over_the_live_file_its_reviewer_was_shown": (
+        check_a_forced_move_goes_only_over_the_live_file_its_reviewer_was_shown
     ),
     "a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them": (
         check_a_reviewers_edit_obeys_the_limits_and_changes_nothing_past_them

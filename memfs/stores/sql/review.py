@@ -383,6 +383,7 @@ def _decide(
     force: bool,
     limits: Limits,
     version: str | None = None,
+    live_version: str | None = None,
 ) -> WaitingChange:
     """A reviewer's move; the new state and its effect on live files commit together."""
     space_id, unmarked = _change_row(db, id)
@@ -398,6 +399,7 @@ def _decide(
         live_sizes=_live_sizes(db, space_id),
         limits=limits,
         version=version,
+        live_version=live_version,
     )
     if effect is Effect.APPLY:
         for path, content in sorted(concerned.items()):

@@ -368,12 +368,15 @@ class SqlStore(ABC):
         force: bool = False,
         limits: Limits | None = None,
         version: str | None = None,
+        live_version: str | None = None,
     ) -> WaitingChange:
         for path in [*(paths or ()), *(edits or {})]:
             check_path(path)
         within = limits or Limits()
         return await self._call(
-            lambda db: _decide(db, id, action, by, paths, edits, force, within, version),
+            lambda db: _decide(
+                db, id, action, by, paths, edits, force, within, version, live_version
+            ),
             write=True,
         )
 
