@@ -278,6 +278,16 @@ def version_option(command: F) -> F:
     )(command)
 
 
+def live_version_option(command: F) -> F:
+    return click.option(
+        "--live-version",
+        "live_version",
+        default=None,
+        help="The change's live_version as shown (review show prints it): if the live file "
+        "of a file being applied has changed since, nothing is decided (exit 5), --force or not.",
+    )(command)
+
+
 READ_CHUNK_BYTES = 1 << 20  # what read_at_most asks for at a time
 
 
@@ -327,6 +337,7 @@ def change_json(
         "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
         "stale": list(change.stale_paths),
         "version": change.version,
+        "live_version": change.live_version,
         "files": sorted(change.files),
         "reviews": [r.model_dump(mode="json") for r in change.reviews],
         # Folders the change makes (true) or removes (false): a reviewer decides them too.
@@ -414,6 +425,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     @click.option("--path", "paths", multiple=True, help="Only these files (repeatable).")
     @force_option
     @version_option
+    @live_version_option
     @limits_option
     @actor_options
     def review_approve(
@@ -421,6 +433,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         paths: tuple[str, ...],
         force: bool,
         version: str | None,
+        live_version: str | None,
         config_file: Path | None,
         store_url: str | None,
         org: str,
@@ -436,7 +449,11 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                 actor,
                 role,
                 lambda a: a.approve(
-                    change_id, paths=list(paths) or None, force=force, version=version
+                    change_id,
+                    paths=list(paths) or None,
+                    force=force,
+                    version=version,
+                    live_version=live_version,
                 ),
                 limits=limits,
             )
@@ -473,6 +490,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
     @click.argument("source", type=click.File("rb"))
     @force_option
     @version_option
+    @live_version_option
     @limits_option
     @actor_options
     def review_edit(
@@ -481,6 +499,7 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
         source: Any,
         force: bool,
         version: str | None,
+        live_version: str | None,
         config_file: Path | None,
         store_url: str | None,
         org: str,
@@ -500,7 +519,13 @@ def register(main: click.Group, echo: Callable[[Any], None], guard: Callable[[],
                 org,
                 actor,
                 role,
-                lambda a: a.edit(change_id, {path: content}, force=force, version=version),
+                lambda a: a.edit(
+                    change_id,
+                    {path: content},
+                    force=force,
+                    version=version,
+                    live_version=live_version,
+                ),
                 limits=limits,
             )
         echo(change_json(change))

@@ -118,6 +118,34 @@ def test_review_approve_with_a_version_shown_before_a_later_turn_fails_and_decid
     assert done["state"] == "approved"
 
 
+def test_review_approve_forced_with_a_live_version_shown_before_a_live_write_decides_nothing(
+    db: Path,
+) -> None:
+    async def live_write(content: bytes | None) -> bytes:  # another person's, no review
+        store = SqliteStore(db)
+        try:
+            if content is not None:
+                changes = ChangeSet(updated={"income.md": content})
+                await store.put(RULES, changes, provenance=Provenance())
+            return (await store.files(RULES))["income.md"]
+        finally:
+            await store.aclose()
+
+    trio.run(live_write, b"five years\n")
+    [change] = ok(db, "review", "list")
+    shown = ok(db, "review", "show", change["id"])  # income.md stale over "five years"
+    assert shown["stale"] == ["income.md"] and shown["live_version"] == change["live_version"]
+    trio.run(live_write, b"six years\n")  # not shown
+    named = ("--version", shown["version"], "--live-version", shown["live_version"])
+    forced = memfs_cli(db, "review", "approve", change["id"], "--force", *named)
+    assert forced.exit_code == 5 and "changed live since" in forced.output
+    assert trio.run(live_write, None) == b"six years\n"
+    now = ok(db, "review", "show", change["id"])
+    named = ("--version", now["version"], "--live-version", now["live_version"])
+    assert ok(db, "review", "approve", change["id"], "--force", *named)["state"] == "approved"
+    assert trio.run(live_write, None) == b"three years\n"
+
+
 def test_review_show_gives_each_file_a_unified_diff_against_the_live_file(db: Path) -> None:
     [change] = ok(db, "review", "list")
     shown = ok(db, "review", "show", change["id"])

@@ -425,6 +425,23 @@ async def test_approving_a_stale_file_is_409_until_forced(world: World) -> None:
     assert (await world.store.files(RULES))["b.md"] == b"bee\n"
 
 
+async def test_a_forced_approval_naming_the_live_version_shown_is_409_once_the_live_file_moved(
+    world: World,
+) -> None:
+    file = "/api/v1/spaces/rules/files/b.md"
+    assert (await world.call("PUT", file, "member", {"content": "b2\n"})).status_code == 200
+    shown = (await world.call("GET", f"/api/v1/review/{world.change}", "viewer")).json()
+    assert (await world.call("PUT", file, "member", {"content": "b3\n"})).status_code == 200
+    url = f"/api/v1/review/{world.change}/approve"
+    named = {"paths": ["b.md"], "force": True, "live_version": shown["live_version"]}
+    assert_problem(await world.call("POST", url, "member", named), 409, "Conflict")
+    assert (await world.store.files(RULES))["b.md"] == b"b3\n"
+    again = (await world.call("GET", f"/api/v1/review/{world.change}", "viewer")).json()
+    named["live_version"] = again["live_version"]
+    assert (await world.call("POST", url, "member", named)).status_code == 200
+    assert (await world.store.files(RULES))["b.md"] == b"bee\n"
+
+
 # -- what every answer says to browsers and caches ------------------------------
 
 

@@ -63,10 +63,11 @@ class Site:
         return await self.client.post(url, data={"csrf": await self.csrf(), **data})
 
     async def decide(self, url: str, data: dict[str, str | list[str]]) -> httpx.Response:
-        """:meth:`post` to a review form, with the change's version its page shows now."""
+        """:meth:`post` to a review form, with the change's versions its page shows now."""
         change = url.split("/")[2]
         with contextlib.suppress(NotFound):  # no such change: the post says so itself
-            data = {"version": (await self.memory.store.get_change(change)).version, **data}
+            now = await self.memory.store.get_change(change)
+            data = {"version": now.version, "live_version": now.live_version, **data}
         return await self.post(url, data)
 
 
@@ -306,6 +307,50 @@ async def test_the_review_form_decides_only_the_change_as_its_page_showed_it(sit
     unnamed = await site.post(url, {"act": "approve", "path": "new.md"})
     assert unnamed.status_code == 400  # the page always names what it showed
     assert "new.md" not in await site.memory.store.files(RULES)
+
+
+def shown_with(page: httpx.Response, action: str) -> dict[str, str]:
+    """The hidden fields of the form posting to ``action`` (but the CSRF token), as shown."""
+    form = re.search(rf'<form method="post" action="{action}"[^>]*>(.*?)</form>', page.text, re.S)
+    assert form is not None, page.text
+    hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form.group(1))
+    return {name: html.unescape(value) for name, value in hidden if name != "csrf"}
+
+
+async def test_a_forced_approval_never_overwrites_a_live_file_newer_than_the_page_showed(
+    site: Site,
+) -> None:
+    # The page showed new.md stale over bob's live file, and the reviewer
+    # ticked "over the newer live file"; carol's write went live before the
+    # click. The change itself had not moved, so its version still matched,
+    # and the forced approval went over carol's write, which nobody was shown.
+    store = site.memory.store
+    await store.put(RULES, ChangeSet(created={"new.md": b"bob's\n"}), provenance=Provenance())
+    await site.sign_in("member")
+    url = f"/review/{site.memory.change}"
+    shown = shown_with(await site.client.get("/review"), url)
+    await store.put(RULES, ChangeSet(updated={"new.md": b"carol's\n"}), provenance=Provenance())
+    forced = {"act": "approve", "path": "new.md", "force": "on"}
+    response = await site.post(url, {**shown, **forced})
+    assert response.status_code == 409 and "Conflict" in text_of(response)
+    assert (await store.files(RULES))["new.md"] == b"carol's\n"
+    shown = shown_with(await site.client.get("/review"), url)  # carol's write shown now
+    assert (await site.post(url, {**shown, **forced})).status_code == 303
+    assert (await store.files(RULES))["new.md"] == b"cut-off 17:00\n"
+
+
+async def test_a_forced_edit_never_overwrites_a_live_file_newer_than_its_form_showed(
+    site: Site,
+) -> None:
+    store = site.memory.store
+    await store.put(RULES, ChangeSet(created={"new.md": b"bob's\n"}), provenance=Provenance())
+    await site.sign_in("member")
+    url = f"/review/{site.memory.change}/edit"
+    shown = shown_with(await site.client.get(url, params={"path": "new.md"}), url)
+    await store.put(RULES, ChangeSet(updated={"new.md": b"carol's\n"}), provenance=Provenance())
+    response = await site.post(url, {**shown, "content": "mine\n", "force": "on"})
+    assert response.status_code == 409
+    assert (await store.files(RULES))["new.md"] == b"carol's\n"
 
 
 async def test_the_review_page_shows_each_diff_line_on_a_line_of_its_own(site: Site) -> None:

@@ -118,6 +118,9 @@ class Approve(Body):
     # The change's ``version`` the reviewer was shown: a change that has
     # changed since is 409 Conflict, and nothing is decided.
     version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
+    # The change's ``live_version`` the reviewer was shown: a chosen file whose
+    # live file changed since is 409 Conflict, forced or not.
+    live_version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
 
 
 class Reject(Body):
@@ -134,6 +137,8 @@ class EditChange(Body):
     # The change's ``version`` the reviewer was shown: a change that has
     # changed since is 409 Conflict, and nothing is decided.
     version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
+    # As Approve's: a live file changed since it was shown is 409 Conflict.
+    live_version: str | None = Field(default=None, max_length=MAX_VERSION_CHARS)
 
 
 # -- responses -----------------------------------------------------------------
@@ -237,6 +242,9 @@ class ChangeSummary(Out):
     # Folders the change makes (true) or removes (false): decided by path, as files are.
     folders: dict[str, bool] = Field(default_factory=dict)
     version: str  # names what is shown here; a decision may name it back (409 if it moved)
+    # Names the live files the diffs are against; an approval or edit may name
+    # it back (409 if a chosen file's live file moved since, even forced).
+    live_version: str = "0"
 
 
 class ChangeDiff(Out):
@@ -377,6 +385,7 @@ def _summary(change: WaitingChange) -> dict[str, Any]:
         "stale": list(change.stale_paths),
         "folders": dict(sorted(change.folders.items())),
         "version": change.version,
+        "live_version": change.live_version,
         "files": [
             ChangeFile(
                 path=path,
@@ -582,7 +591,13 @@ def api_router() -> APIRouter:
     )
     async def approve(change: str, me: Actor, body: Approve | None = None) -> ChangeSummary:
         body = body or Approve()
-        done = await me.approve(change, paths=body.paths, force=body.force, version=body.version)
+        done = await me.approve(
+            change,
+            paths=body.paths,
+            force=body.force,
+            version=body.version,
+            live_version=body.live_version,
+        )
         return ChangeSummary(**_summary(done))
 
     @router.post(
@@ -602,7 +617,13 @@ def api_router() -> APIRouter:
     )
     async def edit(change: str, body: EditChange, me: Actor) -> ChangeSummary:
         content = None if body.content is None else body.content.encode("utf-8")
-        done = await me.edit(change, {body.path: content}, force=body.force, version=body.version)
+        done = await me.edit(
+            change,
+            {body.path: content},
+            force=body.force,
+            version=body.version,
+            live_version=body.live_version,
+        )
         return ChangeSummary(**_summary(done))
 
     @router.get("/people", response_model=list[PersonBay], summary="Everyone with memory (admins)")

@@ -7,8 +7,11 @@ one form per change: a checkbox per file (all ticked) and the buttons
 ``GET /review/{change}/edit?path=P``, whose form posts the reviewer's text
 for that file (applied as approved). A stale file (the live file moved on
 since the turn loaded it) is applied only with "over the newer live file"
-ticked. "Changed in code" changes (a seed's) are listed the same way. The
-moves are :class:`~memfs.engine.acting.Acting`'s, so roles are checked there.
+ticked, and only over the live file the page showed: each form names the
+change's ``version`` and ``live_version``, and a forced move whose live file
+moved since is a ``Conflict``. "Changed in code" changes (a seed's) are
+listed the same way. The moves are :class:`~memfs.engine.acting.Acting`'s,
+so roles are checked there.
 """
 
 from __future__ import annotations
@@ -54,7 +57,11 @@ def review_router() -> APIRouter:
         version = field(form, "version")
         if act == "approve":
             force = form.get("force") == "on"
-            await page.me.approve(change, paths=paths, force=force, version=version)
+            # Forced, the live files its diffs were against too: it goes over those only.
+            live = field(form, "live_version") if force else None
+            await page.me.approve(
+                change, paths=paths, force=force, version=version, live_version=live
+            )
             return done("/review", "approved")
         if act == "reject":
             await page.me.reject(change, paths=paths, version=version)
@@ -84,7 +91,8 @@ def review_router() -> APIRouter:
         path = field(form, "path")
         content = None if form.get("delete") == "on" else text_of(form, "content").encode("utf-8")
         force, version = form.get("force") == "on", field(form, "version")
-        await page.me.edit(change, {path: content}, force=force, version=version)
+        live = field(form, "live_version") if force else None
+        await page.me.edit(change, {path: content}, force=force, version=version, live_version=live)
         return done("/review", "edited")
 
     return router
