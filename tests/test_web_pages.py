@@ -334,6 +334,9 @@ async def test_a_forced_approval_never_overwrites_a_live_file_newer_than_the_pag
     response = await site.post(url, {**shown, **forced})
     assert response.status_code == 409 and "Conflict" in text_of(response)
     assert (await store.files(RULES))["new.md"] == b"carol's\n"
+    unnamed = {name: value for name, value in shown.items() if name != "live_version"}
+    assert (await site.post(url, {**unnamed, **forced})).status_code == 400  # the page names it
+    assert (await store.files(RULES))["new.md"] == b"carol's\n"
     shown = shown_with(await site.client.get("/review"), url)  # carol's write shown now
     assert (await site.post(url, {**shown, **forced})).status_code == 303
     assert (await store.files(RULES))["new.md"] == b"cut-off 17:00\n"
