@@ -150,6 +150,23 @@ async def test_a_multipart_form_name_that_is_not_utf8_is_refused_not_renamed(sit
     assert response.status_code == 400, response.status_code
 
 
+async def test_a_form_name_sent_as_raw_utf8_bytes_is_refused_not_read_as_latin1(
+    site: Site,
+) -> None:
+    # Attack: send the name's bytes unescaped. They are UTF-8, so the %-escape
+    # check passes, but Starlette's urlencoded parser reads raw bytes as
+    # latin-1: "é.md" would be stored as "Ã©.md", a name nobody sent.
+    await site.sign_in("member")
+    body = f"csrf={await site.csrf()}&path=é.md&content=x"
+    response = await site.client.post(
+        "/org/rules/files",
+        content=body.encode(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert renamed(await site.memory.store.files(RULES)) == []
+    assert response.status_code == 400, response.status_code
+
+
 # -- traces of turns that mounted a persistent dir ------------------------------------------
 
 

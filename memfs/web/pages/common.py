@@ -5,8 +5,9 @@ the store holds them now, their :class:`~memfs.engine.acting.Acting`, and
 their browser session's CSRF secret) and answers :func:`render` or
 :func:`done`. A browser with no live session, or whose token no longer
 resolves, is sent to ``/login`` (:class:`SignInRequired`). Every form post
-goes through :func:`form_of`, which refuses a missing or wrong CSRF secret
-with 403 before anything is read from the form.
+is read by :func:`posted_form` (urlencoded, %-escaped UTF-8, else 400), and
+a signed-in page's through :func:`form_of`, which refuses a missing or wrong
+CSRF secret with 403 before anything of the form is acted on.
 
 Errors on a page are pages too (``install_page_errors``): the JSON API under
 ``/api/v1`` keeps its RFC 9457 problems, everything else gets ``error.html``
@@ -28,6 +29,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
+from python_multipart.multipart import parse_options_header
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
@@ -141,20 +143,32 @@ async def signed_in_page(request: Request) -> Page:
 SignedInPage = Annotated[Page, Depends(signed_in_page)]
 
 
-async def form_of(page: Page) -> FormData:
-    """The posted form, once its CSRF secret matched the session's (else 403, nothing read).
+async def posted_form(request: Request) -> FormData:
+    """The form posted to a page, once its text is known to be what was sent (else 400).
 
-    Its %-escaped text must be UTF-8 (else 400): Starlette decodes it with
-    replacement, so a name sent as ``a%FF.md`` would be taken as ``a\ufffd.md``,
-    a name nobody sent.
+    Its text must be %-escaped UTF-8: Starlette decodes it with replacement,
+    so a name sent as ``a%FF.md`` would be taken as ``a\ufffd.md``, a name
+    nobody sent. A multipart body is refused whole: no page takes a file, and
+    Starlette reads a part that is not UTF-8 as latin-1, another name again.
+    The media type is read by the parser Starlette reads it with, so no
+    spelling of it (case, spaces, parameters) is parsed there and missed here.
     """
-    request = page.request
-    urlencoded = request.headers.get("content-type", "").startswith(
-        "application/x-www-form-urlencoded"
-    )
-    if urlencoded and unescaped_text(await request.body()) is None:
-        raise BadRequest("the form's text is not valid UTF-8")
-    form = await request.form()
+    media_type, _ = parse_options_header(request.headers.get("content-type"))
+    if media_type == b"multipart/form-data":
+        raise BadRequest("memfs pages take forms as application/x-www-form-urlencoded only")
+    if media_type == b"application/x-www-form-urlencoded":
+        body = await request.body()
+        # A byte past ASCII is never sent by a browser (it %-escapes them) and
+        # Starlette reads it as latin-1: raw UTF-8 "é" would become "Ã©".
+        if not body.isascii() or unescaped_text(body) is None:
+            raise BadRequest("the form's text is not %-escaped UTF-8")
+    return await request.form()
+
+
+async def form_of(page: Page) -> FormData:
+    """The posted form (:func:`posted_form`), once its CSRF secret matched the session's
+    (else 403, nothing of it acted on)."""
+    form = await posted_form(page.request)
     if not same_secret(page.session.csrf, form.get("csrf")):
         raise PermissionDenied("this form's CSRF token is missing or wrong: reload the page")
     return form
@@ -295,6 +309,7 @@ __all__ = [
     "form_of",
     "install_page_errors",
     "internal_error",
+    "posted_form",
     "render",
     "signed_in_page",
     "text_of",

@@ -24,6 +24,7 @@ from memfs.web.pages.common import (
     SignedInPage,
     done,
     form_of,
+    posted_form,
     render,
     sessions_of,
     store_of,
@@ -92,7 +93,7 @@ def signin_router() -> APIRouter:
                 error=f"Too many failed sign-ins: try again in {verdict.retry_after} seconds.",
                 retry_after=verdict.retry_after,
             )
-        form = await request.form()
+        form = await posted_form(request)
         if not same_secret(request.cookies.get(LOGIN_COOKIE, ""), form.get("login")):
             throttle.passed(counted)  # no token was looked at
             return _login_form(request, status=403, error="The sign-in form expired: try again.")
