@@ -17,7 +17,6 @@ from memfs.core.story import (
     no_room,
     space_usage,
     trace_matches,
-    trace_org,
 )
 
 RULES = SpaceRef(layer="org", space="rules", org="o1")
@@ -79,8 +78,20 @@ def test_a_trace_matches_by_turn_space_and_time_and_belongs_to_one_org() -> None
     assert not trace_matches(t, turn="t2")
     assert not trace_matches(t, space=RULES.model_copy(update={"org": "o2"}))
     assert not trace_matches(t, since=AT + timedelta(seconds=1))
-    assert trace_org(t) == "o1"
-    assert trace_org(t.model_copy(update={"mounts": {}})) is None
+    assert t.org() == "o1"
+    assert t.model_copy(update={"mounts": {}}).org() is None
+
+
+def test_a_persistent_dir_gives_a_trace_no_org_and_takes_none_from_it() -> None:
+    # A dir's ref holds the default org, not the turn's: read as an org it made
+    # every org's dir-only turn the org "default"'s, and a turn of o1 that also
+    # mounted a dir nobody's (two orgs), its author's words sealed for nobody.
+    t = trace("t1", "3").model_copy(update={"author": "u_ann"})
+    notes = t.mounts["rules"].model_copy(update={"ref": SpaceRef(layer="dir", space="notes")})
+    with_notes = t.model_copy(update={"mounts": {**t.mounts, "notes": notes}})
+    only_notes = t.model_copy(update={"mounts": {"notes": notes}})
+    assert with_notes.org() == "o1" and with_notes.holders() == [("o1", "u_ann")]
+    assert only_notes.org() is None and only_notes.holders() == []
 
 
 def test_carried_lays_the_turns_own_waiting_files_over_the_space_as_of_its_cursor() -> None:

@@ -219,6 +219,16 @@ class SpaceRef(Frozen):
             raise InvalidName(f"a {self.layer}-layer space has no user", path=self.space)
         return self
 
+    @property
+    def own_org(self) -> str | None:
+        """The org this space is of; None for a dir, whose ``org`` is only the default.
+
+        A persistent dir is the app's, in no org (``memfs.core.policy.resolve_ref``
+        leaves its ``org`` at ``DEFAULT_ORG``): read as an org, it would put every
+        org's turns that mount it in the org named ``default``.
+        """
+        return None if self.layer == "dir" else self.org
+
     def owned_by(self, org: str, user: str) -> bool:
         """Whether this is ``user``'s own memory in ``org`` (what forgetting them removes)."""
         return self.layer == "user" and self.org == org and self.user == user
@@ -676,6 +686,11 @@ class TraceMount(Frozen):
     cursor: str | None = None  # the store's cursor the turn loaded at
 
 
+def orgs_of(refs: Iterable[SpaceRef]) -> set[str]:
+    """The orgs these spaces are of (:attr:`SpaceRef.own_org`: a dir is of none)."""
+    return {org for ref in refs if (org := ref.own_org) is not None}
+
+
 class Trace(Frozen):
     """What one turn saw and did: the record a managed store keeps of every turn.
 
@@ -710,12 +725,22 @@ class Trace(Frozen):
             if mount.ref.layer == "user" and mount.ref.org == org and mount.ref.user == user
         }
 
+    def org(self) -> str | None:
+        """The org the turn belonged to; None if it mounted no space of an org.
+
+        The orgs of its org and person spaces, which agree (a turn's specs must
+        resolve to one org: ``memfs.core.policy.check_one_org``); its dirs are of
+        no org. A trace keeps no org of its own, so this is the only say.
+        """
+        orgs = orgs_of(mount.ref for mount in self.mounts.values())
+        return next(iter(orgs)) if len(orgs) == 1 else None
+
     def holders(self) -> list[tuple[str, str]]:
         """(org, user) of everyone whose words the prompt is: the people, and the author."""
         held = set(self.people())
-        orgs = {mount.ref.org for mount in self.mounts.values()}
-        if self.author is not None and len(orgs) == 1:
-            held.add((next(iter(orgs)), self.author))
+        org = self.org()
+        if self.author is not None and org is not None:
+            held.add((org, self.author))
         return sorted(held)
 
     def part_of(self, org: str, user: str) -> Trace:
@@ -862,5 +887,6 @@ __all__ = [
     "clamp_time_ns",
     "digest",
     "now",
+    "orgs_of",
     "settle_meta",
 ]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memfs.core.errors import BadRequest, ConfigError, NoIdentity
-from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, Layer, SpaceRef
+from memfs.core.models import DEFAULT_ORG, By, ChangeSet, CommitMode, Layer, SpaceRef, orgs_of
 from memfs.core.specs import ExtraBody, OrgMemory, PersistentDir, Resolver, Spec, UserMemory
 
 
@@ -90,7 +90,7 @@ def inherit_org(spec: Spec, org: Resolver | None) -> Spec:
 
 def check_one_org(refs: Iterable[SpaceRef]) -> None:
     """A turn belongs to one org: its org and person spaces must all resolve to the same."""
-    orgs = sorted({ref.org for ref in refs if ref.layer != "dir"})
+    orgs = sorted(orgs_of(refs))
     if len(orgs) > 1:
         raise ConfigError(
             f"the specs of one turn resolve to different orgs ({', '.join(orgs)}); a turn "

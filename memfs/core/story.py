@@ -100,12 +100,6 @@ def trace_matches(
     return space is None or any(m.ref == space for m in trace.mounts.values())
 
 
-def trace_org(trace: Trace) -> str | None:
-    """The org a trace's turn belonged to (a turn belongs to one); None if it mounts nothing."""
-    orgs = {mount.ref.org for mount in trace.mounts.values()}
-    return next(iter(orgs)) if len(orgs) == 1 else None
-
-
 def mount_files(trace: Trace, name: str) -> dict[str, TraceFile]:
     """The file entries of one mount of ``trace``, by path in the space."""
     prefix = f"{name}/"
@@ -519,6 +513,5 @@ __all__ = [
     "opened_paths",
     "space_usage",
     "trace_matches",
-    "trace_org",
     "was_carried",
 ]

@@ -344,7 +344,7 @@ class Acting:
 
     def _org_traces(self, traces: list[Trace], missing: NotFound) -> list[Trace]:
         """The traces of this org's turns; ``missing`` if none (another org's read the same)."""
-        mine = [t for t in traces if story.trace_org(t) == self.org]
+        mine = [t for t in traces if t.org() == self.org]
         if not mine:
             raise missing
         return mine
