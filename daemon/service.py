@@ -107,6 +107,9 @@ class DaemonService:
     requests: Counter[str] = field(default_factory=Counter)
     # (session, turn, mount) of person spaces already dropped as forgotten.
     forgets_applied: set[tuple[str, str, str]] = field(default_factory=set)
+    # Of those, the ones whose turn's records could not be rewritten without what
+    # was forgotten (EIO, a full disk): the paths (None: the space) to try again.
+    unscrubbed: dict[tuple[str, str, str], set[str | None]] = field(default_factory=dict)
     # The store's health as the daemon's listening connection finds it (memfsd.listen);
     # None: a store the daemon does not follow.
     store_health: StoreHealth | None = None
@@ -338,17 +341,39 @@ class DaemonService:
         # A space stored before the forget stays reported so, naming nothing.
         with _written_down_later(turn):
             await self.memory.forget_in_turn(turn, name)
-        for path in paths:
-            await self.workspace.drop_forgotten(turn.session, name, path)
-        self.forgets_applied.add((turn.session, turn.id, name))
+        key = (turn.session, turn.id, name)
+        try:
+            for path in paths:
+                await self.workspace.drop_forgotten(turn.session, name, path)
+        except OSError as exc:
+            # Out of the mount already (or of the tree, where a data file would not
+            # go); its copies in the turn's records wait for the next look.
+            self.unscrubbed.setdefault(key, set()).update(paths)
+            _not_scrubbed(turn.session, exc)
+        self.forgets_applied.add(key)
         return True
 
     async def _write_down_forgets(self) -> None:
-        """Write down each forget a held turn took in but could not write down then."""
-        for turn in self.memory.held_turns():
+        """Finish each forget a held turn took in but could not write down or scrub then."""
+        held = {(turn.session, turn.id): turn for turn in self.memory.held_turns()}
+        for turn in held.values():
             if turn.unwritten:
                 with _written_down_later(turn):
                     await self.memory.write_down(turn)
+        for key, paths in list(self.unscrubbed.items()):
+            session, turn_id, name = key
+            turn = held.get((session, turn_id))
+            if turn is None or turn.ending or turn.ended or self.memory.is_left_behind(turn):
+                del self.unscrubbed[key]  # its records went with it, or were dropped whole
+                continue
+            try:
+                for path in paths:
+                    await self.workspace.drop_forgotten(session, name, path)
+                await self.workspace.scrub_forgotten(session, name)
+            except OSError as exc:
+                _not_scrubbed(session, exc)
+            else:
+                del self.unscrubbed[key]
 
     async def _drop_held_space(self, key: Key, name: str) -> None:
         """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
@@ -495,7 +520,8 @@ class DaemonService:
             people |= turn.plan.people()
         for org, user in sorted(people):
             # The notice reached every other turn and change set open then.
-            await self.memory.forget_person(org, user, [turn])
+            with _written_down_later(turn):  # the turn is open: its start is not undone
+                await self.memory.forget_person(org, user, [turn])
         if not knows:
             # Nor can it say whether the start loaded before or after a forget:
             # each notice reaches the turn as it reached the turns open then.
@@ -520,7 +546,8 @@ class DaemonService:
                 for org, user in sorted(turn.plan.people()):
                     judge = self.words.judge(store, org, user)  # no mark yet: its cursors
                     if await judge((turn.session, turn.id), turn.mounts.values()):
-                        await self.memory.forget_person(org, user, [turn])
+                        with _written_down_later(turn):
+                            await self.memory.forget_person(org, user, [turn])
 
     async def end_turn(self, session: str) -> TurnEnded:
         try:
@@ -718,6 +745,15 @@ class DaemonService:
                 if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
                     await self._drop_held_space(whose, name)
         return ForgetApplied(dropped=dropped)
+
+
+def _not_scrubbed(session: str, exc: OSError) -> None:
+    log.error(
+        "could not take what was forgotten out of the turn of session %s (%s); it is out of "
+        "the mount, and its records are rewritten at the next look for forgets",
+        session,
+        exc.strerror or exc,
+    )
 
 
 @contextmanager

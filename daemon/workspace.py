@@ -901,13 +901,17 @@ class OverlayWorkspace:
             dropped = self.overlay.drop_path(session, name, path)
         await self.forget_names()
         if dropped:
-            # The journal's rewrite reads the turn's tree and swaps its
-            # descriptor: on the trio thread, where the agent's requests
-            # append to it (in a worker thread, a record appended meanwhile
-            # went to the old journal and was lost).
-            self.overlay.scrub_forgotten(session)
-            await trio.to_thread.run_sync(self._scrub_record, session, [name])
+            await self.scrub_forgotten(session, name)
         return dropped
+
+    async def scrub_forgotten(self, session: str, name: str) -> None:
+        """Rewrite the open turn's journal and ``turn.json`` without what space ``name`` forgot."""
+        # The journal's rewrite reads the turn's tree and swaps its
+        # descriptor: on the trio thread, where the agent's requests
+        # append to it (in a worker thread, a record appended meanwhile
+        # went to the old journal and was lost).
+        self.overlay.scrub_forgotten(session)
+        await trio.to_thread.run_sync(self._scrub_record, session, [name])
 
     async def drop_damaged_records(self) -> int:
         """Remove every ``turn.json`` set aside as damaged; how many.

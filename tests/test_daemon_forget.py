@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -771,6 +772,39 @@ async def test_a_file_forget_heard_while_a_turn_of_theirs_starts_drops_that_file
     assert not any(SECRET in p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
 
 
+@pytest.mark.error_log(r"could not write down a forget in the turn of session s1")
+async def test_a_forget_heard_while_a_turn_starts_that_cannot_be_written_down_leaves_the_turn_started(  # noqa: E501
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The turn is open when the start applies the forget it heard: a failed
+    # write (EIO) there must not answer the start with an error over an open
+    # turn (the app would retry into "already has an open turn"); the turn
+    # holds the forget and the next look writes it down.
+    store = MemoryStore()
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    real = ws.record
+    failures = [OSError(errno.EIO, "Input/output error")]
+
+    async def failing_once(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("state") is not None and failures:
+            raise failures.pop()
+        await real(*args, **kwargs)
+
+    async def forget_her() -> None:
+        monkeypatch.setattr(ws, "record", failing_once)
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
+    await start_with_forgets_between(service, ws, forget_her)
+
+    [turn] = memory.open_turns()
+    assert turn.prompt is None
+    await service.poll_forgets()  # where nothing since wrote the turn down, this does
+    assert not turn.unwritten
+    assert b"okapi" not in (tmp_path / "state" / "sessions" / "s1" / "turn.json").read_bytes()
+
+
 async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged(
     tmp_path: Path,
 ) -> None:
@@ -784,6 +818,42 @@ async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged
     await service.forgotten(ForgetNotice(org="default", user="u_dana"))
 
     assert not torn.exists()
+
+
+@pytest.mark.error_log(r"could not take what was forgotten out of the turn of session s1")
+async def test_a_forget_whose_scrub_fails_for_one_turn_is_applied_and_scrubbed_at_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file leaves the mount at once; its record's rewrite (turn.json, the
+    # journal) fails with EIO. The notice must not fail (the forget reached
+    # every other turn), and the next look must finish the scrub: the name
+    # stays in turn.json otherwise, with the space settled and never looked at again.
+    async with danas_turn(tmp_path) as (daemon, store, root):
+        ws = daemon.service.workspace
+        assert isinstance(ws, OverlayWorkspace)
+        real = ws._scrub_record
+        failures = [OSError(errno.EIO, "Input/output error")]
+
+        def failing_once(*args: Any, **kwargs: Any) -> None:
+            if failures:
+                raise failures.pop()
+            real(*args, **kwargs)
+
+        monkeypatch.setattr(ws, "_scrub_record", failing_once)
+        await store.forget_file(ME, "g.md", by=None)
+        notice = ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
+
+        applied = await daemon.service.forgotten(notice)
+
+        assert applied.dropped == {"s1": ["me"]}
+        assert b"No such file" in (await sh("cat me/g.md", root, check=False)).stderr
+        record = daemon.settings.state_dir / "sessions" / "s1" / "turn.json"
+        assert b"g.md" in record.read_bytes()  # the scrub that failed
+
+        await daemon.service.poll_forgets()
+
+        assert b"g.md" not in record.read_bytes()
+        assert (await sh("cat me/keep.md", root)).stdout == b"keep\n"
 
 
 async def test_forgetting_a_file_the_turn_moved_drops_it_under_its_new_name(
