@@ -362,8 +362,8 @@ class DaemonService:
                     await self.memory.write_down(turn)
         for key, paths in list(self.unscrubbed.items()):
             session, turn_id, name = key
-            turn = held.get((session, turn_id))
-            if turn is None or turn.ending or turn.ended or self.memory.is_left_behind(turn):
+            still = held.get((session, turn_id))
+            if still is None or still.ending or still.ended or self.memory.is_left_behind(still):
                 del self.unscrubbed[key]  # its records went with it, or were dropped whole
                 continue
             try:
