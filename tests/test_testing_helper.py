@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import memfs
+from memfs.core.errors import Conflict
 from memfs.testing import test_memory
 
 DANA = {"userId": "u_dana", "name": "Dana", "bankId": "bank_17", "role": "underwriter"}
@@ -45,6 +48,33 @@ def test_put_updates_and_deletes_as_a_persons_edit() -> None:
     last = mem.changes()[-1]
     assert last["updated"] == {"a.md": b"one"}
     assert last["deleted"] == ["b.md"]
+
+
+async def test_an_apps_test_approves_only_the_change_and_live_files_it_was_shown(
+    tmp_path: Path,
+) -> None:
+    mem = test_memory()
+    mem.put("lending-rules", {"income.md": "Two years.\n"}, org="bank_17", by="ada")
+    mem.set_review("lending-rules", "person", org="bank_17")
+    app = memfs.Memory(
+        mem.store, [memfs.org_memory(space="lending-rules", org="bankId")], workdir=tmp_path
+    )
+    turn = await app.start_turn("s1", DANA, prompt="Three years now")
+    (turn.root / "lending-rules" / "income.md").write_text("Three years.\n")
+    await turn.end()
+    [shown] = mem.waiting(org="bank_17")
+    mem.put("lending-rules", {"income.md": "Two years, audited.\n"}, org="bank_17", by="ada")
+
+    with pytest.raises(Conflict):  # the live file moved after it was shown
+        mem.approve(shown["id"], force=True, live_version=shown["live_version"])
+    with pytest.raises(Conflict):  # a version the change never had
+        mem.approve(shown["id"], version="0" * 16, force=True)
+    assert mem.files("lending-rules", org="bank_17") == {"income.md": b"Two years, audited.\n"}
+    [again] = mem.waiting(org="bank_17")
+    mem.approve(
+        again["id"], force=True, version=again["version"], live_version=again["live_version"]
+    )
+    assert mem.files("lending-rules", org="bank_17") == {"income.md": b"Three years.\n"}
 
 
 def test_helpers_are_not_collected_as_tests() -> None:

@@ -92,6 +92,9 @@ class TestMemory:
                 "state": change.state,
                 "files": {path: file.content for path, file in change.files.items()},
                 "stale": list(change.stale_paths),
+                # What the reviewer saw, for approve/reject to name back.
+                "version": change.version,
+                "live_version": change.live_version,
                 "prompt": change.provenance.prompt,
                 "by": None if change.provenance.by is None else change.provenance.by.model_dump(),
             }
@@ -105,15 +108,35 @@ class TestMemory:
         paths: list[str] | None = None,
         by: Mapping[str, Any] | str = "reviewer",
         force: bool = False,
+        version: str | None = None,
+        live_version: str | None = None,
     ) -> None:
-        """A person approves a change (or some of its files); a stale file needs ``force``."""
-        self.store.decide_nowait(id, "approve", by=By.coerce(by), paths=paths, force=force)
+        """A person approves a change (or some of its files); a stale file needs ``force``.
+
+        ``version`` and ``live_version``, as :meth:`waiting` listed them: the
+        change and the live files the person saw; either moved since is a
+        ``Conflict`` (:func:`memfs.core.review.decide`).
+        """
+        self.store.decide_nowait(
+            id,
+            "approve",
+            by=By.coerce(by),
+            paths=paths,
+            force=force,
+            version=version,
+            live_version=live_version,
+        )
 
     def reject(
-        self, id: str, *, paths: list[str] | None = None, by: Mapping[str, Any] | str = "reviewer"
+        self,
+        id: str,
+        *,
+        paths: list[str] | None = None,
+        by: Mapping[str, Any] | str = "reviewer",
+        version: str | None = None,
     ) -> None:
-        """A person rejects a change (or some of its files)."""
-        self.store.decide_nowait(id, "reject", by=By.coerce(by), paths=paths)
+        """A person rejects a change (or some of its files), as listed at ``version`` if named."""
+        self.store.decide_nowait(id, "reject", by=By.coerce(by), paths=paths, version=version)
 
     def set_review(
         self, space: str, mode: ReviewMode, *, org: str = DEFAULT_ORG, by: str = "admin"
