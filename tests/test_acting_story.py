@@ -11,6 +11,7 @@ import pytest
 import memfs
 from memfs.core.errors import BadRequest, InvalidName, NotFound, PermissionDenied
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.core.story import MAX_USAGE_DAYS
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
@@ -239,6 +240,24 @@ async def test_usage_counts_opens_of_the_last_thirty_days_and_marks_never_opened
     ]
     with pytest.raises(NotFound):
         await who(store, "viewer", org="bank_00").usage("rules")
+
+
+async def test_usage_over_max_usage_days_is_counted_and_one_day_more_is_bad_request(
+    store: ReviewingStore,
+) -> None:
+    # An app calling Acting.usage directly (not through the web API's 400) got
+    # an OverflowError for a wide window, and a window of 0 or fewer days.
+    await story_world(store)
+    viewer = who(store, "viewer")
+    widest = await viewer.usage("rules", days=MAX_USAGE_DAYS)
+    assert widest.days == MAX_USAGE_DAYS
+    assert [(f.path, f.opens) for f in widest.files] == [("a.md", 2), ("c.md", 1)]
+    assert (await viewer.usage("rules", days=1)).days == 1
+    before = await store.audit()
+    for days in (MAX_USAGE_DAYS + 1, 10**9, 0, -1):
+        with pytest.raises(BadRequest, match=f"at most {MAX_USAGE_DAYS}"):
+            await viewer.usage("rules", days=days)
+    assert await store.audit() == before
 
 
 async def test_the_inbox_holds_waiting_changes_and_spaces_with_no_room_in_the_note(

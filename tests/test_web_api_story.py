@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
+from memfs.core.story import MAX_USAGE_DAYS
 from memfs.stores.base import ReviewingStore
 from memfs.web.app import web_app
 from tests.story_world import ORG, Story, story_world
@@ -92,6 +93,15 @@ async def test_another_org_sees_only_its_own_usage_and_inbox(world: World) -> No
     assert [f["path"] for f in usage["files"]] == ["x.md"]
     inbox = (await world.get("/api/v1/inbox", "other")).json()
     assert inbox == {"changes": [], "no_room": []}
+
+
+async def test_usage_over_max_usage_days_is_200_and_one_day_more_is_400(world: World) -> None:
+    url = "/api/v1/spaces/rules/usage"
+    widest = await world.get(f"{url}?days={MAX_USAGE_DAYS}", "viewer")
+    assert widest.status_code == 200, widest.text
+    assert widest.json()["days"] == MAX_USAGE_DAYS
+    assert (await world.get(f"{url}?days=1", "viewer")).json()["days"] == 1
+    assert_problem(await world.get(f"{url}?days={MAX_USAGE_DAYS + 1}", "viewer"), 400, "BadRequest")
 
 
 async def test_the_session_story_hides_a_persons_memory_from_non_admins(world: World) -> None:

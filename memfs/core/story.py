@@ -49,6 +49,7 @@ from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
 
 USAGE_DAYS = 30  # org memory's usage counts the opens of this many last days
+MAX_USAGE_DAYS = 366  # the widest window usage counts opens over: a year, a leap one too
 
 _NOT_ISSUED = "this store did not issue that cursor"
 
@@ -487,6 +488,7 @@ def no_room(space: str, sizes: Mapping[str, int], budget: int) -> NoRoom | None:
 
 
 __all__ = [
+    "MAX_USAGE_DAYS",
     "USAGE_DAYS",
     "Carried",
     "CarriedFile",

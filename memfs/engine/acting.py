@@ -482,8 +482,16 @@ class Acting:
         return life
 
     async def usage(self, space: str, *, days: int = story.USAGE_DAYS) -> story.SpaceUsage:
-        """Per live file of an org space: the turns that opened it in the last ``days`` days."""
+        """Per live file of an org space: the turns that opened it in the last ``days`` days.
+
+        ``days`` is 1 to :data:`memfs.core.story.MAX_USAGE_DAYS`; past that, ``BadRequest``.
+        """
         check_space_name(space)
+        if not 1 <= days <= story.MAX_USAGE_DAYS:
+            raise BadRequest(
+                f"usage counts over 1 to at most {story.MAX_USAGE_DAYS} days, not {days}",
+                path=space,
+            )
         require(self.role, "read")
         if space not in await self.spaces():
             raise NotFound("no such space", path=space)

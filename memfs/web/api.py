@@ -53,6 +53,7 @@ from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
 from memfs.core.signin import SigninThrottle, client_key, throttle_key
 from memfs.core.story import (
+    MAX_USAGE_DAYS,
     USAGE_DAYS,
     Carried,
     FileLife,
@@ -64,7 +65,6 @@ from memfs.engine.acting import Acting, act_as
 from memfs.stores.base import ManagedStore
 
 PREFIX = "/api/v1"
-MAX_USAGE_DAYS = 366  # the widest window /spaces/{space}/usage counts opens over
 # The longest revision id a restore names, and the longest change version a
 # decision names: longer than any a store makes, so past them is a 400.
 MAX_REVISION_CHARS = 200
