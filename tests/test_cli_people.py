@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from memfs.cli import main
 from memfs.cli_people import DEFAULT_ORG as CLI_DEFAULT_ORG
 from memfs.core.errors import ConfigError, InvalidName, NotFound, PermissionDenied
-from memfs.core.members import Member, token_hash
+from memfs.core.members import MAX_LABEL_BYTES, Member, token_hash
 from memfs.core.models import DEFAULT_ORG, ChangeSet, Provenance, SpaceRef
 from memfs.stores.folder import FolderStore
 from memfs.stores.sqlite import SqliteStore
@@ -91,6 +91,58 @@ def test_people_add_list_change_and_remove(store: str) -> None:
     assert [m["id"] for m in ok("people", "list", "--org", "bank_17", "--store", store)] == ["ada"]
     # Another org's "ada" is another person, untouched by all of it.
     assert ok("people", "list", "--org", "acme", "--store", store)[0]["role"] == "viewer"
+
+
+def test_a_name_of_max_label_bytes_is_kept_and_one_byte_more_exits_2_and_adds_nobody(
+    store: str,
+) -> None:
+    at = "é" * (MAX_LABEL_BYTES // 2)  # two bytes each in UTF-8
+    assert len(at.encode()) == MAX_LABEL_BYTES
+    added = ok(
+        "people",
+        "add",
+        "ada",
+        "--org",
+        "bank_17",
+        "--role",
+        "member",
+        "--name",
+        at,
+        "--store",
+        store,
+    )
+    assert added["label"] == at
+    past = cli(
+        "people",
+        "add",
+        "ben",
+        "--org",
+        "bank_17",
+        "--role",
+        "member",
+        "--name",
+        at + "x",
+        "--store",
+        store,
+    )
+    assert past.exit_code == 2, past.output
+    assert f"at most {MAX_LABEL_BYTES} are allowed" in past.stderr
+    renamed = cli(
+        "people",
+        "add",
+        "ada",
+        "--org",
+        "bank_17",
+        "--role",
+        "admin",
+        "--name",
+        at + "x",
+        "--store",
+        store,
+    )
+    assert renamed.exit_code == 2, renamed.output
+    listed = ok("people", "list", "--org", "bank_17", "--store", store)
+    assert [(m["id"], m["role"], m["label"]) for m in listed] == [("ada", "member", at)]
 
 
 def test_token_create_prints_the_token_once_as_json_and_the_store_keeps_its_hash(

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
+from memfs.core.names import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
 from memfs.core.signin import MAX_CLIENT_KEY, SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
@@ -366,6 +367,29 @@ async def test_a_body_past_web_max_body_bytes_is_413_and_a_body_at_it_passes(wor
     )
     assert_problem(past, 413, "TooLarge")
     assert "big2.md" not in await world.store.files(RULES)
+
+
+async def test_a_path_of_max_path_bytes_is_kept_and_one_byte_more_is_400_name_too_long(
+    world: World,
+) -> None:
+    # Segments of at most MAX_SEGMENT_BYTES, MAX_PATH_BYTES in all.
+    at = "/".join(["p" * MAX_SEGMENT_BYTES] * 3 + ["q" * 254, "r"])
+    assert len(at.encode()) == MAX_PATH_BYTES
+    past_path = at[:-1] + "rs"
+    long_name = "n" * MAX_SEGMENT_BYTES
+    for path in (at, long_name):
+        kept = await world.call(
+            "PUT", f"/api/v1/spaces/rules/files/{path}", "member", {"content": "x"}
+        )
+        assert kept.status_code == 200, kept.text
+    for path in (past_path, long_name + "n"):
+        past = await world.call(
+            "PUT", f"/api/v1/spaces/rules/files/{path}", "member", {"content": "x"}
+        )
+        assert_problem(past, 400, "NameTooLong")
+    files = await world.store.files(RULES)
+    assert files[at] == files[long_name] == b"x"
+    assert past_path not in files and long_name + "n" not in files
 
 
 async def test_a_file_past_max_file_bytes_is_refused_by_the_limits(tmp_path: Path) -> None:
