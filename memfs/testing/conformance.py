@@ -56,6 +56,7 @@ from memfs.stores.base import (
     Store,
     StoreRequest,
 )
+from memfs.stores.managed import MAX_ROW_ID
 
 MakeStore = Callable[[], Store | Awaitable[Store]]
 Check = Callable[[Store], Awaitable[None]]
@@ -449,6 +450,8 @@ async def check_restore_of_an_unknown_revision_is_not_found(store: Store) -> Non
         ("a.md", "no-such-revision"),
         ("a.md", "999999999"),
         ("a.md", "0" + a.revisions["a.md"]),  # not the id as the store spelled it
+        ("a.md", str(MAX_ROW_ID)),  # the largest id a store's rows hold: looked up, not there
+        ("a.md", str(MAX_ROW_ID + 1)),  # one more: no store issued it, nor can bind it
         ("a.md", str(2**70)),
         ("never.md", a.revisions["a.md"]),
     ]:
@@ -1090,12 +1093,14 @@ async def check_reject_applies_nothing_and_a_rejected_change_cannot_be_approved(
     else:
         raise AssertionError("approving a rejected change must be an illegal transition")
     assert await store.files(ORG) == {}
-    try:
-        await store.get_change("no-such-change")
-    except NotFound:
-        pass
-    else:
-        raise AssertionError("an unknown change must be NotFound")
+    for unknown in ("no-such-change", str(MAX_ROW_ID), str(MAX_ROW_ID + 1)):
+        for asked in (store.get_change(unknown), store.decide(unknown, "approve", by=REVIEWER)):
+            try:
+                await asked
+            except NotFound:
+                pass
+            else:
+                raise AssertionError(f"an unknown change {unknown!r} must be NotFound")
 
 
 async def check_edit_then_approve_stores_the_reviewers_content(store: Store) -> None:
