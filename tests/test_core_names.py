@@ -10,6 +10,7 @@ from memfs.core.errors import InvalidName, NameTooLong
 from memfs.core.names import (
     MAX_PATH_BYTES,
     MAX_SEGMENT_BYTES,
+    MAX_SPACE_NAME_CHARS,
     check_identity,
     check_mount_path,
     check_new_name,
@@ -20,13 +21,28 @@ from memfs.core.names import (
 )
 
 
-@pytest.mark.parametrize("name", ["a", "lending-rules", "me", "0", "a.b_c-d", "a" * 64])
+@pytest.mark.parametrize(
+    "name", ["a", "lending-rules", "me", "0", "a.b_c-d", "a" * MAX_SPACE_NAME_CHARS]
+)
 def test_valid_space_names_are_accepted(name: str) -> None:
     assert check_space_name(name) == name
 
 
 @pytest.mark.parametrize(
-    "name", ["", "A", "Lending", "-a", ".a", "_a", "a/b", "a b", "é", "a" * 65, "a\0"]
+    "name",
+    [
+        "",
+        "A",
+        "Lending",
+        "-a",
+        ".a",
+        "_a",
+        "a/b",
+        "a b",
+        "é",
+        "a" * (MAX_SPACE_NAME_CHARS + 1),
+        "a\0",
+    ],
 )
 def test_invalid_space_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidName):

@@ -20,6 +20,7 @@ from memfs.core.errors import (
 )
 from memfs.core.models import By, ChangeSet, FileMeta, Limits, Loaded, Provenance, SpaceRef
 from memfs.core.review import (
+    MAX_LIVE_VERSION_DIGITS,
     TRANSITIONS,
     Effect,
     FileChange,
@@ -628,7 +629,12 @@ def test_a_forced_move_over_a_live_file_changed_since_it_was_shown_is_a_conflict
     assert files["rules.md"] == b"v2"
     # Rejecting applies nothing: no live file to go over.
     decide(later, "reject", by=ADA, live_version=shown.live_version)
-    for bad in ("", "-1", "+1", "1_0", "\u0661", "9" * 21, "latest"):
+    # As many digits as the limit allows: read, and nothing moved since that point.
+    _, effect, _ = decide(
+        later, "approve", by=ADA, force=True, live_version="9" * MAX_LIVE_VERSION_DIGITS
+    )
+    assert effect is Effect.APPLY
+    for bad in ("", "-1", "+1", "1_0", "\u0661", "9" * (MAX_LIVE_VERSION_DIGITS + 1), "latest"):
         with pytest.raises(BadRequest):
             decide(later, "reject", by=ADA, paths=["new.md"], live_version=bad)
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memfs.core.members import Member
-from memfs.core.names import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
+from memfs.core.names import MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MAX_SPACE_NAME_CHARS
 from memfs.core.signin import MAX_CLIENT_KEY, SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
@@ -390,6 +390,18 @@ async def test_a_path_of_max_path_bytes_is_kept_and_one_byte_more_is_400_name_to
     files = await world.store.files(RULES)
     assert files[at] == files[long_name] == b"x"
     assert past_path not in files and long_name + "n" not in files
+
+
+async def test_a_space_name_of_max_space_name_chars_is_looked_up_and_one_more_is_400(
+    world: World,
+) -> None:
+    at, past = "s" * MAX_SPACE_NAME_CHARS, "s" * (MAX_SPACE_NAME_CHARS + 1)
+    assert_problem(await world.call("GET", f"/api/v1/spaces/{at}/files", "member"), 404, "NotFound")
+    assert_problem(
+        await world.call("GET", f"/api/v1/spaces/{past}/files", "member"), 400, "InvalidName"
+    )
+    put = await world.call("PUT", f"/api/v1/spaces/{past}/files/a.md", "member", {"content": "x"})
+    assert_problem(put, 400, "InvalidName")
 
 
 async def test_a_file_past_max_file_bytes_is_refused_by_the_limits(tmp_path: Path) -> None:

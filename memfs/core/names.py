@@ -26,7 +26,8 @@ from typing import Any
 
 from memfs.core.errors import InvalidName, NameTooLong
 
-SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+MAX_SPACE_NAME_CHARS = 64  # a space name is a folder name and a URL segment: short and plain
+SPACE_NAME = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{MAX_SPACE_NAME_CHARS - 1}}}")
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 MAX_SEGMENT_BYTES = 255
 MAX_PATH_BYTES = 1024
@@ -36,7 +37,7 @@ def check_space_name(name: str) -> str:
     """Return ``name`` if it is a valid space name, else raise ``InvalidName``."""
     if not isinstance(name, str) or SPACE_NAME.fullmatch(name) is None:
         raise InvalidName(
-            "space names are 1-64 characters of a-z, 0-9, '.', '_' and '-', "
+            f"space names are 1-{MAX_SPACE_NAME_CHARS} characters of a-z, 0-9, '.', '_' and '-', "
             "starting with a letter or digit",
             path=str(name),
         )
@@ -173,6 +174,7 @@ __all__ = [
     "CONTROL_CHARACTER",
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
+    "MAX_SPACE_NAME_CHARS",
     "SPACE_NAME",
     "check_identity",
     "check_mount_path",

@@ -79,6 +79,9 @@ from memfs.core.models import (
 )
 
 REVIEW_MODES: tuple[ReviewMode, ...] = ("person", "after", "none")
+# The most digits a decision's ``live_version`` may have: every point of a
+# store's sequence (a 64-bit count) fits; past it, ``BadRequest``.
+MAX_LIVE_VERSION_DIGITS = 20
 ChangeState = Literal["waiting", "live", "approved", "rejected"]
 Action = Literal["update", "approve", "edit", "reject"]
 
@@ -702,7 +705,10 @@ def decide(
 def _sequence_point(live_version: str) -> int:
     """``live_version`` as the point of the store's sequence it names; ``BadRequest`` if none."""
     # ASCII digits only, and few: int() takes "+1", " 1", "1_0" and other scripts' digits.
-    if not (0 < len(live_version) <= 20 and live_version.isascii() and live_version.isdigit()):
+    digits = len(live_version)
+    if not (
+        0 < digits <= MAX_LIVE_VERSION_DIGITS and live_version.isascii() and live_version.isdigit()
+    ):
         raise BadRequest("a live version is the number a listed change gave")
     return int(live_version)
 
@@ -790,6 +796,7 @@ def with_words(change: WaitingChange, words: Words) -> WaitingChange:
 
 
 __all__ = [
+    "MAX_LIVE_VERSION_DIGITS",
     "NOTE_LINE",
     "OPEN_STATES",
     "REVIEW_MODES",
