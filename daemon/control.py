@@ -34,13 +34,29 @@ _hypercorn_log.setLevel(logging.WARNING)
 
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
 MAX_SOCKET_PATH = 107
+# The socket is bound in a private folder beside it first (see _prepare):
+# "<folder>/.ctlXXXXXXXX/socket", mkdtemp's eight random characters.
+_PRIVATE_PREFIX = ".ctl"
+_BOUND_NAME = "socket"
+_BIND_EXTRA = len(f"/{_PRIVATE_PREFIX}xxxxxxxx/{_BOUND_NAME}")
+# So the socket's folder may be at most this long.
+MAX_SOCKET_FOLDER = MAX_SOCKET_PATH - _BIND_EXTRA
 
 
 def _check_path_length(path: Path) -> None:
+    """Refuse a socket path Unix sockets cannot bind, before anything is made for it."""
     size = len(os.fsencode(path))
     if size > MAX_SOCKET_PATH:
         raise ConfigError(
             f"control socket path is {size} bytes; Unix sockets allow {MAX_SOCKET_PATH} "
+            "(choose a shorter state_dir)",
+            path=str(path),
+        )
+    folder = len(os.fsencode(path.parent))
+    if folder > MAX_SOCKET_FOLDER:
+        raise ConfigError(
+            f"the control socket's folder is {folder} bytes; the daemon binds the socket in "
+            f"a folder beside it, so Unix sockets allow it {MAX_SOCKET_FOLDER} "
             "(choose a shorter state_dir)",
             path=str(path),
         )
@@ -108,7 +124,7 @@ async def serve_control(
     identity: tuple[int, int] | None = None
     try:
         async with trio.open_nursery() as nursery:
-            bind = f"unix:{private / 'socket'}"
+            bind = f"unix:{private / _BOUND_NAME}"
             await nursery.start(
                 partial(serve, app, _config(bind), shutdown_trigger=shutdown_trigger)
             )
@@ -132,18 +148,20 @@ def _prepare(socket_path: Path) -> tuple[Path, Path]:
     _check_path_length(socket_path)
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     _clear_stale_socket(socket_path)
-    private = Path(tempfile.mkdtemp(prefix=".ctl", dir=socket_path.parent))
-    try:
-        _check_path_length(private / "socket")
-    except ConfigError:
+    private = Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX, dir=socket_path.parent))
+    if len(os.fsencode(private / _BOUND_NAME)) > MAX_SOCKET_PATH:  # mkdtemp made a longer name
         private.rmdir()
-        raise
+        raise ConfigError(
+            f"the control socket's folder leaves no room to bind it (Unix sockets allow "
+            f"{MAX_SOCKET_PATH} bytes; choose a shorter state_dir)",
+            path=str(socket_path),
+        )
     return socket_path, private
 
 
 def _publish(private: Path, socket_path: Path) -> tuple[int, int]:
     """Narrow the bound socket to 0600 and move it into place; returns its identity."""
-    bound = private / "socket"
+    bound = private / _BOUND_NAME
     os.chmod(bound, 0o600)
     os.rename(bound, socket_path)
     private.rmdir()
@@ -152,7 +170,7 @@ def _publish(private: Path, socket_path: Path) -> tuple[int, int]:
 
 
 def _remove_private(private: Path) -> None:
-    (private / "socket").unlink(missing_ok=True)
+    (private / _BOUND_NAME).unlink(missing_ok=True)
     if private.exists():
         private.rmdir()
 
@@ -169,4 +187,4 @@ def _remove_if_ours(path: Path, identity: tuple[int, int] | None) -> None:
         path.unlink(missing_ok=True)
 
 
-__all__ = ["MAX_SOCKET_PATH", "serve_control", "socket_in_use"]
+__all__ = ["MAX_SOCKET_FOLDER", "MAX_SOCKET_PATH", "serve_control", "socket_in_use"]

@@ -16,7 +16,7 @@ import trio
 
 from memfs.api.control import control_app
 from memfs.core.errors import ConfigError, Conflict
-from memfsd.control import serve_control, socket_in_use
+from memfsd.control import MAX_SOCKET_FOLDER, MAX_SOCKET_PATH, serve_control, socket_in_use
 from tests.control_fake import FakeTarget
 
 
@@ -106,6 +106,39 @@ async def test_too_long_socket_path_is_a_config_error(sock_dir: Path) -> None:
     path = sock_dir / ("d" * 120) / "memfs.sock"
     with pytest.raises(ConfigError, match="Unix sockets allow 107"):
         await serve_control(control_app(FakeTarget()), path)
+
+
+def at_length(base: Path, size: int) -> Path:
+    """A folder under ``base`` whose path is ``size`` bytes (not made)."""
+    return base / ("d" * (size - len(os.fsencode(base)) - 1))
+
+
+async def test_a_socket_path_of_max_socket_path_bytes_is_served_and_one_byte_more_is_refused(
+    sock_dir: Path,
+) -> None:
+    # sun_path holds MAX_SOCKET_PATH bytes and a NUL. The daemon binds in a
+    # private folder beside the socket first (see serve_control), so the
+    # socket's folder may be at most MAX_SOCKET_FOLDER bytes. A path at both
+    # limits was refused, naming a path nobody had configured.
+    folder = at_length(sock_dir, MAX_SOCKET_FOLDER)
+    at = folder / ("s" * (MAX_SOCKET_PATH - MAX_SOCKET_FOLDER - 1))
+    assert len(os.fsencode(at)) == MAX_SOCKET_PATH
+    folder.mkdir()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_control, control_app(FakeTarget()), at)
+        response = await trio.to_thread.run_sync(get_status, at)
+        assert response.status_code == 200
+        nursery.cancel_scope.cancel()
+    assert os.listdir(folder) == []
+    past = folder / (at.name + "x")
+    with pytest.raises(ConfigError, match=f"is {MAX_SOCKET_PATH + 1} bytes"):
+        await serve_control(control_app(FakeTarget()), past)
+    # A folder one byte longer: refused up front, in its own words, and nothing made.
+    deeper = at_length(sock_dir, MAX_SOCKET_FOLDER + 1)
+    with pytest.raises(ConfigError, match=f"folder is {MAX_SOCKET_FOLDER + 1} bytes") as refused:
+        await serve_control(control_app(FakeTarget()), deeper / "memfs.sock")
+    assert ".ctl" not in str(refused.value)
+    assert not deeper.exists() and os.listdir(folder) == []
 
 
 async def test_a_newer_daemons_socket_is_not_removed_on_exit(sock_dir: Path) -> None:
