@@ -37,7 +37,7 @@ PARENT_MODE = 0o555  # a nested mount's folders on the way: nothing to write the
 # The mount root: anyone may pass through to a session they know the name of
 # (and may enter), nobody but root may list which sessions there are.
 ROOT_MODE = 0o711
-READS_HELD = 256  # read records held back from the journal at most (see TurnTree.log)
+READS_HELD = 256  # read records held back from the journal go in once this many wait (TurnTree.log)
 
 
 @dataclass(eq=False, slots=True)

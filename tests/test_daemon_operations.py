@@ -16,7 +16,7 @@ from memfs.core.models import FileMeta, Limits
 from memfsd.blobs import BlobCache
 from memfsd.fs import MemfsOperations, fuse_errors
 from memfsd.main import FUSE_TASKS
-from memfsd.nodes import ROOT_INODE, SnapshotFile
+from memfsd.nodes import READS_HELD, ROOT_INODE, SnapshotFile
 from memfsd.overlay import Overlay
 from tests.overlay_helpers import Ctx, node_of, source_of, turn_of
 
@@ -319,6 +319,27 @@ async def test_reads_reach_the_journal_ahead_of_the_next_change(tmp_path: Path) 
     await ops.mkdir(folder, b"sub", 0o40755, CTX)
     ops_in_order = [line.split('"o":"')[1][0] for line in journal.read_text().splitlines()]
     assert ops_in_order == ["r", "D", "a"]  # the folder, then its mode
+
+
+async def test_reads_short_of_reads_held_are_held_back_and_the_one_that_reaches_it_writes_them_all(
+    tmp_path: Path,
+) -> None:
+    overlay, ops = _big(tmp_path, [f"n{i:04}.md" for i in range(READS_HELD + 1)])
+    journal = turn_of(overlay).dir / "journal"
+
+    async def read(i: int) -> None:
+        info = await ops.open(await inode_of(ops, "s1", "big", f"n{i:04}.md"), os.O_RDONLY, CTX)
+        await ops.release(info.fh)
+
+    for i in range(READS_HELD - 1):
+        await read(i)
+    assert journal.read_text() == ""  # held: memory for READS_HELD - 1 records at most
+    assert len(turn_of(overlay).held_reads) == READS_HELD - 1
+    await read(READS_HELD - 1)
+    assert journal.read_text().count('"o":"r"') == READS_HELD
+    assert turn_of(overlay).held_reads == []
+    await read(READS_HELD)  # held again, one
+    assert journal.read_text().count('"o":"r"') == READS_HELD
 
 
 async def test_held_reads_are_written_when_the_daemon_stops(tmp_path: Path) -> None:
