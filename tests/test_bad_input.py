@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from memfs.cli import main
 from memfs.core.errors import ConfigError
-from memfs.core.models import Limits
+from memfs.core.models import MAX_LIMIT, Limits
 from memfs.core.signin import SigninLimits
 from memfs.stores.base import ReviewingStore
 from memfs.web.api import MAX_REVISION_CHARS, MAX_VERSION_CHARS
@@ -128,6 +128,29 @@ def test_an_infinite_web_read_timeout_is_a_config_error(tmp_path: Path) -> None:
     config.write_text("web_read_timeout_seconds = inf\n")
     with pytest.raises(ConfigError, match="web_read_timeout_seconds"):
         load_config(config, env={})
+
+
+async def test_limits_of_max_limit_are_kept_and_one_more_is_a_config_error_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "memfs.toml"
+    names = (
+        "max_file_bytes",
+        "max_files",
+        "max_space_bytes",
+        "journal_bytes",
+        "disk_reserve_bytes",
+    )
+    config.write_text("[limits]\n" + "".join(f"{name} = {MAX_LIMIT}\n" for name in names))
+    limits = load_config(config, env={}).limits
+    assert [getattr(limits, name) for name in names] == [MAX_LIMIT] * len(names)
+    _overlay, ops = make(tmp_path, limits=limits)
+    data = await ops.statfs(CTX)  # statvfs fields are 64-bit: reported, not EIO
+    assert (data.f_files, data.f_blocks) == (MAX_LIMIT, MAX_LIMIT // 4096)
+    for name in names:
+        config.write_text(f"[limits]\n{name} = {MAX_LIMIT + 1}\n")
+        with pytest.raises(ConfigError, match=f"limits.{name}"):
+            load_config(config, env={})
 
 
 async def test_limits_too_large_for_statfs_are_refused_or_reported(tmp_path: Path) -> None:
