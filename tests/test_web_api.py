@@ -424,6 +424,28 @@ async def test_a_file_past_max_file_bytes_is_refused_by_the_limits(tmp_path: Pat
     assert await store.files(RULES) == {"a.md": b"x" * 10}
 
 
+async def test_puts_up_to_max_files_and_max_space_bytes_are_kept_and_one_past_is_413_space_full(
+    tmp_path: Path,
+) -> None:
+    from memfs.core.models import Limits
+
+    store = MemoryStore()
+    await store.add_member(Member(id="ada", org=ORG, role="member"), by=None)
+    token = (await store.create_token("ada", ORG, by=None)).token
+    app = web_app(store, limits=Limits(max_files=2, max_space_bytes=15))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as c:
+        headers = {"Authorization": f"Bearer {token}"}
+        url = "/api/v1/spaces/rules/files/"
+        for path, content in (("a.md", "x" * 10), ("b.md", "y" * 5)):  # 2 files, 15 bytes
+            ok = await c.put(url + path, json={"content": content}, headers=headers)
+            assert ok.status_code == 200, ok.text
+        third = await c.put(url + "c.md", json={"content": "z"}, headers=headers)
+        assert_problem(third, 413, "SpaceFull")
+        grown = await c.put(url + "b.md", json={"content": "y" * 6}, headers=headers)
+        assert_problem(grown, 413, "SpaceFull")
+    assert await store.files(RULES) == {"a.md": b"x" * 10, "b.md": b"y" * 5}
+
+
 async def test_openapi_document_lists_every_route_and_problem_bodies(world: World) -> None:
     doc = (await world.client.get("/api/v1/openapi.json")).json()
     paths = set(doc["paths"])
