@@ -295,7 +295,6 @@ class SessionTree:
 class Handle:
     node: Node
     writable: bool
-    append: bool
     wrote: bool = False
     # Opened on first use, so an open whose reads the page cache answers costs
     # no system call; ``source`` names what ``fd`` reads (a data id or a sha).

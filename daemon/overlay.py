@@ -1363,7 +1363,7 @@ class Overlay:
                 self._log_read(mount, node)
         fh = self._next_fh
         self._next_fh = fh + 1
-        handle = Handle(node, writable, bool(flags & os.O_APPEND))
+        handle = Handle(node, writable)
         self.handles[fh] = handle
         node.opens += 1
         session.open_files += 1
@@ -1456,8 +1456,11 @@ class Overlay:
         # A file unlinked while open still takes writes, as on any disk, and
         # still counts toward its space's limits until its last handle goes.
         mount = self._changeable(node)
-        if handle.append:
-            offset = node.size
+        # The kernel's offset stands, O_APPEND or not: it put an append at the
+        # end itself (under the inode's lock, with the size this daemon told
+        # it), and a write at an offset on such a descriptor is a pwrite after
+        # fcntl dropped O_APPEND, pwritev2's RWF_NOAPPEND, or an mmap page
+        # written back, each meant for where it says.
         end = offset + len(data)
         try:
             if end > node.size:
@@ -1538,6 +1541,24 @@ class Overlay:
         for tree in self.sessions.values():
             if tree.turn is not None:
                 tree.turn.write_held()
+
+    def open_for_writing(self, session: str) -> list[int]:
+        """The inodes of the session's turn that a handle has open for writing.
+
+        Only such a file can have pages the kernel holds dirty and has not
+        written back to the daemon yet: a shared writable ``mmap`` keeps its
+        handle open (the kernel sends no release) until it is unmapped.
+        """
+        state = self.sessions[session].turn if session in self.sessions else None
+        if state is None:
+            return []
+        return sorted(
+            {
+                h.node.inode
+                for h in self.handles.values()
+                if h.writable and h.node.tree is not None and h.node.tree.turn is state
+            }
+        )
 
     def freeze(self, session: str) -> None:
         """From now on the turn's folders refuse changes: what ends is what was there."""

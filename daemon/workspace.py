@@ -484,6 +484,8 @@ class OverlayWorkspace:
         if state is None:
             raise NotFound("the session has no turn attached", path=session)
         first = not state.frozen
+        if first:
+            await self._write_back_mapped(session)
         self.overlay.freeze(session)
         tree = state.mounts[mount.name]
         # A path no store can hold (however it got here: a journal from before
@@ -520,6 +522,21 @@ class OverlayWorkspace:
 
         changes = await trio.to_thread.run_sync(read)
         return changes.without(refused), refused
+
+    async def _write_back_mapped(self, session: str) -> None:
+        """Have the kernel write back what the turn's open files hold dirty, before the freeze.
+
+        A shared writable ``mmap`` changes the file's pages in the kernel; they
+        come to the daemon as writes only when unmapped, synced, or written
+        back later, and a write that comes after the freeze is refused
+        unheard (the process sees no error). Invalidating such a file's pages
+        makes the kernel write the dirty ones back first (FUSE's
+        ``launder_folio``), as writes the turn takes: in a worker thread,
+        since they come back through this trio loop.
+        """
+        inodes = self.overlay.open_for_writing(session)
+        if inodes and self._invalidate_inodes is not None:
+            await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
 
     def _mark_ending(self, tree: TurnTree) -> None:
         """Write down that the turn is ending (:data:`ENDING_FILE`); blocking.

@@ -152,7 +152,7 @@ async def churn(ops: MemfsOperations, rounds: int = 3) -> None:
     # A snapshot file changed in place, and a file cut off by a refused write.
     deep = await inode_of(ops, "s1", "m", "made1", "moved", "sub", "deep.md")
     info = await ops.open(deep, os.O_WRONLY | os.O_APPEND, CTX)
-    await ops.write(info.fh, 0, b"deeper\n")
+    await ops.write(info.fh, (await ops.getattr(deep, CTX)).st_size, b"deeper\n")  # an append
     await ops.release(info.fh)
     info, _ = await ops.create(root, b"big.md", 0o100644, os.O_WRONLY, CTX)
     await ops.write(info.fh, 0, b"x" * 50)

@@ -172,7 +172,8 @@ async def test_journal_replay_rebuilds_the_turn_after_a_crash(tmp_path: Path) ->
     folder = await inode_of(ops, "s1", "rules", "dir")
     file = await inode_of(ops, "s1", "rules", "dir", "rules.md")
     info = await ops.open(file, os.O_WRONLY | os.O_APPEND, CTX)
-    await ops.write(info.fh, 0, b"rule 2\n")
+    # An append comes at the end: the kernel sends the file's size as its offset.
+    await ops.write(info.fh, (await ops.getattr(file, CTX)).st_size, b"rule 2\n")
     created, _ = await ops.create(folder, b"new.md", 0o100644, os.O_WRONLY, CTX)
     await ops.write(created.fh, 0, b"fresh\n")
     await ops.mkdir(folder, b"sub", 0o40755, CTX)
@@ -248,7 +249,7 @@ async def test_a_reader_sees_what_another_handle_wrote_after_the_copy_up(tmp_pat
     reader = await ops.open(inode, os.O_RDONLY, CTX)
     assert await ops.read(reader.fh, 0, 100) == b"rule 1\n"
     writer = await ops.open(inode, os.O_WRONLY | os.O_APPEND, CTX)
-    await ops.write(writer.fh, 0, b"rule 2\n")
+    await ops.write(writer.fh, (await ops.getattr(inode, CTX)).st_size, b"rule 2\n")
     assert await ops.read(reader.fh, 0, 100) == b"rule 1\nrule 2\n"
     await ops.release(writer.fh)
     await ops.release(reader.fh)

@@ -586,9 +586,12 @@ class LazyPlanting(RuleBasedStateMachine):
         flags = {"truncate": os.O_TRUNC, "append": os.O_APPEND, "overwrite": 0}[how]
 
         def write(world: World) -> None:
-            info = run(world.ops.open(world.inode(path), os.O_WRONLY | flags, CTX))
+            inode = world.inode(path)
+            info = run(world.ops.open(inode, os.O_WRONLY | flags, CTX))
+            # An append comes at the end: the kernel sends the file's size as its offset.
+            at = run(world.ops.getattr(inode, CTX)).st_size if how == "append" else 0
             try:
-                run(world.ops.write(info.fh, 0, content))
+                run(world.ops.write(info.fh, at, content))
             finally:
                 run(world.ops.release(info.fh))
 
