@@ -6,15 +6,14 @@ in ``signin_failures`` times within ``signin_window_seconds`` is refused
 until the oldest of those failures is a window old; then one more try is
 allowed, and so on. A failure counts while ``now - at < window``.
 
-The caller asks :meth:`SigninThrottle.attempt` before looking at a token,
-and a refused attempt is not looked at and not counted (so a client that
-keeps knocking waits exactly the time it was told, no longer). An attempt
-let through counts as a failure from that moment: looking a token up awaits
-the store, and tries sent at once must not all pass a check none of them
-has failed yet. A good token takes its attempt off again
-(:meth:`~SigninThrottle.passed`), or, at the sign-in form, clears the
-client's failures (:meth:`~SigninThrottle.succeeded`); a bad one has
-nothing more to record.
+The caller asks :meth:`SigninThrottle.check` before looking at a token, and
+a refused attempt is not looked at and not counted (so a client that keeps
+knocking waits exactly the time it was told, no longer). It reports a bad
+token with :meth:`~SigninThrottle.failed`. A good one changes nothing: the
+failures age out of the window on their own, so a token of one's own buys no
+guesses at anyone else's. One client's tries are looked at one at a time
+(:mod:`memfs.web.signin_gate`): a burst sent at once meets the limit as tries
+sent one by one do.
 
 Memory is bounded: at most ``signin_failures`` times per client and at most
 ``signin_max_clients`` clients; past that the client whose last failure is
@@ -132,30 +131,6 @@ class SigninThrottle:
         wait = times[0] + self.limits.signin_window_seconds - now
         return Verdict(allowed=False, retry_after=max(1, math.ceil(wait)))
 
-    def attempt(self, key: str) -> Verdict:
-        """Whether ``key`` may try now; a try let through is counted as failed at once.
-
-        A try in flight counts: a burst of tries sent together is let through
-        only as far as the limit, however long each takes to be looked at.
-        """
-        verdict = self.check(key)
-        if verdict.allowed:
-            self.failed(key)
-        return verdict
-
-    def passed(self, key: str) -> None:
-        """A try :meth:`attempt` let through was a good sign-in: it no longer counts.
-
-        Its earlier failures still do (the API's rule: a good token does not
-        buy a client new guesses). The newest of its times goes; which of a
-        burst's times it is moves that client's wait by the burst's length at most.
-        """
-        times = self._failures.get(key)
-        if times:
-            times.pop()
-            if not times:
-                del self._failures[key]
-
     def failed(self, key: str) -> Verdict:
         """Record a failed sign-in by ``key``; the answer is whether it may try again now."""
         now = self._clock()
@@ -169,10 +144,6 @@ class SigninThrottle:
         while len(self._failures) > self.limits.signin_max_clients:
             self._failures.popitem(last=False)
         return self.check(key)
-
-    def succeeded(self, key: str) -> None:
-        """A good sign-in by ``key``: its earlier failures no longer count."""
-        self._failures.pop(key, None)
 
     def statistics(self) -> ThrottleStatistics:
         return ThrottleStatistics(

@@ -63,6 +63,7 @@ from memfs.core.story import (
 )
 from memfs.engine.acting import Acting, act_as
 from memfs.stores.base import ManagedStore
+from memfs.web.signin_gate import ClientGate
 
 PREFIX = "/api/v1"
 # The longest revision id a restore names, and the longest change version a
@@ -319,21 +320,24 @@ async def member(request: Request) -> Member:
     token = token.strip()
     # A token is a sign-in: the /login form's throttle and audit hold here too.
     throttle: SigninThrottle = request.app.state.memfs_throttle
+    gate: ClientGate = request.app.state.memfs_signin_gate
     host = request.client.host if request.client else None
     counted = throttle_key(host)
-    verdict = throttle.attempt(counted)
-    if not verdict.allowed:
-        raise SigninThrottled(
-            f"too many failed sign-ins: try again in {verdict.retry_after} seconds",
-            retry_after=verdict.retry_after,
-        )
     store = store_of(request)
-    # Anything not shaped like a token cannot resolve: refused without a lookup.
-    found = await store.resolve_token(token) if looks_like_token(token) else None
+    async with gate.one_at_a_time(counted):
+        verdict = throttle.check(counted)
+        if not verdict.allowed:
+            raise SigninThrottled(
+                f"too many failed sign-ins: try again in {verdict.retry_after} seconds",
+                retry_after=verdict.retry_after,
+            )
+        # Anything not shaped like a token cannot resolve: refused without a lookup.
+        found = await store.resolve_token(token) if looks_like_token(token) else None
+        if found is None:
+            throttle.failed(counted)
     if found is None:
         await store.record_signin(None, client=client_key(host))
         raise NoIdentity(_BAD_TOKEN)
-    throttle.passed(counted)
     return found
 
 

@@ -40,6 +40,7 @@ from memfs.web.api import PREFIX, api_router
 from memfs.web.pages import install_page_errors, pages_router
 from memfs.web.pages.common import SECURITY_HEADERS, internal_error
 from memfs.web.sessions import SessionLimits, SessionTable
+from memfs.web.signin_gate import ClientGate
 
 RouteGroup = Callable[[], APIRouter]
 ROUTE_GROUPS: tuple[RouteGroup, ...] = (api_router, pages_router)
@@ -105,6 +106,7 @@ def web_app(
     app.state.memfs_limits = limits or Limits()
     app.state.memfs_sessions = SessionTable(sessions, clock=clock)
     app.state.memfs_throttle = SigninThrottle(signin, clock=clock)
+    app.state.memfs_signin_gate = ClientGate()
 
     serve_problems(app, max_body_bytes=max_body_bytes, answer=_answer, internal=internal_error)
     install_page_errors(app)

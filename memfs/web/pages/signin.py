@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memfs.core.members import looks_like_token
-from memfs.core.signin import SigninThrottle, client_key, throttle_key
+from memfs.core.signin import SigninThrottle, Verdict, client_key, throttle_key
 from memfs.web.pages.common import (
     SECURITY_HEADERS,
     SignedInPage,
@@ -30,6 +30,7 @@ from memfs.web.pages.common import (
     store_of,
 )
 from memfs.web.sessions import LOGIN_COOKIE, SESSION_COOKIE, new_secret, same_secret
+from memfs.web.signin_gate import ClientGate
 
 HOME = "/map"
 
@@ -83,27 +84,35 @@ def signin_router() -> APIRouter:
     @router.post("/login")
     async def login(request: Request) -> Response:
         throttle: SigninThrottle = request.app.state.memfs_throttle
+        gate: ClientGate = request.app.state.memfs_signin_gate
         host = request.client.host if request.client else None
         client, counted = client_key(host), throttle_key(host)
-        verdict = throttle.attempt(counted)
-        if not verdict.allowed:
+
+        def refused(verdict: Verdict) -> Response:
             return _login_form(
                 request,
                 status=429,
                 error=f"Too many failed sign-ins: try again in {verdict.retry_after} seconds.",
                 retry_after=verdict.retry_after,
             )
+
+        # Asked before the form is read (a throttled client's body is not),
+        # and again before its token is: another try may have failed meanwhile.
+        if not (verdict := throttle.check(counted)).allowed:
+            return refused(verdict)
         form = await posted_form(request)
         if not same_secret(request.cookies.get(LOGIN_COOKIE, ""), form.get("login")):
-            throttle.passed(counted)  # no token was looked at
             return _login_form(request, status=403, error="The sign-in form expired: try again.")
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         store = store_of(request)
-        who = await store.resolve_token(token) if looks_like_token(token) else None
+        async with gate.one_at_a_time(counted):
+            if not (verdict := throttle.check(counted)).allowed:
+                return refused(verdict)
+            who = await store.resolve_token(token) if looks_like_token(token) else None
+            after = throttle.failed(counted) if who is None else verdict
         if who is None:
             await store.record_signin(None, client=client)
-            after = throttle.check(counted)
             wait = "" if after.allowed else f" Try again in {after.retry_after} seconds."
             return _login_form(
                 request,
@@ -111,7 +120,6 @@ def signin_router() -> APIRouter:
                 error="That token is unknown or revoked." + wait,
                 retry_after=0 if after.allowed else after.retry_after,
             )
-        throttle.succeeded(counted)
         await store.record_signin(who, client=client)
         session = sessions_of(request).start(token)
         response = RedirectResponse(
