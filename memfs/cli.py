@@ -468,7 +468,7 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
         return {}
     try:
         body = json_input.loads(text)
-    except (json.JSONDecodeError, json_input.RepeatedKey) as exc:
+    except (json.JSONDecodeError, json_input.UnreadableJson) as exc:
         fail(BadRequest(f"--extra-body is not valid JSON: {exc}"))
     if not isinstance(body, dict):
         fail(BadRequest(f"--extra-body must be a JSON object, not {type(body).__name__}"))

@@ -50,7 +50,7 @@ from memfs.core.errors import (
     TooLarge,
     sole_memfs_error,
 )
-from memfs.core.json_input import RepeatedKey, loads
+from memfs.core.json_input import UnreadableJson, loads
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class _JsonBody(Request):
         body = await self.body()
         try:
             return loads(body)
-        except RepeatedKey as exc:
+        except UnreadableJson as exc:
             # FastAPI answers a JSONDecodeError as a body it cannot read (a 400
             # saying why) and any other error as a bare 400 that says nothing.
             raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) from exc

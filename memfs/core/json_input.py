@@ -14,7 +14,18 @@ import json
 from typing import Any
 
 
-class RepeatedKey(ValueError):
+class UnreadableJson(ValueError):
+    """JSON that parses, or would, and is refused all the same (the subclasses say why)."""
+
+
+class TooDeep(UnreadableJson):
+    """JSON nested deeper than the reader goes (the interpreter's recursion limit)."""
+
+    def __init__(self) -> None:
+        super().__init__("it is nested too deep to read")
+
+
+class RepeatedKey(UnreadableJson):
     """A JSON object names one key twice; ``key`` is the key, as read."""
 
     def __init__(self, key: str) -> None:
@@ -36,8 +47,12 @@ def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def loads(text: str | bytes) -> Any:
     """``text`` read as JSON: ``json.JSONDecodeError`` if it is not JSON, ``RepeatedKey`` if
-    an object in it, at any depth, names a key twice."""
-    return json.loads(text, object_pairs_hook=_each_key_once)
+    an object in it, at any depth, names a key twice, ``TooDeep`` if it nests past what
+    the decoder can follow (a traceback otherwise, however small the text)."""
+    try:
+        return json.loads(text, object_pairs_hook=_each_key_once)
+    except RecursionError:
+        raise TooDeep() from None
 
 
-__all__ = ["RepeatedKey", "loads"]
+__all__ = ["RepeatedKey", "TooDeep", "UnreadableJson", "loads"]
