@@ -691,6 +691,16 @@ def orgs_of(refs: Iterable[SpaceRef]) -> set[str]:
     return {org for ref in refs if (org := ref.own_org) is not None}
 
 
+def org_of(refs: Iterable[SpaceRef]) -> str | None:
+    """The org a turn over these spaces was of; None if of none (or, never so, of two).
+
+    Its org and person spaces' orgs agree (a turn's specs resolve to one org:
+    ``memfs.core.policy.check_one_org``); its dirs are of no org.
+    """
+    orgs = orgs_of(refs)
+    return next(iter(orgs)) if len(orgs) == 1 else None
+
+
 class Trace(Frozen):
     """What one turn saw and did: the record a managed store keeps of every turn.
 
@@ -732,8 +742,7 @@ class Trace(Frozen):
         resolve to one org: ``memfs.core.policy.check_one_org``); its dirs are of
         no org. A trace keeps no org of its own, so this is the only say.
         """
-        orgs = orgs_of(mount.ref for mount in self.mounts.values())
-        return next(iter(orgs)) if len(orgs) == 1 else None
+        return org_of(mount.ref for mount in self.mounts.values())
 
     def holders(self) -> list[tuple[str, str]]:
         """(org, user) of everyone whose words the prompt is: the people, and the author."""
@@ -887,6 +896,7 @@ __all__ = [
     "clamp_time_ns",
     "digest",
     "now",
+    "org_of",
     "orgs_of",
     "settle_meta",
 ]

@@ -221,6 +221,9 @@ class ManualHold(Frozen):
     ended: dict[str, SpaceResult] = Field(default_factory=dict)
     # People forgotten since the turn ended: their words and spaces left it (``forgetting``).
     forgotten: list[str] = Field(default_factory=list)
+    # The org the turn was of (its org and person spaces'): a held dir's ref is
+    # of none, only the default. None: of none, or held by a memfs before it.
+    org: str | None = None
 
     def involves(self, org: str, user: str) -> bool:
         return (org, user) in self.people()
@@ -230,7 +233,7 @@ class ManualHold(Frozen):
         an author's words), but those forgotten since the turn ended."""
         found = _people(space.mount for space in self.spaces.values())
         found |= {
-            (space.mount.ref.org, author)
+            (self.org or space.mount.ref.org, author)
             for space in self.spaces.values()
             if (author := space.provenance.author) is not None
         }

@@ -61,6 +61,7 @@ from memfs.core.models import (
     TraceFile,
     TraceMount,
     TurnContext,
+    org_of,
 )
 from memfs.core.names import check_identity, check_text
 from memfs.core.note import NoteSpace, render_note, saving_for
@@ -963,6 +964,7 @@ class Memory:
                 spaces=held,
                 ended=spaces,
                 forgotten=sorted(turn.plan.forgotten),
+                org=org_of(mount.ref for mount in turn.mounts.values()),
             )
             if held
             else None
