@@ -363,9 +363,11 @@ class DaemonService:
         for key, paths in list(self.unscrubbed.items()):
             session, turn_id, name = key
             still = held.get((session, turn_id))
-            if still is None or still.ending or still.ended or self.memory.is_left_behind(still):
+            if still is None or still.ended or self.memory.is_left_behind(still):
                 del self.unscrubbed[key]  # its records went with it, or were dropped whole
                 continue
+            if still.ending:
+                continue  # an end that keeps the turn open leaves it for the next look
             try:
                 for path in paths:
                     await self.workspace.drop_forgotten(session, name, path)
