@@ -856,6 +856,59 @@ async def test_a_forget_whose_scrub_fails_for_one_turn_is_applied_and_scrubbed_a
         assert (await sh("cat me/keep.md", root)).stdout == b"keep\n"
 
 
+@pytest.mark.error_log(r"could not take what was forgotten out of the turn of session s1")
+async def test_a_scrub_pending_while_its_turn_ends_is_done_once_the_end_keeps_the_turn_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scrub failed; the next look comes while the turn is ending, and the
+    # end then fails at the store, keeping the turn (and its records) open.
+    # That look must leave the scrub for a later one, not drop it unmade.
+    async with danas_turn(tmp_path) as (daemon, store, root):
+        ws = daemon.service.workspace
+        assert isinstance(ws, OverlayWorkspace)
+        real_scrub = ws._scrub_record
+        failures = [OSError(errno.EIO, "Input/output error")]
+
+        def failing_once(*args: Any, **kwargs: Any) -> None:
+            if failures:
+                raise failures.pop()
+            real_scrub(*args, **kwargs)
+
+        monkeypatch.setattr(ws, "_scrub_record", failing_once)
+        await store.forget_file(ME, "g.md", by=None)
+        await daemon.service.forgotten(
+            ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
+        )
+        record = daemon.settings.state_dir / "sessions" / "s1" / "turn.json"
+        assert b"g.md" in record.read_bytes()
+        await sh("printf rule > lending-rules/new.md", root)  # her space is read-only now
+        storing, go = trio.Event(), trio.Event()
+
+        async def held_then_down(*args: Any, **kwargs: Any) -> Any:
+            storing.set()
+            await go.wait()
+            raise StoreUnavailable("the store is down")
+
+        monkeypatch.setattr(store, "store_batch", held_then_down)
+        monkeypatch.setattr(store, "store", held_then_down)
+        ended: list[Any] = []
+
+        async def end() -> None:
+            ended.append(await daemon.service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await storing.wait()
+            await daemon.service.poll_forgets()  # while the turn is ending
+            go.set()
+        assert ended[0].spaces["lending-rules"].kept  # the turn stays open, its records too
+        monkeypatch.undo()
+
+        await daemon.service.poll_forgets()
+
+        assert b"g.md" not in record.read_bytes()
+
+
 async def test_forgetting_a_file_the_turn_moved_drops_it_under_its_new_name(
     tmp_path: Path,
 ) -> None:
