@@ -157,9 +157,9 @@ async def test_a_daemon_turns_trace_keeps_the_revisions_of_what_it_touched_and_t
     read = overlay.lookup(mount.root.inode, "r3.md").inode
     fh, _ = overlay.open(read, os.O_RDONLY)
     overlay.release(fh)
-    written = overlay.lookup(mount.root.inode, "r7.md").inode
-    fh, _ = overlay.open(written, os.O_WRONLY | os.O_APPEND)
-    overlay.write(fh, 0, b"more\n")
+    written = overlay.lookup(mount.root.inode, "r7.md")
+    fh, _ = overlay.open(written.inode, os.O_WRONLY | os.O_APPEND)
+    overlay.write(fh, written.size, b"more\n")  # an append: the kernel sends the end
     overlay.release(fh)
     snapshot = dict(turn.mounts["rules"].snapshot)
     await turn.end()
@@ -652,8 +652,9 @@ async def test_a_turn_over_its_own_waiting_change_writes_its_files_down_in_the_l
     await store.put(rules, ChangeSet(created=live), provenance=Provenance())
     turn = await memory.start_turn("s1", BODY)
     mount = turn_of(overlay, "s1").mounts["rules"]
-    fh, _ = overlay.open(overlay.lookup(mount.root.inode, "a.md").inode, os.O_WRONLY | os.O_APPEND)
-    overlay.write(fh, 0, b"more\n")
+    appended = overlay.lookup(mount.root.inode, "a.md")
+    fh, _ = overlay.open(appended.inode, os.O_WRONLY | os.O_APPEND)
+    overlay.write(fh, appended.size, b"more\n")  # an append: the kernel sends the end
     overlay.release(fh)
     await turn.end()  # a.md waits for review, laid over the session's next loads
     written: list[dict[str, str]] = []
@@ -1127,9 +1128,9 @@ async def test_a_forgets_scrub_keeps_every_journal_record_an_agent_wrote_meanwhi
     async with trio.open_nursery() as nursery:
         nursery.start_soon(service.forgotten, ForgetNotice(org="o1", user="u1"))
         await trio.to_thread.run_sync(compacting.wait, 1)
-        rule = overlay.lookup(turn.mounts["rules"].root.inode, "r.md").inode
-        fh, _ = overlay.open(rule, os.O_WRONLY | os.O_APPEND)
-        overlay.write(fh, 0, b"RULE")  # the agent's write, journaled now
+        rule = overlay.lookup(turn.mounts["rules"].root.inode, "r.md")
+        fh, _ = overlay.open(rule.inode, os.O_WRONLY | os.O_APPEND)
+        overlay.write(fh, rule.size, b"RULE")  # the agent's append, journaled now
         overlay.release(fh)
         go.set()
     records = list(memfsd_journal.decode((turn.dir / "journal").read_bytes()))
