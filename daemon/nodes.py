@@ -295,6 +295,8 @@ class SessionTree:
 class Handle:
     node: Node
     writable: bool
+    # Opened O_RDWR: the one way to a shared writable mmap (see Overlay.mapped_for_writing).
+    mappable: bool = False
     wrote: bool = False
     # Opened on first use, so an open whose reads the page cache answers costs
     # no system call; ``source`` names what ``fd`` reads (a data id or a sha).

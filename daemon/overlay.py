@@ -1363,7 +1363,7 @@ class Overlay:
                 self._log_read(mount, node)
         fh = self._next_fh
         self._next_fh = fh + 1
-        handle = Handle(node, writable)
+        handle = Handle(node, writable, mappable=access == os.O_RDWR)
         self.handles[fh] = handle
         node.opens += 1
         session.open_files += 1
@@ -1542,12 +1542,15 @@ class Overlay:
             if tree.turn is not None:
                 tree.turn.write_held()
 
-    def open_for_writing(self, session: str) -> list[int]:
-        """The inodes of the session's turn that a handle has open for writing.
+    def mapped_for_writing(self, session: str) -> list[int]:
+        """The inodes of the session's turn that a handle may have mapped for writing.
 
         Only such a file can have pages the kernel holds dirty and has not
-        written back to the daemon yet: a shared writable ``mmap`` keeps its
-        handle open (the kernel sends no release) until it is unmapped.
+        written back to the daemon yet: a shared writable ``mmap`` needs a
+        descriptor opened ``O_RDWR``, and keeps its handle open (the kernel
+        sends no release) until it is unmapped. A handle opened ``O_WRONLY``
+        (``printf > f``, an editor's save) is no such file, though its
+        release often comes after the turn's end has begun.
         """
         state = self.sessions[session].turn if session in self.sessions else None
         if state is None:
@@ -1556,7 +1559,7 @@ class Overlay:
             {
                 h.node.inode
                 for h in self.handles.values()
-                if h.writable and h.node.tree is not None and h.node.tree.turn is state
+                if h.mappable and h.node.tree is not None and h.node.tree.turn is state
             }
         )
 

@@ -524,7 +524,7 @@ class OverlayWorkspace:
         return changes.without(refused), refused
 
     async def _write_back_mapped(self, session: str) -> None:
-        """Have the kernel write back what the turn's open files hold dirty, before the freeze.
+        """Have the kernel write back what the turn's mapped files hold dirty, before the freeze.
 
         A shared writable ``mmap`` changes the file's pages in the kernel; they
         come to the daemon as writes only when unmapped, synced, or written
@@ -534,7 +534,7 @@ class OverlayWorkspace:
         ``launder_folio``), as writes the turn takes: in a worker thread,
         since they come back through this trio loop.
         """
-        inodes = self.overlay.open_for_writing(session)
+        inodes = self.overlay.mapped_for_writing(session)
         if inodes and self._invalidate_inodes is not None:
             await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
 

@@ -804,3 +804,20 @@ def test_no_fuse_handler_awaits_so_one_task_reads_every_request() -> None:
             if isinstance(node, ast.Await | ast.AsyncFor | ast.AsyncWith)
         ]
         assert suspends == [], f"{handler.name} suspends: {suspends}"
+
+
+async def test_only_a_file_open_read_write_may_hold_pages_mapped_for_writing(
+    tmp_path: Path,
+) -> None:
+    # A turn's end has the kernel write back the dirty pages of such files
+    # first; a file opened write-only (printf > f, whose release often comes
+    # after the end has begun) cannot be mapped for writing and costs nothing.
+    overlay, ops = make(tmp_path)
+    inode = await inode_of(ops, "s1", "rules", "dir", "rules.md")
+    write_only = await ops.open(inode, os.O_WRONLY, CTX)
+    assert overlay.mapped_for_writing("s1") == []
+    read_write = await ops.open(inode, os.O_RDWR, CTX)
+    assert overlay.mapped_for_writing("s1") == [inode]
+    await ops.release(read_write.fh)
+    assert overlay.mapped_for_writing("s1") == []
+    await ops.release(write_only.fh)
