@@ -7,10 +7,8 @@ were written against.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 import trio
 from click.testing import CliRunner
@@ -19,37 +17,18 @@ import memfs
 from memfs.cli import main
 from memfs.core.errors import BadRequest, StoreUnavailable
 from memfs.core.models import TurnContext
-from memfs.core.signin import SigninLimits
 from memfs.stores.memory import MemoryStore
-from memfs.web.app import web_app
-from tests.test_web_pages import BASE, Clock, Site
-from tests.web_world import new_store, org_memory
+from tests.test_attack_web import BAD, LIMITS, throttled
+from tests.test_web_pages import Site
 
-BAD = "memfs_" + "Z" * 43  # shaped like a token, resolves to nobody
-LIMITS = SigninLimits(signin_failures=3, signin_window_seconds=300)
 BURST = 12
+
+__all__ = ["throttled"]  # the fixture, shared with test_attack_web
 
 
 async def tokens_looked_at(site: Site) -> int:
     """How many bad tokens the store was asked about: each is audited ``sign-in-failed``."""
     return sum(1 for e in await site.memory.store.audit() if e.action == "sign-in-failed")
-
-
-async def _site(kind: str, tmp_path: Path, **app_kw: object) -> AsyncIterator[Site]:
-    store = new_store(kind, tmp_path)
-    memory = await org_memory(store)
-    app = web_app(store, clock=Clock(), **app_kw)  # type: ignore[arg-type]
-    transport = httpx.ASGITransport(app=app, client=("192.0.2.10", 4711))
-    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
-        yield Site(memory, client, Clock())
-    await store.aclose()
-
-
-@pytest.fixture
-async def throttled(tmp_path: Path) -> AsyncIterator[Site]:
-    # SQLite: every store call is a thread hop, so requests really overlap.
-    async for made in _site("sqlite", tmp_path, signin=LIMITS):
-        yield made
 
 
 # -- the sign-in throttle: tries in flight count --------------------------------------

@@ -820,6 +820,21 @@ async def test_forgetting_a_person_removes_the_turn_records_set_aside_as_damaged
     assert not torn.exists()
 
 
+def scrub_fails_once(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next rewrite of a turn's records without what was forgotten fails with EIO."""
+    ws = daemon.service.workspace
+    assert isinstance(ws, OverlayWorkspace)
+    real = ws._scrub_record
+    failures = [OSError(errno.EIO, "Input/output error")]
+
+    def failing_once(*args: Any, **kwargs: Any) -> None:
+        if failures:
+            raise failures.pop()
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(ws, "_scrub_record", failing_once)
+
+
 @pytest.mark.error_log(r"could not take what was forgotten out of the turn of session s1")
 async def test_a_forget_whose_scrub_fails_for_one_turn_is_applied_and_scrubbed_at_the_next_look(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -829,17 +844,7 @@ async def test_a_forget_whose_scrub_fails_for_one_turn_is_applied_and_scrubbed_a
     # every other turn), and the next look must finish the scrub: the name
     # stays in turn.json otherwise, with the space settled and never looked at again.
     async with danas_turn(tmp_path) as (daemon, store, root):
-        ws = daemon.service.workspace
-        assert isinstance(ws, OverlayWorkspace)
-        real = ws._scrub_record
-        failures = [OSError(errno.EIO, "Input/output error")]
-
-        def failing_once(*args: Any, **kwargs: Any) -> None:
-            if failures:
-                raise failures.pop()
-            real(*args, **kwargs)
-
-        monkeypatch.setattr(ws, "_scrub_record", failing_once)
+        scrub_fails_once(daemon, monkeypatch)
         await store.forget_file(ME, "g.md", by=None)
         notice = ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
 
@@ -864,17 +869,7 @@ async def test_a_scrub_pending_while_its_turn_ends_is_done_once_the_end_keeps_th
     # end then fails at the store, keeping the turn (and its records) open.
     # That look must leave the scrub for a later one, not drop it unmade.
     async with danas_turn(tmp_path) as (daemon, store, root):
-        ws = daemon.service.workspace
-        assert isinstance(ws, OverlayWorkspace)
-        real_scrub = ws._scrub_record
-        failures = [OSError(errno.EIO, "Input/output error")]
-
-        def failing_once(*args: Any, **kwargs: Any) -> None:
-            if failures:
-                raise failures.pop()
-            real_scrub(*args, **kwargs)
-
-        monkeypatch.setattr(ws, "_scrub_record", failing_once)
+        scrub_fails_once(daemon, monkeypatch)
         await store.forget_file(ME, "g.md", by=None)
         await daemon.service.forgotten(
             ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
