@@ -23,6 +23,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from memfs.core.errors import ConfigError, Conflict
+from memfs.unix_http import SERVER_KEEP_ALIVE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ def _config(bind: str) -> Config:
     config.accesslog = None  # the daemon logs turns itself; a line per request is noise
     config.errorlog = _hypercorn_log
     config.include_server_header = False
+    # Named where the client's reuse of idle connections is kept below it.
+    config.keep_alive_timeout = SERVER_KEEP_ALIVE_SECONDS
     return config
 
 

@@ -10,9 +10,17 @@ the two ways a request can fail:
 - anything else escaping :meth:`UnixHTTP.request` (``OSError``,
   ``http.client.HTTPException``): the request may have reached the daemon.
 
-A request is never sent twice. An idle connection the server has closed
-(its keep-alive timeout) is found before it is used, by a zero-timeout poll,
-and replaced; the connection is only trusted once that poll finds it quiet.
+A request is never sent twice, so a request must never cross the server's
+close of an idle connection: the server would drop it unread, and the client
+could not tell that from a daemon that died mid-request. Two rules keep them
+apart. A connection idle for ``reuse_idle`` seconds or more is closed, not
+reused: the daemon's control server keeps idle connections for
+``SERVER_KEEP_ALIVE_SECONDS`` (its hypercorn ``keep_alive_timeout``), and the
+client's ``REUSE_IDLE_SECONDS`` is well below it, so a client that waited on
+a model between two turns opens a fresh connection rather than racing the
+close. And an idle connection the server has closed anyway is found before
+it is used, by a zero-timeout poll, and replaced; the connection is only
+trusted once that poll finds it quiet.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import http.client
 import select
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +60,7 @@ class _Connection(http.client.HTTPConnection):
         # The host is never resolved: it only fills the Host header.
         super().__init__("memfs", timeout=timeout)
         self._socket_path = path
+        self.idle_since = 0.0  # monotonic; set when it is given back
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -72,6 +82,12 @@ class _Connection(http.client.HTTPConnection):
         return not poller.poll(0)  # readable while idle: closed by the server, or stray bytes
 
 
+# How long the daemon's control server keeps an idle connection open.
+SERVER_KEEP_ALIVE_SECONDS = 5.0
+# How long the client reuses an idle connection: well below the server's, so
+# the server's close of an idle connection never crosses a request in flight.
+REUSE_IDLE_SECONDS = SERVER_KEEP_ALIVE_SECONDS / 2
+
 # Idle connections kept for the next request: enough for a harness's threads
 # to reuse theirs, few enough that a burst of them does not keep the
 # daemon's connection tasks alive long after (hypercorn closes idle ones itself).
@@ -82,12 +98,21 @@ class UnixHTTP:
     """Requests to the HTTP server on the Unix socket ``path``; safe to share between threads.
 
     At most ``keep`` idle connections are kept; one more is closed once its answer is read.
+    One idle for ``reuse_idle`` seconds or more is closed instead of being reused.
     """
 
-    def __init__(self, path: Path, *, timeout: float | None, keep: int = KEEP_IDLE) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        timeout: float | None,
+        keep: int = KEEP_IDLE,
+        reuse_idle: float = REUSE_IDLE_SECONDS,
+    ) -> None:
         self.path = str(path)
         self.timeout = timeout
         self._keep = keep
+        self._reuse_idle = reuse_idle
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -130,11 +155,12 @@ class UnixHTTP:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return _Connection(self.path, self.timeout)  # connects at its first request
-            if conn.quiet():
+            if time.monotonic() - conn.idle_since < self._reuse_idle and conn.quiet():
                 return conn
             conn.close()
 
     def _give_back(self, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
         with self._lock:
             if not self._closed and len(self._idle) < self._keep:
                 self._idle.append(conn)
@@ -142,4 +168,11 @@ class UnixHTTP:
         conn.close()
 
 
-__all__ = ["KEEP_IDLE", "Answer", "UnixHTTP", "Unreachable"]
+__all__ = [
+    "KEEP_IDLE",
+    "REUSE_IDLE_SECONDS",
+    "SERVER_KEEP_ALIVE_SECONDS",
+    "Answer",
+    "UnixHTTP",
+    "Unreachable",
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import socket
 import tempfile
@@ -18,8 +19,13 @@ import trio
 import memfs
 from memfs.api.control import control_app
 from memfs.api.models import DaemonStatus
-from memfs.unix_http import UnixHTTP
-from memfsd.control import serve_control
+from memfs.unix_http import (
+    REUSE_IDLE_SECONDS,
+    SERVER_KEEP_ALIVE_SECONDS,
+    Answer,
+    UnixHTTP,
+)
+from memfsd.control import _config, serve_control
 from tests.control_fake import FakeTarget
 
 STATUS_BODY = (
@@ -108,16 +114,52 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(
 ) -> None:
     path = sock_dir / "memfs.sock"
 
+    closed = threading.Semaphore(0)
+
     def once_then_close(conn: socket.socket) -> None:
         # Answers one request and closes, without saying so: a keep-alive timeout.
         read_request(conn)
         answer(conn)
+        time.sleep(0.05)  # the close comes a little after the answer, as a timeout's does
+        conn.close()
+        closed.release()
 
     connections = raw_server(path, once_then_close)
     with memfs.Client(path, timeout=5) as client:
         for _ in range(3):
             assert client.status().store == "memory"
+            # While idle: a close that crosses a request is the next test's case.
+            assert closed.acquire(timeout=5)
     assert connections() == 3
+
+
+def test_an_idle_connection_is_not_reused_past_reuse_idle_so_no_request_crosses_the_close(
+    sock_dir: Path, raw_server: Server
+) -> None:
+    path = sock_dir / "memfs.sock"
+
+    def close_as_the_next_request_arrives(conn: socket.socket) -> None:
+        # The worst moment for a keep-alive timeout: it fires as the client
+        # sends on the idle connection, and the request is dropped unread.
+        read_request(conn)
+        answer(conn)
+        select.select([conn], [], [], 5)
+        conn.close()
+
+    connections = raw_server(path, close_as_the_next_request_arrives)
+    http = UnixHTTP(path, timeout=5, reuse_idle=0.05)
+    try:
+        for _ in range(3):
+            assert http.request("GET", "/status") == Answer(200, STATUS_BODY)
+            time.sleep(0.1)
+    finally:
+        http.close()
+    assert connections() == 3
+
+
+def test_the_client_reuses_idle_connections_for_less_than_the_daemon_keeps_them() -> None:
+    assert REUSE_IDLE_SECONDS < SERVER_KEEP_ALIVE_SECONDS
+    assert _config("unix:/run/memfs.sock").keep_alive_timeout == SERVER_KEEP_ALIVE_SECONDS
 
 
 def test_a_kept_connection_serves_the_next_request(sock_dir: Path, raw_server: Server) -> None:
