@@ -343,8 +343,7 @@ class DaemonService:
             await self.memory.forget_in_turn(turn, name)
         key = (turn.session, turn.id, name)
         try:
-            for path in paths:
-                await self.workspace.drop_forgotten(turn.session, name, path)
+            await self.workspace.drop_forgotten(turn.session, name, paths)
         except OSError as exc:
             # Out of the mount already (or of the tree, where a data file would not
             # go); its copies in the turn's records wait for the next look.
@@ -369,9 +368,9 @@ class DaemonService:
             if still.ending:
                 continue  # an end that keeps the turn open leaves it for the next look
             try:
-                for path in paths:
-                    await self.workspace.drop_forgotten(session, name, path)
-                await self.workspace.scrub_forgotten(session, name)
+                # Out of the mount already, most likely: then only the records are left.
+                if not await self.workspace.drop_forgotten(session, name, paths):
+                    await self.workspace.scrub_forgotten(session, name)
             except OSError as exc:
                 _not_scrubbed(session, exc)
             else:
@@ -529,11 +528,7 @@ class DaemonService:
             # each notice reaches the turn as it reached the turns open then.
             for name, mount in turn.mounts.items():
                 ref = mount.ref
-                paths = [
-                    notice.path
-                    for notice in notices
-                    if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space)
-                ]
+                paths = [notice.path for notice in notices if notice.reaches(ref)]
                 if fell and ref.layer == "user":
                     paths = [None]
                 if paths:
@@ -734,17 +729,13 @@ class DaemonService:
             await self._forget_words(notice.org, notice.user)
         for turn in self.memory.held_turns():
             for name, mount in turn.mounts.items():
-                ref = mount.ref
-                if not ref.owned_by(notice.org, notice.user):
-                    continue
-                if notice.space is not None and ref.space != notice.space:
+                if not notice.reaches(mount.ref):
                     continue
                 if await self._drop_space(turn, name, [notice.path]):
                     dropped.setdefault(turn.session, []).append(name)
         for whose, held in list(self.manual.items()):
             for name, space in held.spaces.items():
-                ref = space.mount.ref
-                if ref.owned_by(notice.org, notice.user) and notice.space in (None, ref.space):
+                if notice.reaches(space.mount.ref):
                     await self._drop_held_space(whose, name)
         return ForgetApplied(dropped=dropped)
 

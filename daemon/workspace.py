@@ -910,12 +910,17 @@ class OverlayWorkspace:
             return set()
         return set(tree.turn.mounts[name].touched)
 
-    async def drop_forgotten(self, session: str, name: str, path: str | None) -> bool:
-        """Take a forgotten file (or, with no path, the whole space) out of an open turn."""
-        if path is None:
-            dropped = self.overlay.drop_mount(session, name)
-        else:
-            dropped = self.overlay.drop_path(session, name, path)
+    async def drop_forgotten(self, session: str, name: str, paths: Iterable[str | None]) -> bool:
+        """Take forgotten files (a ``None`` path: the whole space) out of an open turn.
+
+        Its records are rewritten once, if anything was dropped; returns whether it was.
+        """
+        dropped = False
+        for path in paths:
+            if path is None:
+                dropped |= self.overlay.drop_mount(session, name)
+            else:
+                dropped |= self.overlay.drop_path(session, name, path)
         await self.forget_names()
         if dropped:
             await self.scrub_forgotten(session, name)

@@ -127,6 +127,22 @@ async def manage(daemon: Daemon, *args: str) -> dict[str, object]:
     return result
 
 
+def test_a_forget_notice_reaches_the_persons_own_spaces_or_the_one_it_names() -> None:
+    dana_me = SpaceRef(layer="user", space="me", org="bank", user="dana")
+    dana_notes = SpaceRef(layer="user", space="notes", org="bank", user="dana")
+    person = ForgetNotice(org="bank", user="dana")
+    one_file = ForgetNotice(org="bank", user="dana", space="me", path="a.md")
+    assert person.reaches(dana_me) and person.reaches(dana_notes)
+    assert one_file.reaches(dana_me) and not one_file.reaches(dana_notes)
+    others = [
+        SpaceRef(layer="user", space="me", org="bank", user="carol"),
+        SpaceRef(layer="user", space="me", org="other_bank", user="dana"),
+        SpaceRef(layer="org", space="me", org="bank"),
+        SpaceRef(layer="dir", space="me"),
+    ]
+    assert not any(person.reaches(ref) or one_file.reaches(ref) for ref in others)
+
+
 async def test_forget_user_empties_the_persons_open_turn_at_once(tmp_path: Path) -> None:
     async with danas_turn(tmp_path) as (daemon, store, root):
         # Read (so the kernel caches it) and keep a descriptor open on it.
@@ -221,7 +237,7 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     assert sha in ws.overlay.blobs
     await store.forget_user("u_dana", "default", by=None)
     await memory.forget_in_turn(turn, "me")
-    assert await ws.drop_forgotten("s1", "me", None)
+    assert await ws.drop_forgotten("s1", "me", [None])
     assert sha not in ws.overlay.blobs
     assert "me" not in ws.overlay.sessions["s1"].node.kids
 
@@ -396,7 +412,7 @@ async def test_a_restart_after_a_forget_keeps_the_turns_other_work_and_no_name_o
     write_new(overlay, mounts_of(overlay)["notes"], "eve.md", b"eve's\n")
     overlay.create(mounts_of(overlay)["me"].root.inode, "diagnosis.md", 0o644, 0, 0)
     await memory.forget_in_turn(turn, "me")
-    assert await ws.drop_forgotten("s1", "me", None)
+    assert await ws.drop_forgotten("s1", "me", [None])
 
     ws, restored = restart(tmp_path, store, specs)
     assert names_in(tmp_path / "state" / "sessions", b"g.md", b"diagnosis") == []
@@ -859,6 +875,34 @@ async def test_a_forget_whose_scrub_fails_for_one_turn_is_applied_and_scrubbed_a
 
         assert b"g.md" not in record.read_bytes()
         assert (await sh("cat me/keep.md", root)).stdout == b"keep\n"
+
+
+@pytest.mark.error_log(r"could not take what was forgotten out of the turn of session s1")
+async def test_a_forgotten_space_whose_scrub_failed_has_its_records_rewritten_once_at_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with danas_turn(tmp_path) as (daemon, store, _root):
+        scrub_fails_once(daemon, monkeypatch)
+        ws = daemon.service.workspace
+        assert isinstance(ws, OverlayWorkspace)
+        scrub = ws._scrub_record
+        rewrites: list[object] = []
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            rewrites.append(args)
+            scrub(*args, **kwargs)
+
+        monkeypatch.setattr(ws, "_scrub_record", counted)
+        await store.forget_user("u_dana", "default", by=None)
+        await daemon.service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        record = daemon.settings.state_dir / "sessions" / "s1" / "turn.json"
+        assert b"g.md" in record.read_bytes()  # the scrub that failed
+        rewrites.clear()
+
+        await daemon.service.poll_forgets()
+
+        assert b"g.md" not in record.read_bytes()
+        assert len(rewrites) == 1
 
 
 @pytest.mark.error_log(r"could not take what was forgotten out of the turn of session s1")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from memfs.core.defaults import MAX_ID
-from memfs.core.models import Layer, Status
+from memfs.core.models import Layer, SpaceRef, Status
 from memfs.core.names import unencodable
 
 MAX_EXTRA_BODY_DEPTH = 64
@@ -158,6 +158,10 @@ class ForgetNotice(Request):
     user: str
     space: str | None = None  # with ``path``: the space the file was in
     path: str | None = None
+
+    def reaches(self, ref: SpaceRef) -> bool:
+        """Whether this forget takes something out of space ``ref`` (the space, or its file)."""
+        return ref.owned_by(self.org, self.user) and self.space in (None, ref.space)
 
 
 class ForgetApplied(Reply):
