@@ -12,10 +12,11 @@ import json
 import logging
 import os
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import trio
 
@@ -52,7 +53,7 @@ from memfs.engine.plan import ManualHold, Mount, MountState, Owner
 from memfs.engine.turns import CommitResult, Memory, Turn, TurnState
 from memfs.stores.base import ForgetLog
 from memfsd.words import Judge, Key, Person, WordMarks
-from memfsd.workspace import FOLDER_KEY, NOT_BACK, UNREAD_KEY, OverlayWorkspace
+from memfsd.workspace import FOLDER_KEY, NOT_BACK, OverlayWorkspace
 
 log = logging.getLogger("memfsd.service")
 
@@ -135,21 +136,15 @@ class DaemonService:
             log.info("removed %d records a crash left half written", torn)
         holds, self.committed = self.workspace.saved_manual()
         self.manual = {(hold.session, hold.turn): hold for hold in holds}
-        records = self.workspace.saved_turns()
+        records, unread = self.workspace.saved_turns()
+        for record, why in unread:
+            self._wait_unread(record, why)
         for record in records:
             try:
-                if UNREAD_KEY in record:
-                    raise ValueError(record[UNREAD_KEY])
                 state = TurnState.model_validate_json(json.dumps(record["state"]))
-            except ValueError:
-                # Written by another memfs, or damaged in a way JSON still
-                # reads: this session waits, the others start.
-                session = record[FOLDER_KEY]
-                log.exception("could not read back the open turn of session %s", session)
-                try:
-                    self.workspace.keep_unread(record)
-                except Exception:
-                    log.exception("could not hold what session %s's turn names", session)
+            except ValueError as exc:
+                # Written by another memfs, or damaged in a way JSON still reads.
+                self._wait_unread(record, str(exc))
                 continue
             restored = False
             try:
@@ -175,7 +170,7 @@ class DaemonService:
                     ", ".join(sorted(turn.orphaned)),
                 )
             back.append(state.session)
-        if len(back) == len(records):
+        if not unread and len(back) == len(records):
             # Only now is every blob a turn needs held: the rest is nobody's.
             swept = self.workspace.overlay.blobs.sweep()
             if swept:
@@ -187,6 +182,15 @@ class DaemonService:
         else:
             log.warning("an open turn did not come back; its blobs are left in place")
         return back
+
+    def _wait_unread(self, record: Mapping[str, Any], why: str) -> None:
+        """An open turn whose record cannot be read back: its session waits, the others start."""
+        session = record[FOLDER_KEY]
+        log.error("could not read back the open turn of session %s: %s", session, why)
+        try:
+            self.workspace.keep_unread(record)
+        except Exception:
+            log.exception("could not hold what session %s's turn names", session)
 
     async def finish_discards(self) -> list[str]:
         """Finish every discard a crash cut short; returns the sessions whose turn it ended.

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Mapping, 
 from functools import partial
 from itertools import compress, filterfalse
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -84,8 +84,6 @@ DURABLE_FILE = "durable"
 ENDING_FILE = "ending"
 # The key :meth:`OverlayWorkspace.saved_turns` adds to each record: its session folder's name.
 FOLDER_KEY = "folder"
-# The key it adds to a record whose done.json could not be read: why.
-UNREAD_KEY = "unread"
 # What a session whose turn a start could not bring back is told, at every call it cannot take.
 NOT_BACK = (
     "the session's last turn could not be brought back when the daemon started "
@@ -104,6 +102,15 @@ log = logging.getLogger("memfsd.workspace")
 Snapshots = dict[str, dict[str, Snapshot]]
 # One mount's blobs taken: (stored, held from the cache, gone, manifest and what became of it).
 Taken = tuple[list[str], list[str], list[str], tuple[dict[str, str], Snapshots] | None]
+
+
+class SavedTurns(NamedTuple):
+    """The turns a start finds written down and never ended."""
+
+    records: list[dict[str, Any]]  # each turn's record, its session under FOLDER_KEY
+    # A turn whose record names what it is but not what its end did (an
+    # unreadable done.json), and why: it waits for a start that can read it.
+    unread: list[tuple[dict[str, Any], str]]
 
 
 class OverlayWorkspace:
@@ -740,14 +747,15 @@ class OverlayWorkspace:
         }
         return holds, committed
 
-    def saved_turns(self) -> list[dict[str, Any]]:
+    def saved_turns(self) -> SavedTurns:
         """Every turn written down and never ended: what a restart must bring back."""
         sessions = self.overlay.state_dir / "sessions"
-        found = []
+        found = SavedTurns([], [])
         for path in sorted(sessions.glob(f"*/{TURN_FILE}")):
             record = self._trusted_state(path)
             if record is None:
                 continue
+            record[FOLDER_KEY] = path.parent.name  # the session, whatever the record says
             done_file = path.with_name(DONE_FILE)
             try:
                 if done_file.exists():
@@ -761,9 +769,9 @@ class OverlayWorkspace:
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 # Which spaces it stored, kept or discarded is not known: the
                 # turn waits, its records as they are, for a start that reads them.
-                record[UNREAD_KEY] = f"its {DONE_FILE} cannot be read ({exc!r})"
-            record[FOLDER_KEY] = path.parent.name  # the session, whatever the record says
-            found.append(record)
+                found.unread.append((record, f"its {DONE_FILE} cannot be read ({exc!r})"))
+            else:
+                found.records.append(record)
         return found
 
     def _trusted_state(self, path: Path) -> dict[str, Any] | None:

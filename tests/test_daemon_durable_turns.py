@@ -132,7 +132,7 @@ async def test_after_a_reboot_only_the_turns_made_durable_come_back(
     never = await memory.start_turn("s2", BODY)
     rebooted(monkeypatch)
     _, ws2 = workspace(tmp_path)
-    assert [r["state"]["session"] for r in ws2.saved_turns()] == ["s1"]
+    assert [r["state"]["session"] for r in ws2.saved_turns().records] == ["s1"]
     assert not ws2.turn_file("s2").exists()  # its record goes, and its folder at the sweep
     assert ws2.sweep_ended({("s1", synced.id)}) >= 1
     assert not (ws2.turn_file("s2").parent / never.id).exists()
@@ -149,7 +149,7 @@ async def test_a_turn_json_torn_by_a_power_cut_is_set_aside_and_nothing_else_sto
     ws.turn_file("s2").write_bytes(b"")  # what delayed allocation leaves of an unsynced file
     rebooted(monkeypatch)
     _, ws2 = workspace(tmp_path)
-    assert ws2.saved_turns() == []  # s1 was never synced either
+    assert ws2.saved_turns() == ([], [])  # s1 was never synced either
     assert ws2.turn_file("s2").with_name(TURN_FILE + DAMAGED_SUFFIX).exists()
 
 
@@ -162,7 +162,7 @@ async def test_a_turn_brought_back_in_the_same_boot_syncs_all_its_blobs_at_its_f
     turn_of(ws.overlay).sync()  # synced in the first run...
     (ws.turn_file("s1").parent / turn.id / DURABLE_FILE).unlink()  # ...as far as the mark goes
     again, ws2 = workspace(tmp_path)  # a kill -9 and a restart, same boot
-    [record] = ws2.saved_turns()
+    [record] = ws2.saved_turns().records
     restored = again.restore_turn(TurnState.model_validate(record["state"]))
     ws2.reattach(restored.state(), record)
     blobs = ws2.overlay.blobs

@@ -87,7 +87,7 @@ def restart(
 ) -> tuple[OverlayWorkspace, Turn]:
     """A new desk that brings back the one turn written down, reattached as at start."""
     memory, ws = desk(tmp_path, store, specs)
-    [record] = ws.saved_turns()
+    [record] = ws.saved_turns().records
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
     ws.reattach(restored.state(), record)
     return ws, restored

@@ -218,7 +218,7 @@ async def test_a_path_over_the_limit_from_an_old_journal_is_named_and_the_rest_c
     os_turn = turn.id
     # A restart: a new daemon reads the turn back from disk.
     memory, ws, _ = desk()
-    [record] = ws.saved_turns()
+    [record] = ws.saved_turns().records
     restored = memory.restore_turn(TurnState.model_validate(record["state"]))
     ws.reattach(restored.state(), record)
     assert restored.id == os_turn

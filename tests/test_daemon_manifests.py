@@ -108,7 +108,7 @@ async def test_a_shared_space_changed_by_a_few_files_writes_only_those_and_resto
     }
     # A restart (a new workspace over the same state_dir) reads the turn back whole.
     again, ws2 = workspace(tmp_path, store)
-    [record] = ws2.saved_turns()
+    [record] = ws2.saved_turns().records
     assert record["shas"]["rules"] == expected_shas
     state = record["state"]["mounts"]["rules"]
     assert state["sizes"] == dict(loaded.sizes)
@@ -174,7 +174,7 @@ async def test_a_base_file_goes_once_no_written_down_turn_names_it_and_a_start_s
     assert bases(tmp_path) == {second}
     # What a crash leaves (a base no turn.json names) goes at the next start.
     again, ws2 = workspace(tmp_path, store)
-    assert ws2.saved_turns() == []
+    assert ws2.saved_turns() == ([], [])
     ws2.sweep_ended(set())
     assert bases(tmp_path) == set()
     await (await again.start_turn("s1", BODY)).end()
@@ -188,7 +188,7 @@ async def test_a_base_named_by_a_restored_turn_survives_the_start_sweep(tmp_path
     turn = await memory.start_turn("s1", BODY)
     named = bases(tmp_path)
     again, ws2 = workspace(tmp_path, store)
-    [record] = ws2.saved_turns()
+    [record] = ws2.saved_turns().records
     restored = again.restore_turn(TurnState.model_validate(record["state"]))
     ws2.reattach(restored.state(), record)
     ws2.sweep_ended({("s1", turn.id)})
@@ -230,7 +230,11 @@ async def test_a_shared_space_changed_at_random_between_turns_restores_as_the_st
                 provenance=Provenance(),
             )
             turn = await memory.start_turn("s1", BODY)
-            [record] = OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns()
+            [record] = (
+                OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None)
+                .saved_turns()
+                .records
+            )
             want = await store.files(RULES)
             assert record["shas"]["rules"] == {p: digest(c) for p, c in want.items()}
             state = record["state"]["mounts"]["rules"]
@@ -266,7 +270,9 @@ async def test_a_backup_put_back_in_place_under_a_base_restores_the_turn_as_the_
             await store.put(other, ChangeSet(created={f"x{i}.md": b"x"}), provenance=P)
         await store.put(RULES, ChangeSet(created={"c.md": b"c"}), provenance=P)
         turn = await memory.start_turn("s1", BODY)
-        [record] = OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns()
+        [record] = (
+            OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns().records
+        )
         want = {p: digest(c) for p, c in (await store.files(RULES)).items()}
         assert want["a.md"] == digest(b"a1") and record["shas"]["rules"] == want
         mount = turn_of(ws.overlay).mounts["rules"]

@@ -99,7 +99,7 @@ async def test_a_stored_space_is_written_down_beside_the_turn_not_into_it(tmp_pa
     manifest = ws.turn_file("s1").read_bytes()
     await ws.record(turn.session, turn.id, {"rules": SpaceResult(status="saved")}, {})
     assert ws.turn_file("s1").read_bytes() == manifest  # not rewritten
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     assert saved["state"]["done"]["rules"]["status"] == "saved"
 
 
@@ -109,7 +109,7 @@ async def test_a_record_left_by_an_earlier_turn_is_ignored(tmp_path: Path) -> No
     ws.turn_file("s1").with_name(DONE_FILE).write_text(
         '{"turn": "t-old", "done": {"rules": {"status": "saved"}}}'
     )
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     assert saved["state"].get("done", {}) == {}
 
 
@@ -136,7 +136,7 @@ async def test_the_manifest_written_down_round_trips_any_path(tmp_path: Path) ->
     odd = {"tab\there.md": b"1", "new\nline.md": b"22", "ünï/cødé.md": b"333"}
     await store_of(memory).put(rules, ChangeSet(created=odd), provenance=Provenance())
     turn = await memory.start_turn("s1", BODY)
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     assert saved["shas"]["rules"] == {path: digest(content) for path, content in odd.items()}
     state = saved["state"]["mounts"]["rules"]
     assert state["sizes"] == {"tab\there.md": 1, "new\nline.md": 2, "ünï/cødé.md": 3}
@@ -258,7 +258,7 @@ async def test_a_turn_written_down_whole_as_json_by_an_older_memfs_is_still_read
     }
     ws.turn_file("s1").parent.mkdir(parents=True)
     ws.turn_file("s1").write_text(json.dumps(old))
-    assert ws.saved_turns() == [{**old, FOLDER_KEY: "s1"}]
+    assert ws.saved_turns().records == [{**old, FOLDER_KEY: "s1"}]
 
 
 async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> None:
@@ -279,7 +279,7 @@ async def test_the_manifest_carries_modes_times_and_folders(tmp_path: Path) -> N
     turn = await memory.start_turn("s1", BODY)
     header = ws.turn_file("s1").read_text().partition("\n")[0]
     assert json.loads(header)["manifest"] == MANIFEST_FORMAT == 3
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     state = TurnState.model_validate_json(json.dumps(saved["state"]))
     assert state.mounts["rules"].meta["run.sh"] == meta
     assert state.mounts["rules"].meta == turn.mounts["rules"].meta
@@ -297,7 +297,7 @@ async def test_a_manifest_of_format_1_is_still_read_with_default_modes(tmp_path:
     ws.turn_file("s1").parent.mkdir(parents=True)
     sha = "ab" * 32
     ws.turn_file("s1").write_text(json.dumps(header) + "\n" + f"rules\0a.md\0{sha}\x003\x007")
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     mount = saved["state"]["mounts"]["rules"]
     assert saved["shas"] == {"rules": {"a.md": sha}}
     assert (mount["sizes"], mount["snapshot"], mount["meta"]) == ({"a.md": 3}, {"a.md": "7"}, {})
@@ -324,11 +324,11 @@ async def test_turn_json_keeps_the_note_the_agent_got_and_a_restored_turn_has_it
     )
     turn = await memory.start_turn("s1", BODY)
     assert "income.md" in turn.note
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     assert saved["state"]["note"] == turn.note
     # A restart: a new Memory over the same state brings the turn back, note and all.
     again, ws2 = workspace(tmp_path)
-    [record] = ws2.saved_turns()
+    [record] = ws2.saved_turns().records
     restored = again.restore_turn(TurnState.model_validate(record["state"]))
     ws2.reattach(restored.state(), record)
     assert restored.note == turn.note
@@ -357,7 +357,7 @@ async def test_a_turn_start_takes_its_last_spaces_blobs_and_writes_turn_json_in_
     turn = await memory.start_turn("s1", BODY)
     assert trips.count("take") == 2  # rules, then me with turn.json
     assert "_write_state" not in trips
-    [saved] = ws.saved_turns()
+    [saved] = ws.saved_turns().records
     assert set(saved["state"]["mounts"]) == {"rules", "me"} == set(turn.mounts)
 
 
@@ -396,7 +396,7 @@ async def test_a_turn_json_written_but_not_synced_at_a_failed_start_is_not_left_
         await memory.start_turn("s1", BODY)
     assert not ws.turn_file("s1").exists()
     assert sorted(ws.overlay.session_dir("s1").iterdir()) == []
-    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == []
+    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == ([], [])
 
 
 async def test_a_turn_end_writes_its_last_record_and_removes_its_turn_json_in_one_trip(
@@ -461,7 +461,7 @@ async def test_a_start_that_fails_after_turn_json_leaves_no_turn_behind(
         await memory.start_turn("s1", BODY)
     assert not ws.turn_file("s1").exists()
     assert sorted(ws.overlay.session_dir("s1").iterdir()) == []
-    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == []
+    assert OverlayWorkspace(ws.overlay, tmp_path / "mnt", invalidate=None).saved_turns() == ([], [])
     assert digest(b"tea\n") not in ws.overlay.blobs  # a person's blobs: let go, once
     monkeypatch.setattr(target, failing, real)
     turn = await memory.start_turn("s1", BODY)
