@@ -50,7 +50,7 @@ def file_lines(note: str) -> list[str]:
 def test_file_list_that_fits_the_budget_exactly_is_listed_whole() -> None:
     files = {f"f{i:03}.md": 10 for i in range(10)}
     one_line = len(b"- lending-rules/f000.md (10 B)\n")
-    note = render_note([rules(files=files)], file_list_bytes=one_line * 10)
+    note = render_note([rules(files=files)], limits=Limits(note_file_list_bytes=one_line * 10))
     assert len(file_lines(note)) == 10
     assert "not listed" not in note
 
@@ -58,7 +58,7 @@ def test_file_list_that_fits_the_budget_exactly_is_listed_whole() -> None:
 def test_file_list_past_the_budget_says_how_many_are_left_out() -> None:
     files = {f"f{i:03}.md": 10 for i in range(10)}
     one_line = len(b"- lending-rules/f000.md (10 B)\n")
-    note = render_note([rules(files=files)], file_list_bytes=one_line * 10 - 1)
+    note = render_note([rules(files=files)], limits=Limits(note_file_list_bytes=one_line * 10 - 1))
     assert len(file_lines(note)) == 9
     assert "... and 1 more file not listed here; list the folder (ls -R lending-rules)" in note
 
@@ -139,7 +139,9 @@ def test_a_description_is_one_quoted_line_whatever_it_holds() -> None:
 
 
 def test_a_mount_path_is_quoted_in_the_head_and_the_listing_hint() -> None:
-    note = render_note([rules(path="my rules", files={"a.md": 1})], file_list_bytes=1)
+    note = render_note(
+        [rules(path="my rules", files={"a.md": 1})], limits=Limits(note_file_list_bytes=1)
+    )
     assert "## 'my rules'/ — shared memory" in note
     assert "(ls -R 'my rules')" in note
 
@@ -189,5 +191,8 @@ def test_a_store_without_review_says_org_changes_save_at_once() -> None:
 def test_the_skill_leaves_each_file_list_its_whole_budget() -> None:
     files = {f"f{i:03}.md": 1 for i in range(40)}
     one_line = len("- lending-rules/f000.md (1 B)\n")
-    note = render_note([rules(files=files, saving="after_review")], file_list_bytes=one_line * 10)
+    note = render_note(
+        [rules(files=files, saving="after_review")],
+        limits=Limits(note_file_list_bytes=one_line * 10),
+    )
     assert len(file_lines(note)) == 10

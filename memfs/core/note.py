@@ -218,21 +218,20 @@ def skill(spaces: Iterable[NoteSpace]) -> str:
     )
 
 
-def render_note(
-    spaces: Iterable[NoteSpace], *, file_list_bytes: int = 8_000, limits: Limits | None = None
-) -> str:
+def render_note(spaces: Iterable[NoteSpace], *, limits: Limits | None = None) -> str:
     """The whole note for one turn; an empty string when nothing is mounted.
 
     The skill and the limits sentence come before the per-space file lists;
-    each list keeps its own ``file_list_bytes`` budget.
+    each list keeps its own budget, ``limits.note_file_list_bytes``.
 
     ``limits`` (default ``Limits()``) are the ones the intro tells the agent.
     """
+    limits = limits or Limits()
     spaces = list(spaces)
-    sections = [render_space(space, file_list_bytes) for space in spaces]
+    sections = [render_space(space, limits.note_file_list_bytes) for space in spaces]
     if not sections:
         return ""
-    intro = "# Memory\n" + skill(spaces) + " " + limits_sentence(limits or Limits())
+    intro = "# Memory\n" + skill(spaces) + " " + limits_sentence(limits)
     return "\n\n".join([intro, *sections]) + "\n"
 
 

@@ -372,7 +372,6 @@ class Memory:
                 mounts=mounts,
                 note=render_note(
                     (self._note_space(spec, mounts[spec.path]) for spec, _ in refs),
-                    file_list_bytes=self.limits.note_file_list_bytes,
                     limits=self.limits,
                 ),
                 owner=owner,
