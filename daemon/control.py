@@ -44,7 +44,7 @@ _BIND_EXTRA = len(f"/{_PRIVATE_PREFIX}xxxxxxxx/{_BOUND_NAME}")
 MAX_SOCKET_FOLDER = MAX_SOCKET_PATH - _BIND_EXTRA
 
 
-def _check_path_length(path: Path) -> None:
+def check_socket_path(path: Path) -> None:
     """Refuse a socket path Unix sockets cannot bind, before anything is made for it."""
     size = len(os.fsencode(path))
     if size > MAX_SOCKET_PATH:
@@ -148,7 +148,7 @@ def _prepare(socket_path: Path) -> tuple[Path, Path]:
     umask change would leak into files other threads create meanwhile).
     """
     socket_path = socket_path.absolute()
-    _check_path_length(socket_path)
+    check_socket_path(socket_path)
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     _clear_stale_socket(socket_path)
     private = Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX, dir=socket_path.parent))
@@ -190,4 +190,10 @@ def _remove_if_ours(path: Path, identity: tuple[int, int] | None) -> None:
         path.unlink(missing_ok=True)
 
 
-__all__ = ["MAX_SOCKET_FOLDER", "MAX_SOCKET_PATH", "serve_control", "socket_in_use"]
+__all__ = [
+    "MAX_SOCKET_FOLDER",
+    "MAX_SOCKET_PATH",
+    "check_socket_path",
+    "serve_control",
+    "socket_in_use",
+]

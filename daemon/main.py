@@ -55,7 +55,7 @@ from memfsd.config import (
     DEFAULT_LISTEN_RETRY_SECONDS,
     DEFAULT_STORE_BATCH_MAX,
 )
-from memfsd.control import serve_control, socket_in_use
+from memfsd.control import check_socket_path, serve_control, socket_in_use
 from memfsd.fs import MemfsOperations, invalidate_inodes, invalidate_names
 from memfsd.listen import follow_store
 from memfsd.notify import notify, watchdog_interval
@@ -254,6 +254,7 @@ async def serve(
     """Run the daemon until SIGTERM/SIGINT or ``pyfuse3.terminate()``."""
     # First: everything after opens descriptors, and a limit too low is said by name.
     descriptors = data_descriptors(raise_descriptor_limit())
+    check_socket_path(settings.socket)  # else found only once the mount and turns are up
     secure_state_dir(settings.state_dir)  # 0700, or a ConfigError naming it
     if await trio.to_thread.run_sync(socket_in_use, settings.socket):
         raise ConfigError("a memfs daemon is already running", path=str(settings.socket))

@@ -16,7 +16,9 @@ import trio
 
 from memfs.api.control import control_app
 from memfs.core.errors import ConfigError, Conflict
+from memfs.core.models import Limits
 from memfsd.control import MAX_SOCKET_FOLDER, MAX_SOCKET_PATH, serve_control, socket_in_use
+from memfsd.main import Settings, serve
 from tests.control_fake import FakeTarget
 
 
@@ -175,3 +177,22 @@ async def test_socket_in_use_tells_a_live_daemon_from_a_stale_file(sock_dir: Pat
         await nursery.start(serve_control, control_app(FakeTarget()), path)
         assert await trio.to_thread.run_sync(socket_in_use, path) is True
         nursery.cancel_scope.cancel()
+
+
+async def test_a_daemon_whose_socket_path_is_too_long_stops_before_it_mounts_or_opens_the_store(
+    sock_dir: Path,
+) -> None:
+    # The length was checked only as the control API started: after the
+    # mount, the store, and bringing back every open turn.
+    state = at_length(sock_dir, MAX_SOCKET_FOLDER + 1)
+    settings = Settings(
+        mount_root=sock_dir / "mnt",
+        state_dir=sock_dir / "state",
+        store=f"sqlite://{sock_dir / 'state' / 'memfs.db'}",
+        specs=[],
+        limits=Limits(),
+        socket=state / "memfs.sock",
+    )
+    with pytest.raises(ConfigError, match=f"folder is {MAX_SOCKET_FOLDER + 1} bytes"):
+        await serve(settings)
+    assert sorted(os.listdir(sock_dir)) == []
