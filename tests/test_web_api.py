@@ -10,12 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
+from memfs.core.audit import AUDIT_PAGE, MAX_AUDIT_PAGE
 from memfs.core.members import Member
+from memfs.core.models import By
 from memfs.core.names import MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MAX_SPACE_NAME_CHARS
 from memfs.core.signin import MAX_CLIENT_KEY, SigninLimits
-from memfs.stores.base import ReviewingStore
+from memfs.stores.base import ManagedStore, ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.testing import FaultyStore
+from memfs.web.api import MAX_ENTRY_ID_CHARS
 from memfs.web.app import web_app
 from tests.web_world import DANA_ME, ORG, RULES, new_store, org_memory
 
@@ -604,3 +607,43 @@ async def test_opening_a_person_with_no_memory_in_the_org_is_404_and_audits_noth
     assert [e for e in await world.store.audit() if e.action == "open"] == [
         e for e in before if e.action == "open"
     ]
+
+
+async def test_the_audit_log_is_read_a_page_of_audit_page_entries_at_a_time_from_the_newest(
+    world: World,
+) -> None:
+    store = world.store
+    assert isinstance(store, ManagedStore)
+    admin = By(id="u_admin", role="admin")
+    for _ in range(AUDIT_PAGE + 1):
+        await store.open_person("u_dana", ORG, by=admin)
+    whole = [entry.id for entry in await store.audit(org=ORG)]
+    newest = (await world.call("GET", "/api/v1/audit", "admin")).json()
+    assert [e["id"] for e in newest["entries"]] == whole[-AUDIT_PAGE:]
+    assert newest["older"] == whole[-AUDIT_PAGE]
+    walked: list[str] = []
+    before = None
+    while True:
+        params: dict[str, Any] = {"limit": 7} | ({"before": before} if before else {})
+        page = (await world.call("GET", "/api/v1/audit", "admin", params=params)).json()
+        walked[:0] = [e["id"] for e in page["entries"]]
+        before = page["older"]
+        if before is None:
+            break
+    assert walked == whole
+
+
+async def test_an_audit_page_of_max_audit_page_entries_is_read_and_one_more_is_400(
+    world: World,
+) -> None:
+    at = await world.call("GET", "/api/v1/audit", "admin", params={"limit": MAX_AUDIT_PAGE})
+    assert at.status_code == 200 and at.json()["older"] is None
+    for limit in (MAX_AUDIT_PAGE + 1, 0):
+        past = await world.call("GET", "/api/v1/audit", "admin", params={"limit": limit})
+        assert_problem(past, 400, "BadRequest")
+
+
+async def test_an_audit_page_before_an_entry_no_store_issued_is_400(world: World) -> None:
+    for before in ("9" * MAX_ENTRY_ID_CHARS, "9" * (MAX_ENTRY_ID_CHARS + 1), "x", "-1"):
+        answer = await world.call("GET", "/api/v1/audit", "admin", params={"before": before})
+        assert_problem(answer, 400, "BadRequest")

@@ -16,8 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
+from memfs.core.audit import AUDIT_PAGE
+from memfs.core.models import By, ChangeSet, Limits, Provenance, SpaceRef
 from memfs.core.note import file_list
+from memfs.stores.base import ManagedStore
 from memfs.stores.memory import MemoryStore
 from memfs.web.app import web_app
 from memfs.web.pages.map import space_bay
@@ -440,3 +442,28 @@ async def test_the_map_and_people_pages_load_only_memfs_own_files(site: Site) ->
         sources = re.findall(r'(?:src|href|action)="([^"]+)"', page.text)
         assert all(s.startswith(("/", "#")) for s in sources), sources
         assert "default-src 'none'" in page.headers["content-security-policy"]
+
+
+async def test_the_audit_page_shows_audit_page_entries_and_links_to_the_older_ones(
+    site: Site,
+) -> None:
+    store = site.memory.store
+    assert isinstance(store, ManagedStore)
+    for _ in range(AUDIT_PAGE + 1):
+        await store.open_person("u_dana", ORG, by=By(id="u_admin", role="admin"))
+    await site.sign_in("admin")
+    whole = await store.audit(org=ORG)
+    assert len(whole) < 2 * AUDIT_PAGE  # two pages
+
+    def rows(html: str) -> list[str]:
+        return re.findall(r"<tr>\s*<td>[^<]*</td>\s*<td>[^<]*</td>\s*<td>([^<]*)</td>", html)
+
+    newest = await site.client.get("/people/audit")
+    assert rows(newest.text) == [e.action for e in reversed(whole[-AUDIT_PAGE:])]
+    [older] = re.findall(r'<a href="(/people/audit\?before=[^"]+)">Older entries</a>', newest.text)
+    assert older == f"/people/audit?before={whole[-AUDIT_PAGE].id}"
+    assert "Newest entries" not in newest.text
+    rest = await site.client.get(older)
+    assert rows(rest.text) == [e.action for e in reversed(whole[:-AUDIT_PAGE])]
+    assert "Older entries" not in rest.text
+    assert '<a href="/people/audit">Newest entries</a>' in rest.text

@@ -25,19 +25,27 @@ of a cut tail (the SQLite store compares the last id with its sequence).
 Entries about a person's own memory (the user layer) name the act, the
 actor, the space and the person, and count what the act touched: never a
 path, which may say as much as the content (:func:`count`).
+
+The log only grows, so it is read a page at a time: the newest ``limit``
+entries written before an entry (``before``), oldest first (:func:`page`
+for a store that holds the log as a list; SQL stores ask the same of SQL).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC
 
-from memfs.core.errors import AuditTampered
+from memfs.core.errors import AuditTampered, BadRequest
 from memfs.core.models import AuditEntry, ChangeSet, Frozen, Provenance, SpaceRef
 
 GENESIS = "0" * 64
+# Entries a page of the log shows (the Memory tab, ``GET /api/v1/audit``) unless
+# asked for another number, and the most one page may ask for.
+AUDIT_PAGE = 100
+MAX_AUDIT_PAGE = 1000
 _HEADER = b"memfs-audit-v1\n"
 
 
@@ -46,6 +54,13 @@ class AuditCheck(Frozen):
 
     entries: int
     head: str
+
+
+class AuditPage(Frozen):
+    """One page of an org's audit log, as the Memory tab shows it."""
+
+    entries: list[AuditEntry]  # oldest first
+    older: str | None  # ``before`` for the page of older entries; None: this page is the first
 
 
 def canonical(entry: AuditEntry) -> bytes:
@@ -140,14 +155,42 @@ def about_put(
     return None, ", ".join(paths)
 
 
+def page(entries: Sequence[AuditEntry], before: str | None, limit: int | None) -> list[AuditEntry]:
+    """The newest ``limit`` (all, with None) of ``entries`` written before entry ``before``.
+
+    ``entries`` is a whole log, oldest first, and so is the page. A ``before``
+    that is no entry of it is ``BadRequest``: a page names an entry it showed.
+    """
+    end = len(entries)
+    if before is not None:
+        ids = [entry.id for entry in entries]
+        if before not in ids:
+            raise BadRequest("no audit entry has this id", path=before)
+        end = ids.index(before)
+    start = 0 if limit is None else max(0, end - check_limit(limit))
+    return list(entries[start:end])
+
+
+def check_limit(limit: int) -> int:
+    """A page's ``limit``: at least one entry (a store bounds nothing else)."""
+    if limit < 1:
+        raise BadRequest(f"a page of the audit log holds at least one entry, not {limit}")
+    return limit
+
+
 __all__ = [
+    "AUDIT_PAGE",
     "GENESIS",
+    "MAX_AUDIT_PAGE",
     "AuditCheck",
+    "AuditPage",
     "about_file",
     "about_put",
     "canonical",
+    "check_limit",
     "count",
     "entry_hash",
+    "page",
     "seal",
     "verify_chain",
 ]

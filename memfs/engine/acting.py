@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import Literal
 
 from memfs.core import story
-from memfs.core.audit import AuditCheck
+from memfs.core.audit import AUDIT_PAGE, AuditCheck, AuditPage, check_limit
 from memfs.core.errors import BadRequest, ConfigError, NotFound
 from memfs.core.members import check_member_id
 from memfs.core.models import (
@@ -331,9 +331,21 @@ class Acting:
             raise NotFound("nobody of this id has memory in this org", path=user)
         return await store.open_person(user, self.org, by=self.by)
 
-    async def audit(self) -> list[AuditEntry]:
+    async def audit(
+        self, *, before: str | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """The org's audit log, oldest first; a page of it with ``before`` and ``limit``."""
         require(self.role, "open")
-        return await self.store.audit(org=self.org)
+        return await self.store.audit(org=self.org, before=before, limit=limit)
+
+    async def audit_page(self, *, before: str | None = None, limit: int = AUDIT_PAGE) -> AuditPage:
+        """The newest ``limit`` entries before entry ``before``, and where older ones start."""
+        # One more than shown: whether an older page exists, without counting the log.
+        entries = await self.audit(before=before, limit=check_limit(limit) + 1)
+        if len(entries) <= limit:
+            return AuditPage(entries=entries, older=None)
+        shown = entries[1:]
+        return AuditPage(entries=shown, older=shown[0].id)
 
     async def verify_audit(self) -> AuditCheck:
         """Check the store's whole audit chain (every org: the chain is one); admins only."""

@@ -360,8 +360,14 @@ class ManagedStore(PersonForgetting, Members, Protocol):
         """
         ...
 
-    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
+    async def audit(
+        self, *, org: str | None = None, before: str | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
         """The audit log (of ``org``, or all), oldest first.
+
+        A page of it (:func:`memfs.core.audit.page`): with ``before``, an
+        entry's id, only the entries written before that one; with ``limit``,
+        only the newest ``limit`` of those.
 
         Every ``decide``, ``restore``, ``forget_file``, ``forget_user``,
         ``set_review``, ``open_person`` and edited ``put`` adds one entry in the same

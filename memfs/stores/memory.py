@@ -131,8 +131,10 @@ class MemoryStore:
     async def verify_audit(self) -> AuditCheck:
         return audit_rules.verify_chain(self._audit)
 
-    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
-        return self.audit_nowait(org=org)
+    async def audit(
+        self, *, org: str | None = None, before: str | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
+        return audit_rules.page(self.audit_nowait(org=org), before, limit)
 
     def audit_nowait(self, *, org: str | None = None) -> list[AuditEntry]:
         return [entry for entry in self._audit if org is None or entry.org == org]

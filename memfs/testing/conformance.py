@@ -18,6 +18,7 @@ from typing import Literal
 
 from memfs.core.audit import GENESIS, UNKNOWN_CURSOR, canonical, entry_hash
 from memfs.core.errors import (
+    BadRequest,
     ConfigError,
     Conflict,
     Forgotten,
@@ -925,6 +926,38 @@ async def check_the_audit_log_filters_by_org_and_outlives_forgetting(store: Stor
     assert [(e.action, e.target) for e in bank1] == [("open", "dana"), ("forget-user", "dana")]
     assert [(e.org, e.action) for e in await store.audit(org="bank-2")] == [("bank-2", "open")]
     assert len(await store.audit()) == 3
+
+
+async def check_the_audit_log_reads_back_a_page_at_a_time_from_the_newest(store: Store) -> None:
+    assert isinstance(store, ManagedStore)
+    for org in ("bank-1", "bank-2", "bank-1", "bank-1", "bank-2", "bank-1"):
+        await store.open_person("dana", org, by=ADA)
+    whole = await store.audit(org="bank-1")
+    ids = [entry.id for entry in whole]
+    assert len(ids) == 4
+    assert await store.audit(org="bank-1", limit=10) == whole
+    assert [e.id for e in await store.audit(org="bank-1", limit=3)] == ids[1:]
+    assert [e.id for e in await store.audit(org="bank-1", before=ids[1], limit=3)] == ids[:1]
+    assert [e.id for e in await store.audit(org="bank-1", before=ids[3])] == ids[:3]
+    assert await store.audit(org="bank-1", before=ids[0]) == []
+    # Pages walked back from the newest hold every entry once, in order.
+    walked: list[str] = []
+    before: str | None = None
+    while page := await store.audit(org="bank-1", before=before, limit=1):
+        walked[:0] = [entry.id for entry in page]
+        before = page[0].id
+    assert walked == ids
+    everyone = await store.audit()
+    assert [e.id for e in await store.audit(before=everyone[-1].id)] == [
+        e.id for e in everyone[:-1]
+    ]
+    for before, limit in (("x", None), ("", None), (None, 0), (None, -1)):
+        try:
+            await store.audit(org="bank-1", before=before, limit=limit)
+        except BadRequest:
+            pass
+        else:
+            raise AssertionError(f"a page of the audit log before {before!r}, {limit} was read")
 
 
 async def check_people_lists_user_spaces_with_their_live_size(store: Store) -> None:
@@ -2119,6 +2152,9 @@ MANAGED_CHECKS: dict[str, Check] = {
     ),
     "the_audit_log_filters_by_org_and_outlives_forgetting": (
         check_the_audit_log_filters_by_org_and_outlives_forgetting
+    ),
+    "the_audit_log_reads_back_a_page_at_a_time_from_the_newest": (
+        check_the_audit_log_reads_back_a_page_at_a_time_from_the_newest
     ),
     "people_lists_user_spaces_with_their_live_size": (
         check_people_lists_user_spaces_with_their_live_size

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memfs.api.control import JsonRoute
 from memfs.api.models import Problem
+from memfs.core.audit import AUDIT_PAGE, MAX_AUDIT_PAGE
 from memfs.core.diff import unified
 from memfs.core.errors import BadRequest, NoIdentity, NotFound, SigninThrottled
 from memfs.core.members import Member, looks_like_token
@@ -66,10 +67,12 @@ from memfs.stores.base import ManagedStore
 from memfs.web.signin_gate import ClientGate
 
 PREFIX = "/api/v1"
-# The longest revision id a restore names, and the longest change version a
-# decision names: longer than any a store makes, so past them is a 400.
+# The longest revision id a restore names, the longest change version a
+# decision names, and the longest audit entry id a page starts before:
+# longer than any a store makes, so past them is a 400.
 MAX_REVISION_CHARS = 200
 MAX_VERSION_CHARS = 64
+MAX_ENTRY_ID_CHARS = 64
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": Problem, "description": "The request failed; `error` names the memfs error."},
@@ -290,7 +293,8 @@ class ForgotPerson(Out):
 
 
 class Audit(Out):
-    entries: list[AuditEntry]
+    entries: list[AuditEntry]  # oldest first
+    older: str | None = None  # ``before`` for the page of older entries; None: none older
 
 
 class InboxView(Out):
@@ -672,9 +676,18 @@ def api_router() -> APIRouter:
             user=user, spaces=sorted(ref.space for ref in forgot.spaces), files=forgot.files
         )
 
-    @router.get("/audit", response_model=Audit, summary="The org's audit log (admins)")
-    async def audit(me: Actor) -> Audit:
-        return Audit(entries=await me.audit())
+    @router.get(
+        "/audit",
+        response_model=Audit,
+        summary="A page of the org's audit log (admins): the newest entries before `before`",
+    )
+    async def audit(
+        me: Actor,
+        before: Annotated[str | None, Query(max_length=MAX_ENTRY_ID_CHARS)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_PAGE)] = AUDIT_PAGE,
+    ) -> Audit:
+        page = await me.audit_page(before=before, limit=limit)
+        return Audit(entries=page.entries, older=page.older)
 
     @router.get(
         "/sessions/{session}",

@@ -13,9 +13,10 @@ from typing import Any, get_args
 
 from memfs.core import audit as audit_rules
 from memfs.core.audit import GENESIS, AuditCheck
-from memfs.core.errors import AuditTampered
+from memfs.core.errors import AuditTampered, BadRequest
 from memfs.core.models import AuditAction, AuditEntry, By
 from memfs.stores.managed import by_of as _by
+from memfs.stores.managed import row_id
 from memfs.stores.sql.db import Db
 
 _COLUMNS = (
@@ -96,12 +97,24 @@ def _audit_entry(db: Db, row: Any) -> AuditEntry:
     )
 
 
-def _audit(db: Db, org: str | None) -> list[AuditEntry]:
-    if org is None:
-        return [_audit_entry(db, row) for row in db.tuples(_COLUMNS + " ORDER BY id")]
-    return [
-        _audit_entry(db, row) for row in db.tuples(_COLUMNS + " WHERE org = ? ORDER BY id", (org,))
-    ]
+def _audit(db: Db, org: str | None, before: str | None, limit: int | None) -> list[AuditEntry]:
+    where: list[str] = []
+    args: list[Any] = []
+    if org is not None:
+        where.append("org = ?")
+        args.append(org)
+    if before is not None:
+        below = row_id(before)
+        if below is None:
+            raise BadRequest("no audit entry has this id", path=before)
+        where.append("id < ?")
+        args.append(below)
+    sql = _COLUMNS + (" WHERE " + " AND ".join(where) if where else "")
+    if limit is None:
+        return [_audit_entry(db, row) for row in db.tuples(sql + " ORDER BY id", tuple(args))]
+    # The newest ``limit``, read newest first, then put oldest first.
+    rows = db.tuples(sql + " ORDER BY id DESC LIMIT ?", (*args, audit_rules.check_limit(limit)))
+    return [_audit_entry(db, row) for row in reversed(rows)]
 
 
 def _verify_audit(db: Db) -> AuditCheck:

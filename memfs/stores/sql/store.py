@@ -336,8 +336,10 @@ class SqlStore(ABC):
         check_identity(org, what="org id")
         return await self._call(lambda db: _people(db, org), write=False)
 
-    async def audit(self, *, org: str | None = None) -> list[AuditEntry]:
-        return await self._call(lambda db: _audit(db, org), write=False)
+    async def audit(
+        self, *, org: str | None = None, before: str | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
+        return await self._call(lambda db: _audit(db, org, before, limit), write=False)
 
     async def verify_audit(self) -> AuditCheck:
         return await self._call(_verify_audit, write=False)

@@ -68,9 +68,12 @@ def people_router() -> APIRouter:
         )
 
     @router.get("/people/audit")
-    async def audit(page: SignedInPage) -> Response:
-        entries = list(reversed(await page.me.audit()))
-        return render(page, page.request, "audit.html", entries=entries)
+    async def audit(page: SignedInPage, before: str | None = None) -> Response:
+        shown = await page.me.audit_page(before=before)
+        entries = list(reversed(shown.entries))  # newest first
+        return render(
+            page, page.request, "audit.html", entries=entries, older=shown.older, before=before
+        )
 
     @router.post("/people/{user}/open")
     async def open_person(user: str, page: SignedInPage) -> Response:
