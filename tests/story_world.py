@@ -155,3 +155,21 @@ async def story_world(store: ReviewingStore) -> Story:
         carried_t1=dict(rules.revisions),
         carried_me_t1=dict(me.revisions),
     )
+
+
+async def long_session(store: ReviewingStore, session: str, turns: int) -> list[str]:
+    """``turns`` turns of ``session`` over the rules, each its own trace; their ids, in order."""
+    loaded = await store.load(RULES, session)
+    ids = [f"t{n:04}" for n in range(turns)]
+    for turn in ids:
+        await store.record_trace(
+            Trace(
+                session=session,
+                turn=turn,
+                prompt=f"turn {turn}",
+                at=now(),
+                mounts={"rules": _mount(RULES, loaded.cursor)},
+                files={},
+            )
+        )
+    return ids

@@ -11,11 +11,11 @@ import pytest
 import memfs
 from memfs.core.errors import BadRequest, InvalidName, NotFound, PermissionDenied
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef
-from memfs.core.story import MAX_USAGE_DAYS
+from memfs.core.story import MAX_USAGE_DAYS, STORY_PAGE
 from memfs.stores.base import ReviewingStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
-from tests.story_world import ORG, RULES, story_world
+from tests.story_world import ORG, RULES, long_session, story_world
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -276,3 +276,35 @@ async def test_the_inbox_holds_waiting_changes_and_spaces_with_no_room_in_the_no
     tight = memfs.act_as(store, "v", "viewer", org=ORG, limits=Limits(note_file_list_bytes=20))
     assert {s.space for s in (await tight.inbox()).no_room} == {"big", "rules"}
     assert (await who(store, "viewer", org="bank_99").inbox()).no_room == ()
+
+
+async def test_a_long_session_story_is_read_a_page_of_its_latest_turns_at_a_time(
+    store: ReviewingStore,
+) -> None:
+    await story_world(store)
+    ids = await long_session(store, "long", STORY_PAGE + 3)
+    viewer = who(store, "viewer")
+    latest = await viewer.session_story("long")
+    assert [t.turn for t in latest.turns] == ids[-STORY_PAGE:]
+    assert latest.earlier == ids[-STORY_PAGE]
+    first = await viewer.session_story("long", before=latest.earlier)
+    assert ([t.turn for t in first.turns], first.earlier) == (ids[:3], None)
+    walked: list[str] = []
+    before = None
+    while True:
+        page = await viewer.session_story("long", before=before, limit=4)
+        walked[:0] = [t.turn for t in page.turns]
+        if (before := page.earlier) is None:
+            break
+    assert walked == ids
+
+
+async def test_a_story_page_before_a_turn_the_session_never_had_or_of_no_turns_is_refused(
+    store: ReviewingStore,
+) -> None:
+    await story_world(store)
+    viewer = who(store, "viewer")
+    for before, limit in (("t9", 1), ("t1", 0)):
+        with pytest.raises(BadRequest):
+            await viewer.session_story("s1", before=before, limit=limit)
+    assert (await viewer.session_story("s1", before="t1")).turns == ()

@@ -12,10 +12,11 @@ import httpx
 import pytest
 
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
-from memfs.core.story import MAX_USAGE_DAYS
+from memfs.core.names import MAX_SEGMENT_BYTES
+from memfs.core.story import MAX_STORY_PAGE, MAX_USAGE_DAYS
 from memfs.stores.base import ReviewingStore
 from memfs.web.app import web_app
-from tests.story_world import ORG, Story, story_world
+from tests.story_world import ORG, Story, long_session, story_world
 from tests.test_web_api import assert_problem
 from tests.web_world import add_people, new_store
 
@@ -207,3 +208,22 @@ async def test_the_story_endpoints_are_in_the_openapi_document(world: World) -> 
     assert {"SessionStory", "Carried", "FileLife", "SpaceUsage", "InboxView"} <= set(
         doc["components"]["schemas"]
     )
+
+
+async def test_a_story_page_of_max_story_page_turns_is_read_and_past_it_or_its_before_is_400(
+    world: World,
+) -> None:
+    ids = await long_session(world.store, "long", 3)
+    at = await world.get("/api/v1/sessions/long", "viewer", params={"limit": MAX_STORY_PAGE})
+    assert at.status_code == 200, at.text
+    assert [t["turn"] for t in at.json()["turns"]] == ids and at.json()["earlier"] is None
+    some = (await world.get("/api/v1/sessions/long", "viewer", params={"limit": 2})).json()
+    assert ([t["turn"] for t in some["turns"]], some["earlier"]) == (ids[1:], ids[1])
+    for params in (
+        {"limit": MAX_STORY_PAGE + 1},
+        {"limit": 0},
+        {"before": "x" * (MAX_SEGMENT_BYTES + 1)},
+        {"before": "x" * MAX_SEGMENT_BYTES},  # no turn of this session
+    ):
+        past = await world.get("/api/v1/sessions/long", "viewer", params=params)
+        assert_problem(past, 400, "BadRequest")

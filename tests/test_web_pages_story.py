@@ -21,9 +21,10 @@ import pytest
 
 from memfs.core.members import Member
 from memfs.core.models import ChangeSet, Limits, Provenance, SpaceRef, Trace, TraceFile
+from memfs.core.story import STORY_PAGE
 from memfs.stores.base import ReviewingStore
 from memfs.web.app import web_app
-from tests.story_world import ORG, RULES, Story, story_world
+from tests.story_world import ORG, RULES, Story, long_session, story_world
 from tests.test_web_pages import BASE, Clock, Site, text_of
 from tests.web_world import PEOPLE, Memory, new_store
 
@@ -478,3 +479,22 @@ async def test_story_pages_load_only_memfs_own_files(site: StorySite) -> None:
         sources = re.findall(r'(?:src|href|action)="([^"]+)"', page.text)
         assert all(s.startswith(("/", "#")) for s in sources), sources
         assert "style=" not in page.text and "<script" not in page.text
+
+
+async def test_a_long_session_story_shows_its_latest_turns_and_links_to_the_earlier_ones(
+    site: StorySite,
+) -> None:
+    ids = await long_session(store_of(site), "long", STORY_PAGE + 1)
+    await site.sign_in("viewer")
+    latest = await site.client.get("/sessions/long")
+    assert latest.text.count('<section class="card turn"') == STORY_PAGE
+    assert f'id="turn-{ids[0]}"' not in latest.text and f'id="turn-{ids[-1]}"' in latest.text
+    [earlier] = re.findall(
+        r'<a href="(/sessions/long\?before=[^"]+)">Earlier turns</a>', latest.text
+    )
+    assert earlier == f"/sessions/long?before={ids[1]}"
+    assert "Latest turns" not in latest.text
+    first = await site.client.get(earlier)
+    assert re.findall(r'id="turn-([^"]+)"', first.text) == [ids[0]]
+    assert "Earlier turns" not in first.text
+    assert '<a href="/sessions/long">Latest turns</a>' in first.text

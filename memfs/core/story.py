@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from memfs.core.errors import NotFound
+from memfs.core.errors import BadRequest, NotFound
 from memfs.core.models import (
     AsOfFile,
     By,
@@ -50,6 +50,10 @@ from memfs.core.review import WaitingChange
 
 USAGE_DAYS = 30  # org memory's usage counts the opens of this many last days
 MAX_USAGE_DAYS = 366  # the widest window usage counts opens over: a year, a leap one too
+# The turns one page of a session story shows unless asked for another number,
+# and the most a page may ask for: each turn costs a look at what it carried.
+STORY_PAGE = 50
+MAX_STORY_PAGE = 500
 
 _NOT_ISSUED = "this store did not issue that cursor"
 
@@ -169,8 +173,33 @@ class TurnLine(Frozen):
 
 
 class SessionStory(Frozen):
+    """A page of a session's turns, oldest first: the latest ones before a turn."""
+
     session: str
     turns: tuple[TurnLine, ...]
+    # ``before`` for the page of earlier turns; None: this page starts with the first.
+    earlier: str | None = None
+
+
+def story_page(
+    traces: Sequence[Trace], before: str | None, limit: int
+) -> tuple[list[Trace], str | None]:
+    """The latest ``limit`` of a session's ``traces`` before turn ``before``, and ``earlier``.
+
+    ``traces`` is the session's, oldest first; a ``before`` that is no turn
+    of them is ``BadRequest`` (a page names a turn it showed).
+    """
+    if limit < 1:
+        raise BadRequest(f"a page of a session story holds at least one turn, not {limit}")
+    end = len(traces)
+    if before is not None:
+        turns = [trace.turn for trace in traces]
+        if before not in turns:
+            raise BadRequest("no turn of this session has this id", path=before)
+        end = turns.index(before)
+    start = max(0, end - limit)
+    shown = list(traces[start:end])
+    return shown, (shown[0].turn if start > 0 else None)
 
 
 def mount_line(
@@ -488,7 +517,9 @@ def no_room(space: str, sizes: Mapping[str, int], budget: int) -> NoRoom | None:
 
 
 __all__ = [
+    "MAX_STORY_PAGE",
     "MAX_USAGE_DAYS",
+    "STORY_PAGE",
     "USAGE_DAYS",
     "Carried",
     "CarriedFile",
@@ -514,6 +545,7 @@ __all__ = [
     "opened",
     "opened_paths",
     "space_usage",
+    "story_page",
     "trace_matches",
     "was_carried",
 ]

@@ -382,16 +382,21 @@ class Acting:
         except NotFound:
             return None
 
-    async def session_story(self, session: str) -> story.SessionStory:
+    async def session_story(
+        self, session: str, *, before: str | None = None, limit: int = story.STORY_PAGE
+    ) -> story.SessionStory:
         """Each turn of a session: prompt, time, and per mount what it carried and did.
 
-        A person's mounts name no file here (counts only), and whose they are
-        only to admins; ``carried`` with ``open`` shows an admin their files.
+        A page of it: the latest ``limit`` turns before turn ``before``
+        (:func:`memfs.core.story.story_page`). A person's mounts name no file
+        here (counts only), and whose they are only to admins; ``carried``
+        with ``open`` shows an admin their files.
         """
         check_identity(session, what="session id")
         require(self.role, "read")
         missing = NotFound("no such session", path=session)
-        traces = self._org_traces(await self.store.traces(session=session), missing)
+        every = self._org_traces(await self.store.traces(session=session), missing)
+        traces, earlier = story.story_page(every, before, limit)
         known: dict[tuple[SpaceRef, str | None], dict[str, AsOfFile] | None] = {}
         show_user = allowed(self.role, "open")
         turns = []
@@ -421,7 +426,7 @@ class Acting:
                     mounts=tuple(lines),
                 )
             )
-        return story.SessionStory(session=session, turns=tuple(turns))
+        return story.SessionStory(session=session, turns=tuple(turns), earlier=earlier)
 
     async def carried(
         self, turn: str, *, session: str | None = None, open: bool = False

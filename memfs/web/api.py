@@ -49,12 +49,14 @@ from memfs.core.diff import unified
 from memfs.core.errors import BadRequest, NoIdentity, NotFound, SigninThrottled
 from memfs.core.members import Member, looks_like_token
 from memfs.core.models import AuditEntry, By, Limits, Revision
-from memfs.core.names import unencodable
+from memfs.core.names import MAX_SEGMENT_BYTES, unencodable
 from memfs.core.note import file_list
 from memfs.core.review import WaitingChange
 from memfs.core.signin import SigninThrottle, client_key, throttle_key
 from memfs.core.story import (
+    MAX_STORY_PAGE,
     MAX_USAGE_DAYS,
+    STORY_PAGE,
     USAGE_DAYS,
     Carried,
     FileLife,
@@ -694,8 +696,13 @@ def api_router() -> APIRouter:
         response_model=SessionStory,
         summary="The session story: each turn's prompt and what each mount carried, opened, saved",
     )
-    async def session_story(session: str, me: Actor) -> SessionStory:
-        return await me.session_story(session)
+    async def session_story(
+        session: str,
+        me: Actor,
+        before: Annotated[str | None, Query(max_length=MAX_SEGMENT_BYTES)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_STORY_PAGE)] = STORY_PAGE,
+    ) -> SessionStory:
+        return await me.session_story(session, before=before, limit=limit)
 
     @router.get(
         "/turns/{turn}/carried",

@@ -118,9 +118,13 @@ def story_router() -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get("/sessions/{session}")
-    async def session_story(session: str, page: SignedInPage) -> Response:
-        story = await page.me.session_story(session)
-        return render(page, page.request, "session.html", story=story, life_url=life_url)
+    async def session_story(
+        session: str, page: SignedInPage, before: str | None = None
+    ) -> Response:
+        story = await page.me.session_story(session, before=before)
+        return render(
+            page, page.request, "session.html", story=story, life_url=life_url, before=before
+        )
 
     @router.get("/turns/{turn}/carried")
     async def carried(turn: str, page: SignedInPage, session: str | None = None) -> Response:
