@@ -1379,3 +1379,31 @@ async def test_a_file_forget_this_daemon_heard_is_not_served_back_from_the_last_
     assert again.mounts["me"].from_last_known_copy
     assert forgotten not in again.mounts["me"].snapshot
     assert forgotten not in again.note
+
+
+async def test_a_catch_up_after_a_lost_listening_connection_reaches_a_turn_that_was_starting(
+    tmp_path: Path,
+) -> None:
+    # A shared store's listener lost its connection; meanwhile another host
+    # forgot Dana's file, and that notice is gone. Her turn here had loaded
+    # her space and was not open yet when the listener came back and caught
+    # up (``memfsd.listen._catch_up``: every open turn asked about). With
+    # forget_poll_seconds = 0 nothing asks again: the turn must not open
+    # holding the forgotten file, as it would not after a notice heard then.
+    from memfsd.listen import _catch_up
+
+    store = SqliteStore(tmp_path / "memfs.db")
+    created = {"g.md": SECRET, "keep.md": b"keep\n"}
+    await store.put(ME, ChangeSet(created=created), provenance=Provenance())
+    memory, ws = desk(tmp_path, store, [memfs.user_memory()])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+
+    async def forgotten_elsewhere_then_caught_up() -> None:
+        await store.forget_file(ME, "g.md", by=None)  # through another host: no notice here
+        await _catch_up(service)  # the listener is back and asks about every open turn
+
+    await start_with_forgets_between(service, ws, forgotten_elsewhere_then_caught_up)
+
+    [turn] = memory.open_turns()
+    assert "g.md" not in mounts_of(ws.overlay)["me"].snapshot
+    assert digest(SECRET) not in ws.overlay.blobs.held()
