@@ -136,3 +136,45 @@ def test_a_bad_listen_retry_seconds_is_a_config_error_naming_the_key(
     with pytest.raises(ConfigError, match="listen_retry_seconds") as raised:
         load_config(config, env={})
     assert "0 turns it off" not in str(raised.value)  # it cannot be turned off
+
+
+async def test_a_persons_cached_manifest_goes_when_the_listener_catches_up_after_a_lost_connection(
+    postgres_databases: Any,
+) -> None:
+    # Daemon A cached Dana's manifest (her file names) at a lean load. Its
+    # listening connection was lost; meanwhile another host forgot her file,
+    # and that notice is gone. A heard notice drops a person's cached names
+    # at once (``PostgresStore.notified``); the catch-up at the reopening,
+    # which stands in for every notice lost, must leave no fewer of them gone:
+    # the forgotten name must not stay in this process's cache.
+    from memfs.core.models import ChangeSet, Provenance
+
+    store = postgres_databases.store()
+    other = postgres_databases.open(store.url)
+    dana = SpaceRef(layer="user", space="me", org="bank", user="dana")
+    try:
+        await other.put(dana, ChangeSet(created={"diagnosis.md": b"x"}), provenance=Provenance())
+        await store.load_lean(dana, "s1", set())
+        assert store._lean.files == 1
+        listener = ScriptedListener(["drop"])  # open, then lost; open again, then quiet
+
+        def listener_of() -> ScriptedListener:
+            return listener
+
+        store.listener = listener_of  # type: ignore[method-assign]
+        service = FakeService()
+        async with trio.open_nursery() as nursery:
+
+            async def follow() -> None:
+                await follow_store(service, store, retry_seconds=0.05)  # type: ignore[arg-type]
+
+            await other.forget_file(dana, "diagnosis.md", by=None)  # its notice: never heard
+            nursery.start_soon(follow)
+            while len(service.asked) < 2:  # opened, dropped, opened again and caught up
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        assert service.asked == [None, None]
+        assert store._lean.files == 0
+    finally:
+        await other.aclose()
+        await store.aclose()
