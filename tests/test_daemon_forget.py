@@ -1407,3 +1407,47 @@ async def test_a_catch_up_after_a_lost_listening_connection_reaches_a_turn_that_
     [turn] = memory.open_turns()
     assert "g.md" not in mounts_of(ws.overlay)["me"].snapshot
     assert digest(SECRET) not in ws.overlay.blobs.held()
+
+
+async def test_a_forget_made_while_her_org_store_is_in_flight_leaves_her_words_out_of_the_store(
+    tmp_path: Path,
+) -> None:
+    # Her turn writes only org memory. Its one store (with the trace) is on
+    # its way to the store when the admin forgets her there, and the daemon
+    # is told; the store commits after the forget. Her prompt and her label
+    # must not be in the store afterwards, nor a key made again for her.
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    memory, ws = desk(tmp_path, store, SPECS)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        gates = block_stores(store)
+        ended: list[TurnEnded] = []
+
+        async def end() -> None:
+            ended.append(await service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await her_store_waits(store)  # the org store, in flight
+            await store.inner.forget_user("u_dana", "default", by=None)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            for gate in gates:
+                gate.set()
+
+        assert ended[0].spaces["lending-rules"].status == "saved"
+        rules = SpaceRef(layer="org", space="lending-rules")
+        [revision] = await store.inner.history(rules, "r.md")
+        assert revision.provenance.prompt is None
+        assert revision.provenance.by is not None and revision.provenance.by.label is None
+        [trace] = await store.inner.traces(session="s1")
+        assert trace.prompt is None
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(tmp_path / "memfs.db")
+    try:
+        keys = db.execute("SELECT COUNT(*) FROM person_keys WHERE \"user\" = 'u_dana'").fetchone()
+    finally:
+        db.close()
+    assert keys == (0,)
