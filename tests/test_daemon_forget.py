@@ -1451,3 +1451,20 @@ async def test_a_forget_made_while_her_org_store_is_in_flight_leaves_her_words_o
     finally:
         db.close()
     assert keys == (0,)
+
+
+async def test_forgetting_a_file_drops_it_under_its_new_name_after_another_file_took_a_name_it_passed(  # noqa: E501
+    tmp_path: Path,
+) -> None:
+    # g.md went a.md, then b.md; keep.md then took the name a.md. The file
+    # under b.md is still g.md's: the forget of g.md must take it out.
+    async with danas_turn(tmp_path) as (daemon, _, root):
+        await sh("mv me/g.md me/a.md && mv me/a.md me/b.md && mv me/keep.md me/a.md", root)
+        await sh("printf more >> me/b.md", root)
+
+        await manage(daemon, "forget", "me", "g.md", "--user", "u_dana")
+
+        seen = await sh("cat me/b.md", root, check=False)
+        assert SECRET not in seen.stdout
+        state = daemon.settings.state_dir
+        assert await trio.to_thread.run_sync(names_in, state, SECRET) == []
