@@ -1468,3 +1468,30 @@ async def test_forgetting_a_file_drops_it_under_its_new_name_after_another_file_
         assert SECRET not in seen.stdout
         state = daemon.settings.state_dir
         assert await trio.to_thread.run_sync(names_in, state, SECRET) == []
+
+
+async def test_forgetting_a_person_leaves_nothing_of_her_saved_space_in_a_held_change_set(
+    tmp_path: Path,
+) -> None:
+    # The rules are manual and held; her own space ended with the turn (saved
+    # at once). The hold keeps every space's result for the commit's report:
+    # after she is forgotten, nothing of her files may stay in it on disk.
+    specs = [SPECS[0].model_copy(update={"commit": "manual"}), SPECS[1]]
+    async with running_daemon(tmp_path, specs) as daemon:
+        await seeded(daemon)
+        root = await start(daemon, "s1", prompt=PROMPT)
+        await sh("printf rule > lending-rules/r.md && printf okapi-secret > me/okapi.md", root)
+        ended = await daemon.service.end_turn("s1")
+        assert (ended.spaces["me"].status, ended.spaces["lending-rules"].status) == (
+            "saved",
+            "manual",
+        )
+        [held] = (daemon.settings.state_dir / "sessions" / "s1" / "manual").glob("*.json")
+
+        await manage(daemon, "forget-user", "u_dana")
+
+        text = held.read_bytes()
+        for secret in (b"okapi", b"b2thcGkt"):  # b2thcGkt: base64 of "okapi-"
+            assert secret not in text, secret
+        [hold] = daemon.service.manual.values()
+        assert hold.ended["me"].changes.is_empty()
