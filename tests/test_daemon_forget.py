@@ -1495,3 +1495,55 @@ async def test_forgetting_a_person_leaves_nothing_of_her_saved_space_in_a_held_c
             assert secret not in text, secret
         [hold] = daemon.service.manual.values()
         assert hold.ended["me"].changes.is_empty()
+
+
+async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_name_in_done_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rules' store fails (kept: the turn stays open); her space is stored
+    # next, and the end writes that down in done.json. She is forgotten, and
+    # the daemon told, while that write is on its way: the forget writes its
+    # own done.json, and the end's, made before the forget, must not land over it.
+    import threading
+
+    import memfsd.workspace
+
+    store = FaultyStore(MemoryStore())
+    rules = SpaceRef(layer="org", space="lending-rules")
+    store.fail(
+        "store",
+        memfs.StoreUnavailable("the org store is down"),
+        when=lambda ref, *args, **kwargs: ref.layer == "org",
+    )
+    specs = [memfs.org_memory(space=rules.space, review="none"), memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await service.start_turn(StartTurnRequest(session="s1", extra_body={"userId": "u_dana"}))
+    for name, file in (("me", "diagnosis.md"), ("lending-rules", "rule.md")):
+        write_new(ws.overlay, mounts_of(ws.overlay)[name], file, b"x\n")
+
+    real = memfsd.workspace._write_atomic
+    waiting, go = threading.Event(), threading.Event()
+
+    def held_back(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
+        if target.name == "done.json" and "diagnosis" in text and not waiting.is_set():
+            waiting.set()
+            go.wait(10)
+        real(target, text, *args, **kwargs)
+
+    monkeypatch.setattr(memfsd.workspace, "_write_atomic", held_back)
+    ended: list[TurnEnded] = []
+
+    async def end() -> None:
+        ended.append(await service.end_turn("s1"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(end)
+        await trio.to_thread.run_sync(waiting.wait, 10)
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        go.set()
+
+    assert ended[0].spaces["lending-rules"].kept
+    done_file = tmp_path / "state" / "sessions" / "s1" / "done.json"
+    assert b"diagnosis" not in done_file.read_bytes()
