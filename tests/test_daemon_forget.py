@@ -1547,3 +1547,58 @@ async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_n
     assert ended[0].spaces["lending-rules"].kept
     done_file = tmp_path / "state" / "sessions" / "s1" / "done.json"
     assert b"diagnosis" not in done_file.read_bytes()
+
+
+async def test_two_forgets_heard_at_once_both_hold_in_a_held_change_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Her turn ended holding the rules (in her words) and her space, both
+    # manual. A notice that one file of hers was forgotten is writing the
+    # hold down when the notice that she is forgotten whole comes (the
+    # control API serves both at once). Her words must not come back.
+    import threading
+
+    import memfsd.workspace
+
+    store = SqliteStore(tmp_path / "memfs.db")
+    specs = [spec.model_copy(update={"commit": "manual"}) for spec in SPECS]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await store.put(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        write_new(ws.overlay, mounts_of(ws.overlay)["me"], "n.md", b"mine\n")
+        ended = await service.end_turn("s1")
+        assert ended.spaces["me"].status == "manual"
+
+        real = memfsd.workspace._write_atomic
+        waiting, go = threading.Event(), threading.Event()
+
+        def held_back(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
+            if target.parent.name == "manual" and not waiting.is_set():
+                waiting.set()
+                go.wait(10)
+            real(target, text, *args, **kwargs)
+
+        monkeypatch.setattr(memfsd.workspace, "_write_atomic", held_back)
+        await store.forget_file(ME, "g.md", by=None)
+        await store.forget_user("u_dana", "default", by=None)
+
+        async def file_notice() -> None:
+            await service.forgotten(
+                ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(file_notice)
+            await trio.to_thread.run_sync(waiting.wait, 10)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            go.set()
+
+        [hold] = service.manual.values()
+        assert hold.prompt is None and hold.forgotten == ["u_dana"]
+        [held] = (tmp_path / "state" / "sessions" / "s1" / "manual").glob("*.json")
+        assert b"okapi-prompt" not in held.read_bytes()
+    finally:
+        await store.aclose()
