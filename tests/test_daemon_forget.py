@@ -1602,3 +1602,29 @@ async def test_two_forgets_heard_at_once_both_hold_in_a_held_change_set(
         assert b"okapi-prompt" not in held.read_bytes()
     finally:
         await store.aclose()
+
+
+async def test_a_person_forgotten_in_the_folder_store_while_the_daemon_was_down_is_not_written_back(  # noqa: E501
+    tmp_path: Path,
+) -> None:
+    # Her space was empty when her turn loaded it; her turn wrote a file;
+    # the daemon went down and she was forgotten (people/default/u_dana/
+    # removed; no daemon to tell). The turn brought back and ended must not
+    # write her memory back into the store.
+    store = FolderStore(tmp_path / "folder")
+    specs = [memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    await memory.start_turn("s1", {"userId": "u_dana"}, "okapi-prompt")
+    write_new(ws.overlay, mounts_of(ws.overlay)["me"], "diagnosis.md", SECRET)
+    other = ChangeSet(created={"other.md": b"x\n"})
+    await store.store(ME, other, cursor=None, provenance=Provenance())
+    await store.forget_user("u_dana", "default", by=None)
+    # (Another of her conversations stored a file and she was forgotten: the
+    # folder is gone, as it was when her turn loaded it.)
+
+    ws, restored = restart(tmp_path, store, specs)
+    service = DaemonService(restored._memory, ws, "folder://", str(tmp_path / "state"))
+    await service.catch_up_forgets()
+    await restored.end()
+
+    assert await store.user_files("u_dana", "default") == {}
