@@ -240,9 +240,13 @@ class DaemonService:
         dropped, by a notice or an earlier look, is not asked about again.
         With ``only``, just the open turns' mounts of those spaces are asked
         about (a shared store's notice named them: ``memfsd.listen``).
+
+        Either way it counts as heard, as a POST /forgotten does: a turn
+        starting meanwhile is not open to be asked about here, and asks the
+        store itself once open (``start_turn``). A catch-up after notices
+        were lost (``only`` None) may stand for a forget made while it loaded.
         """
-        if only is not None:  # a shared store's notice: heard, as a POST /forgotten is
-            self.heard += 1
+        self.heard += 1
         blobs = self.workspace.overlay.blobs
         if blobs.unremoved():  # a forgotten person's bytes an unlink failed to remove
             await trio.to_thread.run_sync(blobs.remove_unheld)
