@@ -14,8 +14,9 @@ A notice is a hint to look now, never what a turn relies on:
   not ``forget_poll_seconds`` later.
 
 Notices sent while the connection is down are lost, so each time it is
-(re)opened the daemon catches up by asking the store about every open turn's
-person spaces, exactly as the periodic poll does. A lost connection is tried
+(re)opened the store drops every manifest it caches (a person's file names
+among them, as a notice would have) and the daemon catches up by asking the
+store about every open turn's person spaces, exactly as the periodic poll does. A lost connection is tried
 again every ``listen_retry_seconds``. Every ``WAIT_SECONDS`` the connection
 is asked whether it is still there; what it finds is the store's health in
 ``memfs status`` (``store_health``).
@@ -55,6 +56,7 @@ async def follow_store(service: DaemonService, store: PostgresStore, retry_secon
                 log.info("listening for other daemons' changes again")
             service.store_health = StoreHealth(ok=True)
             # Whatever was sent while no one listened is lost: ask instead.
+            store.missed_notices()
             await _catch_up(service)
             try:
                 while True:

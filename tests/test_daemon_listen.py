@@ -61,12 +61,16 @@ class FakeStore:
     def __init__(self, listener: ScriptedListener) -> None:
         self._listener = listener
         self.dropped: list[int] = []
+        self.missed = 0
 
     def listener(self) -> ScriptedListener:
         return self._listener
 
     def notified(self, notices: Collection[SpaceNotice]) -> None:
         self.dropped += [notice.id for notice in notices]
+
+    def missed_notices(self) -> None:
+        self.missed += 1
 
 
 class FakeService:

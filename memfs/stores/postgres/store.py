@@ -295,6 +295,16 @@ class PostgresStore(SqlStore):
             if not is_shared(notice.ref.layer):
                 self._lean.drop(notice.id)
 
+    def missed_notices(self) -> None:
+        """Notices may have been lost (no one listened): drop every cached manifest.
+
+        As :meth:`notified` drops a person's at once, for every space a lost
+        notice may have named; shared memory's goes too, since which spaces
+        are people's is not kept beside the cache. A manifest is only read
+        again where a load needs it.
+        """
+        self._lean.clear()
+
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StoreUnavailable``. Safe to call twice."""
         await trio.to_thread.run_sync(self._close)
