@@ -116,6 +116,8 @@ class DaemonService:
     store_health: StoreHealth | None = None
     # One look for forgets at a time: the poll and a notice may ask at once.
     forget_lock: trio.Lock = field(default_factory=trio.Lock)
+    # One write of a held change set at a time (_write_hold).
+    _hold_writes: trio.Lock = field(default_factory=trio.Lock)
     # Forgets heard of (a notice, or a shared store's notice), counted: a turn
     # starting meanwhile was not open to hear them, and asks after (start_turn).
     # The latest notices, with their count.
@@ -402,9 +404,22 @@ class DaemonService:
         pending = self._committing.get(key)
         if pending is not None:
             pending.append(forget)
-        forgot = forget(self.manual[key])
-        await self.workspace.save_manual(forgot)
-        self.manual[key] = forgot
+        # Applied at once: a forget heard while this one is written down
+        # applies on top of it, never to the copy from before.
+        self.manual[key] = forget(self.manual[key])
+        await self._write_hold(key)
+
+    async def _write_hold(self, key: Key) -> None:
+        """Write down the held change set ``key`` as it stands now; one such write at a time.
+
+        Each write takes the hold as it is when its turn comes, so an older
+        copy never lands over a forget applied meanwhile, and one committed
+        meanwhile is not written back.
+        """
+        async with self._hold_writes:
+            held = self.manual.get(key)
+            if held is not None:
+                await self.workspace.save_manual(held)
 
     async def _drop_left_behind(self, turn: Turn, name: str) -> bool:
         """A person's space in a turn no start brought back was forgotten, or a file of it.
@@ -651,11 +666,12 @@ class DaemonService:
                 again = result.held
                 for forget in self._committing[key]:  # heard while it was at the store
                     again = forget(again)
-                await self.workspace.save_manual(again)
                 self.manual[key] = again
+                await self._write_hold(key)
             else:
-                await self.workspace.committed_manual(session, turn)
-                self.manual.pop(key, None)
+                async with self._hold_writes:  # no forget's write of it lands after
+                    await self.workspace.committed_manual(session, turn)
+                    self.manual.pop(key, None)
                 self.committed.add(key)
         finally:
             del self._committing[key]
