@@ -16,10 +16,10 @@ A notice is a hint to look now, never what a turn relies on:
 Notices sent while the connection is down are lost, so each time it is
 (re)opened the store drops every manifest it caches (a person's file names
 among them, as a notice would have) and the daemon catches up by asking the
-store about every open turn's person spaces, exactly as the periodic poll does. A lost connection is tried
-again every ``listen_retry_seconds``. Every ``WAIT_SECONDS`` the connection
-is asked whether it is still there; what it finds is the store's health in
-``memfs status`` (``store_health``).
+store about every open turn's person spaces, exactly as the periodic poll
+does. A lost connection is tried again every ``listen_retry_seconds``. Every
+``WAIT_SECONDS`` the connection is asked whether it is still there; what it
+finds is the store's health in ``memfs status`` (``store_health``).
 """
 
 from __future__ import annotations

@@ -387,9 +387,12 @@ class DaemonService:
                 del self.unscrubbed[key]
 
     async def _drop_held_space(self, key: Key, name: str) -> None:
-        """A file of the person's space ``name`` of a held change set was forgotten: it goes."""
+        """A file of the person's space ``name`` of a held change set was forgotten: it goes.
+
+        Held, or only ended (saved at once): either way the hold names its files.
+        """
         held = self.manual.get(key)
-        if held is None or name not in held.spaces:
+        if held is None or name not in held.person_spaces():
             return  # committed, or dropped, while the store answered
         await self._forget_in_hold(key, partial(self.memory.forget_space_in_hold, name=name))
 
@@ -758,8 +761,8 @@ class DaemonService:
                 if await self._drop_space(turn, name, [notice.path]):
                     dropped.setdefault(turn.session, []).append(name)
         for whose, held in list(self.manual.items()):
-            for name, space in held.spaces.items():
-                if notice.reaches(space.mount.ref):
+            for name, ref in held.person_spaces().items():
+                if notice.reaches(ref):
                     await self._drop_held_space(whose, name)
         return ForgetApplied(dropped=dropped)
 

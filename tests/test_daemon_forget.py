@@ -1404,7 +1404,7 @@ async def test_a_catch_up_after_a_lost_listening_connection_reaches_a_turn_that_
 
     await start_with_forgets_between(service, ws, forgotten_elsewhere_then_caught_up)
 
-    [turn] = memory.open_turns()
+    assert len(memory.open_turns()) == 1
     assert "g.md" not in mounts_of(ws.overlay)["me"].snapshot
     assert digest(SECRET) not in ws.overlay.blobs.held()
 
@@ -1604,7 +1604,7 @@ async def test_two_forgets_heard_at_once_both_hold_in_a_held_change_set(
         await store.aclose()
 
 
-async def test_a_person_forgotten_in_the_folder_store_while_the_daemon_was_down_is_not_written_back(  # noqa: E501
+async def test_a_person_forgotten_in_the_folder_store_while_the_daemon_was_down_is_not_written_back(
     tmp_path: Path,
 ) -> None:
     # Her space was empty when her turn loaded it; her turn wrote a file;

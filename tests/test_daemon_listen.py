@@ -77,9 +77,12 @@ class FakeService:
     def __init__(self) -> None:
         self.store_health: StoreHealth | None = None
         self.asked: list[set[SpaceRef] | None] = []
+        self.asked_again = trio.Event()  # asked twice
 
     async def poll_forgets(self, only: Collection[SpaceRef] | None = None) -> list[Any]:
         self.asked.append(None if only is None else set(only))
+        if len(self.asked) >= 2:
+            self.asked_again.set()
         return []
 
 
@@ -165,7 +168,7 @@ async def test_a_persons_cached_manifest_goes_when_the_listener_catches_up_after
         def listener_of() -> ScriptedListener:
             return listener
 
-        store.listener = listener_of  # type: ignore[method-assign]
+        store.listener = listener_of
         service = FakeService()
         async with trio.open_nursery() as nursery:
 
@@ -174,8 +177,8 @@ async def test_a_persons_cached_manifest_goes_when_the_listener_catches_up_after
 
             await other.forget_file(dana, "diagnosis.md", by=None)  # its notice: never heard
             nursery.start_soon(follow)
-            while len(service.asked) < 2:  # opened, dropped, opened again and caught up
-                await trio.sleep(0.01)
+            with trio.fail_after(10):  # opened, dropped, opened again and caught up
+                await service.asked_again.wait()
             nursery.cancel_scope.cancel()
         assert service.asked == [None, None]
         assert store._lean.files == 0

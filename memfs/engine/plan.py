@@ -224,14 +224,24 @@ class ManualHold(Frozen):
     # The org the turn was of (its org and person spaces'): a held dir's ref is
     # of none, only the default. None: of none, or held by a memfs before it.
     org: str | None = None
+    # Each person's own space the turn ended without holding (saved at once,
+    # say), by name: its result in ``ended`` names their files, so forgetting
+    # them, or a file of that space, settles it too (``forgetting``, ``without``).
+    ended_people: dict[str, SpaceRef] = Field(default_factory=dict)
 
     def involves(self, org: str, user: str) -> bool:
         return (org, user) in self.people()
+
+    def person_spaces(self) -> dict[str, SpaceRef]:
+        """Every person's own space whose files this hold names, held or only ended, by name."""
+        held = {n: s.mount.ref for n, s in self.spaces.items() if s.mount.ref.layer == "user"}
+        return {**self.ended_people, **held}
 
     def people(self) -> set[tuple[str, str]]:
         """(org, user) of everyone with words or memory here (their memory, their name, or
         an author's words), but those forgotten since the turn ended."""
         found = _people(space.mount for space in self.spaces.values())
+        found |= {(ref.org, ref.user) for ref in self.ended_people.values() if ref.user}
         found |= {
             (self.org or space.mount.ref.org, author)
             for space in self.spaces.values()
@@ -245,7 +255,7 @@ class ManualHold(Frozen):
         Their own spaces' change sets go (``settled`` is what each ended as
         now); every other space's provenance keeps no prompt and no label of theirs.
         """
-        gone = [name for name, space in self.spaces.items() if space.mount.ref.owned_by(org, user)]
+        gone = [name for name, ref in self.person_spaces().items() if ref.owned_by(org, user)]
         kept = self.without(gone, settled)
         spaces = {
             name: space.model_copy(
@@ -278,6 +288,7 @@ class ManualHold(Frozen):
             update={
                 "spaces": {n: space for n, space in self.spaces.items() if n not in names},
                 "ended": {**self.ended, **dict.fromkeys(names, settled)},
+                "ended_people": {n: r for n, r in self.ended_people.items() if n not in names},
             }
         )
 

@@ -964,6 +964,11 @@ class Memory:
                 ended=spaces,
                 forgotten=sorted(turn.plan.forgotten),
                 org=org_of(mount.ref for mount in turn.mounts.values()),
+                ended_people={
+                    name: turn.mounts[name].ref
+                    for name in spaces
+                    if name not in held and turn.mounts[name].ref.layer == "user"
+                },
             )
             if held
             else None
