@@ -267,6 +267,9 @@ class DaemonService:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
+        for ref, cursor in self.memory.last_known_people():
+            if (only is None or ref in only) and await store.forgotten_since(ref, cursor):
+                self.memory.drop_last_known(ref.__eq__)
         turns = self.memory.held_turns()
         live = {(turn.session, turn.id) for turn in turns}
         self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in live}
@@ -752,6 +755,7 @@ class DaemonService:
         if len(self.heard_forgets) == self.heard_forgets.maxlen:
             self.heard_fell = self.heard_forgets[0][0]
         self.heard_forgets.append((self.heard, notice))
+        self.memory.drop_last_known(notice.reaches)
         if notice.path is None:
             await self._forget_words(notice.org, notice.user)
         for turn in self.memory.held_turns():

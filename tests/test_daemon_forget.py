@@ -1381,6 +1381,36 @@ async def test_a_file_forget_this_daemon_heard_is_not_served_back_from_the_last_
     assert forgotten not in again.note
 
 
+async def test_a_file_forget_another_process_made_is_not_served_back_from_the_last_known_copy(
+    tmp_path: Path,
+) -> None:
+    # As above, but the forget was made by another process and no notice
+    # came: the look at the store (the poll, or a listener's catch-up) must
+    # find it for the last copy too, not only for open turns.
+    rule = b"no unsecured loan over 50k\n"
+    forgotten = "letter-to-my-lawyer.md"
+    desk_ref = SpaceRef(layer="org", space="desk")
+    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
+    await store.put(desk_ref, ChangeSet(created={"rule.md": rule}), provenance=Provenance())
+    await store.put(ME, ChangeSet(created={forgotten: rule}), provenance=Provenance())
+    specs = [memfs.org_memory(space="desk", review="none"), memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    for session in ("s1", "s2"):  # the second loads her space lean: its blob is the desk's
+        turn = await memory.start_turn(session, {"userId": "u_dana"})
+        assert forgotten in turn.mounts["me"].snapshot
+        await turn.end()
+
+    await store.forget_file(ME, forgotten, by=None)
+    await service.poll_forgets()  # no notice: the look at the store finds it
+    store.fail("load_lean", memfs.StoreUnavailable("the database is down"))
+
+    again = await memory.start_turn("s3", {"userId": "u_dana"})
+    assert again.mounts["me"].from_last_known_copy
+    assert forgotten not in again.mounts["me"].snapshot
+    assert forgotten not in again.note
+
+
 async def test_a_catch_up_after_a_lost_listening_connection_reaches_a_turn_that_was_starting(
     tmp_path: Path,
 ) -> None:

@@ -571,6 +571,23 @@ class Memory:
         """Every open turn (ended ones that keep spaces too), by session."""
         return [self._open[session] for session in sorted(self._open)]
 
+    def last_known_people(self) -> list[tuple[SpaceRef, str | None]]:
+        """Each person's space this process keeps a last known copy of, and its cursor."""
+        return [
+            (key[1], loaded.cursor)
+            for key, loaded in self._last_known.items()
+            if not is_shared(key[1].layer)
+        ]
+
+    def drop_last_known(self, reaches: Callable[[SpaceRef], bool]) -> None:
+        """Keep no last known copy of the spaces ``reaches`` says a forget reached.
+
+        A copy names the files it held: one of them forgotten since (a file,
+        or the whole person) must not be served back while the store is down.
+        """
+        for key in [key for key in self._last_known if reaches(key[1])]:
+            del self._last_known[key]
+
     async def forget_in_turn(self, turn: Turn, name: str) -> None:
         """A person's memory mounted as ``name`` was forgotten: nothing of it is stored.
 
@@ -594,8 +611,7 @@ class Memory:
         forget); None, every one. No last known copy of theirs is kept either
         way. Returns the turns that changed.
         """
-        for key in [key for key in self._last_known if key[1].owned_by(org, user)]:
-            del self._last_known[key]
+        self.drop_last_known(lambda ref: ref.owned_by(org, user))
         changed = []
         failed: BaseException | None = None
         for turn in self.open_turns() if turns is None else turns:
