@@ -131,6 +131,8 @@ class OverlayWorkspace:
         self._owners: dict[str, tuple[int | None, int | None]] = {}
         # Sessions whose turn record a final ``record`` removed: ``close`` need not.
         self._record_gone: set[str] = set()
+        # One ``record`` of a session at a time, each of the turn as it stands then.
+        self._recording: dict[str, trio.Lock] = {}
         # Sessions whose turn, written down, no start brought back (keep_left_behind).
         self.left_behind: set[str] = set()
         # Their (session, turn, space) whose blobs a forget let go of (drop_left_behind).
@@ -566,6 +568,23 @@ class OverlayWorkspace:
         final: bool = False,
         state: TurnState | None = None,
     ) -> None:
+        # ``done`` and ``kept`` are the turn's own, read when this write's turn
+        # comes: a write made before a forget must not land after the forget's.
+        async with self._recording.setdefault(session, trio.Lock()):
+            if session in self._record_gone and not final:
+                return  # the turn's end removed its record: nothing is left to rewrite
+            await self._record(session, turn, done, kept, final=final, state=state)
+
+    async def _record(
+        self,
+        session: str,
+        turn: str,
+        done: Mapping[str, SpaceResult],
+        kept: Mapping[str, SpaceResult],
+        *,
+        final: bool,
+        state: TurnState | None,
+    ) -> None:
         # A small file of its own: rewriting turn.json (the whole manifest)
         # for every stored space would cost O(space) at every turn end.
         record = {
@@ -665,6 +684,7 @@ class OverlayWorkspace:
         return removed
 
     async def close_session(self, session: str) -> None:
+        self._recording.pop(session, None)
         self.overlay.close_session(session)
         await self.forget_names()
 
