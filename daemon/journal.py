@@ -7,8 +7,8 @@ the turn after a crash (``memfsd.overlay``). Every record names its op
 ``o``, the mount ``m`` (the space's folder name in the session) and the path
 ``p`` inside that mount, and carries the fields of its op::
 
-    f  d            the file at p holds data file d (``data/<d>``) of this turn
-    b  s z r        the file at p holds snapshot blob sha256 s, size z, revision r
+    f  d [g]        the file at p holds data file d (``data/<d>``) of this turn
+    b  s z r [g]    the file at p holds snapshot blob sha256 s, size z, revision r
     x               the file at p is removed
     w               the file at p was written this turn (it is stored at the end)
     a  mode mt ct   the mode and mtime/ctime (nanoseconds) of the file or folder at p
@@ -21,6 +21,9 @@ the turn after a crash (``memfsd.overlay``). Every record names its op
     n  from         p was renamed from ``from`` (a path in the same mount)
     L  a            the whole access log entry of p (the ``FileAccess`` fields
                     that are set), as a compaction writes it
+
+``g``, where present, is the path the file at p was loaded from (a snapshot
+file since moved, or copied up): a forget of that path finds it by it.
 
 Records are applied in order; a later record about a path wins. A compacted
 journal (:meth:`memfsd.overlay.Overlay.compact`) holds only ``x``, ``R``,
@@ -39,12 +42,25 @@ from typing import Any
 Record = dict[str, Any]
 
 
-def holds_data(mount: str, path: str, data: int) -> Record:
-    return {"o": "f", "m": mount, "p": path, "d": data}
+def holds_data(mount: str, path: str, data: int, origin: str | None = None) -> Record:
+    record: Record = {"o": "f", "m": mount, "p": path, "d": data}
+    if origin is not None:
+        record["g"] = origin
+    return record
 
 
-def holds_blob(mount: str, path: str, sha: str | None, size: int, revision: str | None) -> Record:
-    return {"o": "b", "m": mount, "p": path, "s": sha, "z": size, "r": revision}
+def holds_blob(
+    mount: str,
+    path: str,
+    sha: str | None,
+    size: int,
+    revision: str | None,
+    origin: str | None = None,
+) -> Record:
+    record: Record = {"o": "b", "m": mount, "p": path, "s": sha, "z": size, "r": revision}
+    if origin is not None:
+        record["g"] = origin
+    return record
 
 
 def removed(mount: str, path: str) -> Record:

@@ -58,6 +58,9 @@ class Node:
     # A file holds either a snapshot blob (unmodified) or a data file of this turn.
     blob: str | None = None
     revision: str | None = None  # the snapshot revision of ``blob``
+    # A snapshot file's path as the turn loaded it, wherever it was moved
+    # since (None: made this turn): a forget of that path finds it by this.
+    origin: str | None = None
     data: int | None = None
     size: int = 0
     written: bool = False  # its content was written during this turn

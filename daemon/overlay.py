@@ -439,6 +439,7 @@ class Overlay:
             node = Node(
                 inode, "file", "entry", name, folder, mode, uid, gid,
                 mtime, ctime, now, tree=mount, blob=file[0], size=file[1], revision=file[2],
+                origin=path,
             )  # fmt: skip
         if inode == self._next_inode:
             self._next_inode += 1
@@ -1099,8 +1100,10 @@ class Overlay:
     @staticmethod
     def _holds(mount: MountTree, node: Node, path: str) -> journal.Record:
         if node.data is not None:
-            return journal.holds_data(mount.name, path, node.data)
-        return journal.holds_blob(mount.name, path, node.blob, node.size, node.revision)
+            return journal.holds_data(mount.name, path, node.data, node.origin)
+        return journal.holds_blob(
+            mount.name, path, node.blob, node.size, node.revision, node.origin
+        )
 
     def _walk(self, node: Node) -> Iterator[Node]:
         yield node
@@ -1288,7 +1291,7 @@ class Overlay:
             node.size = 0
         path = node.path()
         mount.touched.add(path)
-        mount.turn.log(journal.holds_data(mount.name, path, data))
+        mount.turn.log(journal.holds_data(mount.name, path, data, node.origin))
 
     def _mark_written(self, mount: MountTree, node: Node) -> None:
         # Once more after a record of its times: a replay applies the last of
@@ -1847,12 +1850,18 @@ class Overlay:
         if node is not None and not node.is_dir:
             self._drop_nodes(mount, [node])
         # Moved since the turn loaded it (``mv``, a folder's move, then maybe
-        # written to): the same file under another name is forgotten too.
-        for moved in self._moved_from(mount, path):
-            node = self.node_at(mount, moved)
-            if node is not None and not node.is_dir:
-                self._drop_nodes(mount, [node])
-                found = True
+        # written to): the same file under another name is forgotten too. A
+        # loaded file is known by the path it came from, however often it
+        # moved and whatever took its names since; one the turn made and
+        # stored, by the chain of its moves.
+        moved = [self.node_at(mount, where) for where in self._moved_from(mount, path)]
+        moved += [n for n in self._walk_raw(mount.root) if n.origin == path]
+        moved += [
+            h.node for h in self.handles.values() if h.node.tree is mount and h.node.origin == path
+        ]
+        for node in dict.fromkeys(n for n in moved if n is not None and not n.is_dir):
+            self._drop_nodes(mount, [node])
+            found = True
         if path in mount.stored_folders:  # a folder of theirs: its name is forgotten too
             found = True
             mount.folders = tuple(folder for folder in mount.folders if folder != path)
@@ -1991,6 +2000,8 @@ class Overlay:
                 return
             if node.is_dir:
                 return
+            if "g" in record:  # loaded from there, then moved (a node made here has none)
+                node.origin = record["g"]
             mount.bytes -= node.size
             if op == "f":
                 node.data, node.blob, node.revision = int(record["d"]), None, None

@@ -248,6 +248,35 @@ async def test_a_space_forgotten_during_a_turn_stays_dropped_after_a_restart(
     assert store.files_nowait(ME) == {}
 
 
+@pytest.mark.parametrize("compacted", [False, True])
+async def test_a_file_moved_where_other_files_took_its_names_is_found_by_its_forget_after_a_restart(
+    tmp_path: Path, compacted: bool
+) -> None:
+    # g.md went a.md, then b.md, and keep.md took a.md; the daemon then
+    # restarted (its journal replayed, compacted first or not). The forget
+    # of g.md must still find it under b.md.
+    store = MemoryStore()
+    store.put_nowait(
+        ME, ChangeSet(created={"g.md": SECRET, "keep.md": b"keep\n"}), provenance=Provenance()
+    )
+    specs = [memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    await memory.start_turn("s1", {"userId": "u_dana"})
+    overlay, me = ws.overlay, mounts_of(ws.overlay)["me"]
+    top = me.root.inode
+    for old, new in (("g.md", "a.md"), ("a.md", "b.md"), ("keep.md", "a.md")):
+        overlay.rename(top, old, top, new)
+    if compacted:
+        overlay.compact(me.turn)
+    ws.overlay.blobs.hold([digest(SECRET)])  # as another turn's hold would keep the bytes
+
+    ws, _ = restart(tmp_path, store, specs)
+    assert await ws.drop_forgotten("s1", "me", ["g.md"])
+    me = mounts_of(ws.overlay)["me"]
+    assert ws.overlay.node_at(me, "b.md") is None
+    assert ws.overlay.node_at(me, "a.md") is not None  # keep.md's, not hers
+
+
 async def test_dropping_a_file_in_a_folder_nobody_opened_keeps_it_gone(tmp_path: Path) -> None:
     overlay = Overlay(tmp_path / "state", BlobCache(tmp_path / "state" / "blobs"), Limits())
     sha = overlay.blobs.put(SECRET)
