@@ -1,4 +1,4 @@
-"""Rules the SQL stores (SQLite and PostgreSQL) share above their SQL.
+"""Rules the managed stores (memory, SQLite and PostgreSQL) share above their rows.
 
 Pure functions over values the stores read from their rows: which ids a
 store issued, what a revision without a mode means, how a forgotten person
@@ -9,7 +9,9 @@ first; both stores call them, so the two cannot drift apart.
 
 from __future__ import annotations
 
-from memfs.core.models import By, FileMeta, Provenance, Stored, digest
+from collections.abc import Callable
+
+from memfs.core.models import By, FileMeta, Provenance, Stored, Trace, digest
 
 MAX_ROW_ID = 2**63 - 1  # SQLite's rowid and PostgreSQL's bigint alike
 
@@ -51,3 +53,41 @@ def stored_without(stored: Stored, path: str) -> Stored | None:
     return stored.model_copy(
         update={"revisions": {p: r for p, r in stored.revisions.items() if p != path}}
     )
+
+
+def words_kept(
+    provenance: Provenance, base: int | None, forgotten_at: Callable[[str], int]
+) -> Provenance:
+    """What a store keeps of a turn's ``provenance``: no words of an author forgotten since.
+
+    ``base`` is the cursor the turn loaded at, ``forgotten_at`` when a user
+    of the space's org was last forgotten whole (0: never). A forget that
+    came after the load emptied the author's words everywhere (and destroyed
+    their key); the turn's store, in flight then, must not bring them back,
+    nor make them a key again.
+    """
+    author = provenance.words_author
+    if author is None or base is None or forgotten_at(author) <= base:
+        return provenance
+    return provenance.without_words_of(author)
+
+
+def trace_kept(trace: Trace, forgotten_at: Callable[[str, str], int]) -> Trace:
+    """What a store keeps of ``trace``: nothing of a holder forgotten after the turn loaded.
+
+    ``forgotten_at(org, user)``: when they were last forgotten whole (0:
+    never). The turn loaded at its mounts' earliest cursor; a holder
+    forgotten after that loses their part and the prompt, as
+    ``forget_user`` took them from every trace recorded before.
+    """
+    cursors = []
+    for mount in trace.mounts.values():
+        if mount.cursor is not None and mount.cursor.isdigit():
+            cursors.append(int(mount.cursor))
+    if not cursors:
+        return trace
+    since = min(cursors)
+    for org, user in trace.holders():
+        if forgotten_at(org, user) > since:
+            trace = trace.without_words_of(user, org) or trace
+    return trace

@@ -47,6 +47,7 @@ from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
 from memfs.core.story import as_of_cursor, live_at, trace_matches
+from memfs.stores.managed import trace_kept, words_kept
 
 
 @dataclass
@@ -179,6 +180,9 @@ class MemoryStore:
                 "turn is stored in it",
                 path=str(ref),
             )
+        provenance = words_kept(
+            provenance, base, lambda user: self._person_forgotten_at(ref.org, user)
+        )
         stored = self._store(ref, changes, base, provenance, review)
         if key is not None and stored.status != "conflict" and not changes.is_empty():
             self._stored_turns[key] = (changes.fingerprint(), stored)
@@ -703,7 +707,7 @@ class MemoryStore:
         # Once per (session, turn): a turn end repeated after a crash traces nothing twice.
         if any(t.session == trace.session and t.turn == trace.turn for t in self._traces):
             return
-        self._traces.append(trace)
+        self._traces.append(trace_kept(trace, self._person_forgotten_at))
 
     async def traces(self, *, session: str | None = None) -> list[Trace]:
         return [t for t in self._traces if session is None or t.session == session]

@@ -617,6 +617,43 @@ def _trace(session: str, turn: str, mounts: dict[str, SpaceRef]) -> Trace:
     )
 
 
+async def check_a_turn_that_loaded_before_its_author_was_forgotten_stores_no_words_of_theirs(
+    store: Store,
+) -> None:
+    # Her turn over org memory loaded, then she was forgotten, then its store
+    # and trace came (in flight at the forget): they keep nothing she said.
+    assert isinstance(store, ManagedStore)
+    await _save(store, DANA, ChangeSet(created={"p.md": b"hers"}))
+    loaded = await store.load(ORG, "s9")
+    await store.forget_user("dana", "bank-1", by=ADA)
+    words = Provenance(
+        session="s9", turn="t1", prompt="okapi words", by=By(id="dana", label="Dana Q.")
+    )
+    stored = await store.store(
+        ORG, ChangeSet(created={"r.md": b"a rule"}), cursor=loaded.cursor, provenance=words
+    )
+    assert stored.status == "saved"
+    [revision] = await store.history(ORG, "r.md")
+    assert revision.provenance.prompt is None
+    assert revision.provenance.by == By(id="dana")
+    trace = _trace("s9", "t1", {"rules": ORG}).model_copy(update={"author": "dana"})
+    cursor = loaded.cursor
+    trace = trace.model_copy(
+        update={"mounts": {"rules": trace.mounts["rules"].model_copy(update={"cursor": cursor})}}
+    )
+    await store.record_trace(trace)
+    [kept] = await store.traces(session="s9")
+    assert kept.prompt is None and kept.author is None
+    # A turn that loaded after the forget keeps her words: she is back.
+    again = await store.load(ORG, "s10")
+    later = words.model_copy(update={"session": "s10"})
+    await store.store(
+        ORG, ChangeSet(created={"s.md": b"b rule"}), cursor=again.cursor, provenance=later
+    )
+    [back] = await store.history(ORG, "s.md")
+    assert back.provenance.prompt == "okapi words"
+
+
 async def check_traces_are_kept_per_turn_oldest_first(store: Store) -> None:
     assert isinstance(store, ManagedStore)
     assert await store.traces() == []
@@ -2079,6 +2116,9 @@ COMMON_CHECKS: dict[str, Check] = {
     ),
 }
 MANAGED_CHECKS: dict[str, Check] = {
+    "a_turn_that_loaded_before_its_author_was_forgotten_stores_no_words_of_theirs": (
+        check_a_turn_that_loaded_before_its_author_was_forgotten_stores_no_words_of_theirs
+    ),
     "files_as_of_a_cursor_are_the_files_then_after_later_edits_and_deletes": (
         check_files_as_of_a_cursor_are_the_files_then_after_later_edits_and_deletes
     ),

@@ -45,6 +45,7 @@ from memfs.stores.managed import by_of as _by
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import row_id as _row_id
 from memfs.stores.managed import turn_key as _turn_key
+from memfs.stores.managed import words_kept
 from memfs.stores.manifests import Manifest
 from memfs.stores.sql.audit import _log
 from memfs.stores.sql.db import Db, chunks, marks
@@ -59,6 +60,7 @@ from memfs.stores.sql.rows import (
     _live_metas,
     _live_sizes,
     _make_live,
+    _person_forgotten_at,
     _record,
 )
 from memfs.stores.sql.sealed import (
@@ -492,6 +494,7 @@ def _store_turn(
     requested: ReviewMode,
 ) -> Stored:
     """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
+    provenance = words_kept(provenance, base, lambda user: _person_forgotten_at(db, ref.org, user))
     key = _turn_key(provenance)
     if key is not None:
         space_id = _space_id(db, ref)

@@ -37,6 +37,7 @@ from memfs.stores.sql.files import _history, _kept_stored, _stored_of
 from memfs.stores.sql.rows import (
     _cursor,
     _live_files,
+    _person_forgotten_at,
     _record,
 )
 from memfs.stores.sql.sealed import SEALED_WORDS, Names, _forget_person_key, _names
@@ -236,14 +237,6 @@ def _forgotten_files(db: Db, ref: SpaceRef, base: int, paths: Collection[str]) -
             if int(seq) > base
         )
     return Forgetting(paths=tuple(sorted(found)))
-
-
-def _person_forgotten_at(db: Db, org: str, user: str) -> int:
-    """When ``user`` of ``org`` was last forgotten whole; 0 if never."""
-    row = db.execute(
-        "SELECT seq FROM forgotten WHERE key = ?", (_forgotten_key(org, user, ""),)
-    ).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def _file_key(ref: SpaceRef, path: str, names: Names | None) -> str:

@@ -419,6 +419,14 @@ def _store(
     return Stored(status="saved", revisions=written, cursor=str(current))
 
 
+def _person_forgotten_at(db: Db, org: str, user: str) -> int:
+    """When ``user`` of ``org`` was last forgotten whole; 0 if never."""
+    row = db.execute(
+        "SELECT seq FROM forgotten WHERE key = ?", (_forgotten_key(org, user, ""),)
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def _forgotten_at(db: Db, ref: SpaceRef) -> int:
     """When ``ref`` (or its whole person) was last forgotten; 0 if never, or not a person's."""
     if ref.layer != "user":

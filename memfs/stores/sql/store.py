@@ -81,7 +81,6 @@ from memfs.stores.sql.privacy import (
     _open_history,
     _open_person,
     _people,
-    _person_forgotten_at,
     _purge,
     _user_files,
 )
@@ -95,6 +94,7 @@ from memfs.stores.sql.review import (
 from memfs.stores.sql.rows import (
     _forgotten_at,
     _live_origins,
+    _person_forgotten_at,
 )
 from memfs.stores.sql.sealed import _rotate_store_key
 from memfs.stores.sql.spaces import _space_id

@@ -36,7 +36,9 @@ from datetime import datetime
 from memfs.core import sealing
 from memfs.core.models import SpaceRef, Trace
 from memfs.core.story import trace_matches
+from memfs.stores.managed import trace_kept
 from memfs.stores.sql.db import Db, chunks, marks
+from memfs.stores.sql.rows import _person_forgotten_at
 from memfs.stores.sql.sealed import Sealer, _person_key
 
 _KIND = "trace"
@@ -94,6 +96,7 @@ def _split(trace: Trace) -> tuple[bytes | None, dict[tuple[str, str], bytes]]:
 
 
 def _record_trace(db: Db, trace: Trace) -> None:
+    trace = trace_kept(trace, lambda org, user: _person_forgotten_at(db, org, user))
     sealed_prompt, shares = _split(trace)
     row = db.one(
         "INSERT INTO traces (session, turn, at, data, people, sealed_prompt)"
