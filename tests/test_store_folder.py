@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from memfs.core.errors import ConfigError, InvalidName, StoreUnavailable, Unsupported
+from memfs.core.errors import (
+    ConfigError,
+    Forgotten,
+    InvalidName,
+    StoreUnavailable,
+    Unsupported,
+)
 from memfs.core.models import ChangeSet, FileMeta, Provenance, SpaceRef, digest
 from memfs.stores.base import ManagedStore, Store
 from memfs.stores.folder import EMPTY_CURSOR, TEMP_PREFIX, FolderStore
@@ -457,3 +463,30 @@ def test_a_root_another_thread_makes_during_the_look_is_not_called_missing(
 
     store.root = MadeJustAfterTheLook(store.root)
     assert store._require_root(ORG) is False  # not there when it looked: make it
+
+
+async def test_a_turn_that_loaded_a_persons_empty_space_before_they_were_forgotten_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    # Her space was empty when the turn loaded it, and is empty after the
+    # forget: the content hash alone could not tell them apart, and the
+    # turn's files went into the store of a person just forgotten.
+    store = FolderStore(tmp_path / "root")
+    await store.store(ORG, ChangeSet(created={"r.md": b"rule"}), cursor=None, provenance=PROV)
+    before = await store.load(DANA, "s1")
+    await store.forget_user("dana", "bank-1", by=None)
+    with pytest.raises(Forgotten):
+        await store.store(
+            DANA, ChangeSet(created={"diagnosis.md": b"x"}), cursor=before.cursor, provenance=PROV
+        )
+    assert (await store.load(DANA, "s2")).files == {}
+    after = await store.load(DANA, "s2")  # once back, she is stored again
+    saved = await store.store(
+        DANA, ChangeSet(created={"tea.md": b"green"}), cursor=after.cursor, provenance=PROV
+    )
+    assert saved.status == "saved" and (await store.load(DANA, "s3")).cursor == saved.cursor
+    marks = list((tmp_path / "root" / ".forgotten").iterdir())
+    assert len(marks) == 1 and b"dana" not in marks[0].read_bytes()
+    assert "dana" not in marks[0].name
+    # Shared memory carries no mark: its cursors are as before.
+    assert "~" not in (await store.load(ORG, "s1")).cursor

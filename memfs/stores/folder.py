@@ -54,8 +54,12 @@ content, never a torn file. All I/O runs in worker threads, off the trio loop.
 ``forget_user`` removes ``people/<org>/<user>/`` whole (each space under its
 lock), and the person's lock files with it; it reports the spaces that held
 any file or folder and how many files they held. There is no history to
-purge; a turn that loaded any of it before gets a conflict if it stores into
-it, since its cursor no longer matches.
+purge. First it leaves a mark, ``.forgotten/<sha256 of org NUL user>``
+holding a random token (never a name): a person's space's cursor is the
+hash of its content, then ``~`` and their mark if they have one, so a turn
+that loaded any of their spaces before the forget is refused whole with
+``Forgotten`` if it stores into it, even one that found the space empty
+and would find it empty again.
 
 What the store creates is private to its user: folders 0700, files 0600
 (a file a person gave other permissions by hand keeps them when replaced, and
@@ -79,7 +83,14 @@ from pathlib import Path
 
 import trio
 
-from memfs.core.errors import ConfigError, InvalidName, NotFound, StoreUnavailable, Unsupported
+from memfs.core.errors import (
+    ConfigError,
+    Forgotten,
+    InvalidName,
+    NotFound,
+    StoreUnavailable,
+    Unsupported,
+)
 from memfs.core.models import (
     FILE_MODE,
     MODE_BITS,
@@ -106,6 +117,11 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
 _MANIFEST_HEADER = b"memfs-folder-manifest-v1\n"
 
 
+def _marked(cursor: str, mark: str | None) -> str:
+    """A space's cursor with its person's forget mark, if any (see the module's docstring)."""
+    return cursor if mark is None else f"{cursor}~{mark}"
+
+
 def _cursor(manifest: Mapping[str, str]) -> str:
     """The hash of a space's content: its sorted (path, content digest) pairs."""
     h = hashlib.sha256(_MANIFEST_HEADER)
@@ -116,6 +132,8 @@ def _cursor(manifest: Mapping[str, str]) -> str:
 
 
 EMPTY_CURSOR = _cursor({})
+# Where a forgotten person's mark is kept (see the module's docstring).
+FORGOTTEN_DIR = ".forgotten"
 
 
 @contextlib.contextmanager
@@ -350,13 +368,15 @@ class FolderStore:
             if not self._require_root(ref):
                 # Nothing was ever stored here.
                 files, meta, folders = dict[str, bytes](), dict[str, FileMeta](), list[str]()
+                mark = None
             else:
                 with self._shared_lock(ref):
                     files, meta, folders = _read_space_meta(self.folder(ref))
+                    mark = self._mark(ref)
         revisions = {path: digest(content) for path, content in files.items()}
         return Loaded(
             files=files,
-            cursor=_cursor(revisions),
+            cursor=_marked(_cursor(revisions), mark),
             revisions=revisions,
             meta=meta,
             folders=tuple(sorted(folders)),
@@ -410,12 +430,37 @@ class FolderStore:
                 _ensure_dir(self.root, set())  # the first store makes the root
                 self._root_made = True
             with self._exclusive_lock(ref):
+                mark = self._mark(ref)
+                if cursor is not None:
+                    cursor, _, loaded_mark = cursor.partition("~")
+                    if (loaded_mark or None) != mark:
+                        raise Forgotten(
+                            "this person's memory was forgotten after the turn loaded it; "
+                            "nothing of the turn is stored in it",
+                            path=str(ref),
+                        )
                 space = self.folder(ref)
                 manifest = {p: digest(c) for p, c in _read_space(space).items()}
                 current = _cursor(manifest)
                 if cursor is not None and cursor != current:
-                    return Stored(status="conflict", conflicts=changes.paths, cursor=current)
-                return self._apply(space, manifest, changes)
+                    return Stored(
+                        status="conflict", conflicts=changes.paths, cursor=_marked(current, mark)
+                    )
+                stored = self._apply(space, manifest, changes)
+                return stored.model_copy(update={"cursor": _marked(stored.cursor or "", mark)})
+
+    def _mark_path(self, org: str, user: str) -> Path:
+        name = hashlib.sha256(f"{org}\0{user}".encode()).hexdigest()
+        return self.root / FORGOTTEN_DIR / name
+
+    def _mark(self, ref: SpaceRef) -> str | None:
+        """The person's mark, if they were ever forgotten; None for shared memory."""
+        if ref.layer != "user":
+            return None
+        try:
+            return self._mark_path(ref.org, ref.user or "").read_text().strip() or None
+        except FileNotFoundError:
+            return None
 
     def _target(self, space: Path, path: str) -> Path:
         """The file ``path`` names, refused if it would leave the space or pass a symlink."""
@@ -565,6 +610,11 @@ class FolderStore:
         try:
             if not self._require_root(SpaceRef(layer="user", org=org, user=user, space="me")):
                 return Forgot()
+            # Before anything goes: a store from a turn that loaded before now is refused.
+            mark = self._mark_path(org, user)
+            _ensure_dir(mark.parent, set())
+            _write_atomically(mark, secrets.token_hex(16).encode())
+            _fsync_dir(mark.parent)
             if not _is_real_dir(person):
                 return Forgot()
             spaces: list[SpaceRef] = []
