@@ -140,3 +140,49 @@ async def test_an_author_forgotten_and_back_leaves_what_they_taught_readable_wit
         assert change.id == waiting.change and change.provenance.prompt is None
     finally:
         await store.aclose()
+
+
+async def test_a_turn_she_starts_after_her_forget_keeps_her_words_over_org_memory_unchanged_since(
+    sql_opener: Opener,
+) -> None:
+    # The rules last changed before Dana was forgotten; she is back, and a
+    # new turn of hers loads them after the forget and teaches them a rule.
+    # Her words were typed after the forget: the store and the trace keep them.
+    from memfs.core.models import Trace, TraceMount
+
+    store = sql_opener()
+    try:
+        loaded = await store.load(RULES, "s1")
+        await store.store(
+            RULES,
+            ChangeSet(created={"a.md": b"org"}),
+            cursor=loaded.cursor,
+            provenance=Provenance(session="s1", turn="t1"),
+        )
+        await store.forget_user("dana", "bank-1", by=None)
+
+        again = await store.load(RULES, "s2")  # after the forget
+        stored = await store.store(
+            RULES, ChangeSet(created={"b.md": b"new"}), cursor=again.cursor, provenance=said("s2")
+        )
+        assert stored.status == "saved"
+        [revision] = await store.history(RULES, "b.md")
+        assert revision.provenance.prompt == "words of s2"
+        assert revision.provenance.by == DANA
+
+        mount = TraceMount(
+            ref=RULES,
+            read_only=False,
+            from_last_known_copy=False,
+            snapshot={},
+            status="saved",
+            cursor=again.cursor,
+        )
+        await store.record_trace(
+            Trace(session="s3", turn="t1", prompt="words of s3", mounts={"rules": mount},
+                  files={}, author="dana")  # fmt: skip
+        )
+        [trace] = await store.traces(session="s3")
+        assert trace.prompt == "words of s3" and trace.author == "dana"
+    finally:
+        await store.aclose()
