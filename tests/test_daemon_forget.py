@@ -1687,3 +1687,57 @@ async def test_a_person_forgotten_in_the_folder_store_while_the_daemon_was_down_
     await restored.end()
 
     assert await store.user_files("u_dana", "default") == {}
+
+
+async def test_a_forget_heard_while_the_turns_last_record_is_written_leaves_no_done_json_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Her turn stores her one space; the end's last record (done.json, and
+    # turn.json removed in the same trip) is on its way when she is forgotten
+    # and the daemon told. The forget's record of the turn waits for that
+    # write; the end closes the turn at once after it. Nothing of the ended
+    # turn may be written after: no done.json naming her file outlives it.
+    import threading
+
+    import memfsd.workspace
+
+    store = MemoryStore()
+    specs = [memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await service.start_turn(StartTurnRequest(session="s1", extra_body={"userId": "u_dana"}))
+    write_new(ws.overlay, mounts_of(ws.overlay)["me"], "diagnosis.md", b"x\n")
+
+    real = memfsd.workspace._write_atomic
+    waiting, go = threading.Event(), threading.Event()
+
+    def held_back(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
+        if target.name == "done.json" and "diagnosis" in text and not waiting.is_set():
+            waiting.set()
+            go.wait(10)
+        real(target, text, *args, **kwargs)
+
+    monkeypatch.setattr(memfsd.workspace, "_write_atomic", held_back)
+    ended: list[TurnEnded] = []
+
+    async def end() -> None:
+        ended.append(await service.end_turn("s1"))
+
+    async def notice() -> None:
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(end)
+        await trio.to_thread.run_sync(waiting.wait, 10)
+        await store.forget_user("u_dana", "default", by=None)
+        nursery.start_soon(notice)
+        await trio.testing.wait_all_tasks_blocked()
+        # The forget's record of the turn waits for the end's last one.
+        assert ws._recording["s1"].statistics().tasks_waiting == 1
+        go.set()
+
+    assert ended[0].spaces["me"].status == "saved"
+    session = tmp_path / "state" / "sessions" / "s1"
+    assert not (session / "turn.json").exists()
+    left = session / "done.json"
+    assert not left.exists(), left.read_text()
