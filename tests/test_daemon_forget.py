@@ -1741,3 +1741,36 @@ async def test_a_forget_heard_while_the_turns_last_record_is_written_leaves_no_d
     assert not (session / "turn.json").exists()
     left = session / "done.json"
     assert not left.exists(), left.read_text()
+
+
+async def test_a_file_of_her_saved_space_forgotten_elsewhere_leaves_nothing_of_it_in_a_held_change_set(  # noqa: E501
+    tmp_path: Path,
+) -> None:
+    # The rules are manual and held; her own space ended with the turn (saved
+    # at once), and the hold keeps its result for the commit's report. Her
+    # file is forgotten by another process (her my_memory page: no notice);
+    # the daemon's look for forgets must reach the hold as a notice does.
+    store = SqliteStore(tmp_path / "memfs.db")
+    specs = [SPECS[0].model_copy(update={"commit": "manual"}), SPECS[1]]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        write_new(ws.overlay, mounts_of(ws.overlay)["me"], "zebra.md", b"zebra-secret")
+        ended = await service.end_turn("s1")
+        assert (ended.spaces["me"].status, ended.spaces["lending-rules"].status) == (
+            "saved",
+            "manual",
+        )
+        [held] = (tmp_path / "state" / "sessions" / "s1" / "manual").glob("*.json")
+        assert b"zebra.md" in held.read_bytes()
+
+        await store.forget_file(ME, "zebra.md", by=None)
+        await service.poll_forgets()
+
+        text = held.read_bytes()
+        for secret in (b"zebra", b"emVicmEt"):  # emVicmEt: base64 of "zebra-"
+            assert secret not in text, secret
+    finally:
+        await store.aclose()
