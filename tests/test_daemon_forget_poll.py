@@ -201,3 +201,42 @@ def test_a_file_the_cli_forgot_stays_the_only_one_dropped_while_the_daemon_polls
         assert (mnt / "me" / "keep.md").read_text() == "keep\n"
     finally:
         assert daemon.stop() == 0
+
+
+async def test_a_look_for_forgets_asks_the_store_nothing_for_people_with_no_open_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many people had turns (two at once) and went: none is open, nothing is held. The
+    # look for forgets (every forget_poll_seconds) has nobody to ask about; it
+    # must not grow with everyone this daemon ever served.
+    from memfs.api.models import StartTurnRequest
+    from memfs.core.models import ChangeSet, Provenance, SpaceRef
+    from memfs.stores.sqlite import SqliteStore
+    from memfsd.service import DaemonService
+    from tests.test_daemon_forget import SPECS, desk
+
+    store = SqliteStore(tmp_path / "memfs.db")
+    memory, ws = desk(tmp_path, store, SPECS)
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        for n in range(20):
+            theirs = SpaceRef(layer="user", space="me", user=f"u_{n}")
+            await store.put(theirs, ChangeSet(created={"a.md": b"x"}), provenance=Provenance())
+            body = {"userId": f"u_{n}", "name": f"P{n}", "role": "underwriter"}
+            # Two conversations at once: the second load is lean (her blobs are held).
+            for session in (f"a{n}", f"b{n}"):
+                await service.start_turn(StartTurnRequest(session=session, extra_body=body))
+            for session in (f"a{n}", f"b{n}"):
+                await service.end_turn(session)
+        asked: list[object] = []
+        real = store.forgotten_since
+
+        async def counted(ref: object, cursor: str | None) -> bool:
+            asked.append(ref)
+            return await real(ref, cursor)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "forgotten_since", counted)
+        await service.poll_forgets()
+        assert asked == []
+    finally:
+        await store.aclose()
