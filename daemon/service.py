@@ -508,6 +508,9 @@ class DaemonService:
         store = self.memory.store
         if isinstance(store, ForgetLog) and (people := turn.plan.people()):
             await self.words.mark(store, (turn.session, turn.id), people)
+            # What it stores carries them: a store refuses the words of an
+            # author forgotten since, even while the store is in flight.
+            turn.words_since = self.words.marks((turn.session, turn.id), turn.mounts.values())
         return TurnStarted(
             session=turn.session,
             turn=turn.id,

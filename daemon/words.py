@@ -89,6 +89,21 @@ class WordMarks:
             marks[person] = read[1]
         self._turns[key] = marks
 
+    def marks(self, key: Key, mounts: Iterable[Mount | MountState]) -> dict[Person, str]:
+        """What dates each person's words in turn ``key``, whose loads are ``mounts``.
+
+        Their own space's cursor where the turn loaded it (exact, as in
+        :func:`dating`), else the mark noted at its start ("0": never
+        forgotten then). A store compares it with the person's last forget
+        (``Provenance.words_since``).
+        """
+        mounts = list(mounts)
+        found = {}
+        for (org, user), mark in self._turns.get(key, {}).items():
+            own = earliest(_own(mounts, org, user))
+            found[(org, user)] = own if own is not None else (mark or "0")
+        return found
+
     def judge(self, store: ForgetLog, org: str, user: str) -> Judge:
         """Whether ``user`` of ``org`` was forgotten after a turn's words; the store asked once."""
         person = (org, user)

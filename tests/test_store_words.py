@@ -179,8 +179,14 @@ async def test_a_turn_she_starts_after_her_forget_keeps_her_words_over_org_memor
             cursor=again.cursor,
         )
         await store.record_trace(
-            Trace(session="s3", turn="t1", prompt="words of s3", mounts={"rules": mount},
-                  files={}, author="dana")  # fmt: skip
+            Trace(
+                session="s3",
+                turn="t1",
+                prompt="words of s3",
+                mounts={"rules": mount},
+                files={},
+                author="dana",
+            )
         )
         [trace] = await store.traces(session="s3")
         assert trace.prompt == "words of s3" and trace.author == "dana"

@@ -395,6 +395,11 @@ class Provenance(Frozen):
     # Whose own memory the turn mounted (the user id of its user layer), where
     # that is one person: the prompt was theirs to type, wherever it is kept.
     person: str | None = None
+    # Where the store had last forgotten the author (``ForgetLog``'s mark,
+    # "0": never) as the turn started: a store keeps no words of an author
+    # forgotten since (``memfs.stores.managed.words_kept``). None: not known.
+    # Only the request carries it; a store keeps none.
+    words_since: str | None = None
 
     @field_validator("session", "turn", "prompt", "person")
     @classmethod
@@ -717,6 +722,9 @@ class Trace(Frozen):
     # Whose words the prompt is besides the people whose memory it mounted
     # (``Provenance.author`` of the turn): a store seals it for them too.
     author: str | None = None
+    # ``Provenance.words_since`` of the author, for ``memfs.stores.managed.trace_kept``;
+    # a store keeps none.
+    words_since: str | None = None
 
     def people(self) -> list[tuple[str, str]]:
         """(org, user) of every person whose own memory the turn mounted, sorted."""

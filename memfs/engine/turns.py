@@ -174,6 +174,10 @@ class Turn:
         # A forget changed the turn and writing that down failed: it holds in
         # the turn all the same, and Memory.write_down writes it again.
         self.unwritten = False
+        # Where the store had last forgotten each (org, user) as the turn
+        # started ("0": never), as its owner noted (memfsd.words): what the
+        # turn stores carries its author's (``Provenance.words_since``).
+        self.words_since: dict[tuple[str, str], str] = {}
 
     @property
     def session(self) -> str:
@@ -1041,11 +1045,16 @@ class Memory:
             for key in files:
                 name, path = key.split("/", 1)
                 seen[name].add(path)
+        org = org_of(mount.ref for mount in turn.mounts.values())
+        author = turn.author
         return Trace(
             session=turn.session,
             turn=turn.id,
             prompt=turn.prompt,
-            author=turn.author,
+            author=author,
+            words_since=(
+                None if author is None or org is None else turn.words_since.get((org, author))
+            ),
             mounts={
                 name: _trace_mount(
                     mount,
@@ -1177,13 +1186,18 @@ class Memory:
 
 def _provenance(turn: Turn, name: str) -> Provenance:
     """Where what the turn stores in the mount ``name`` came from, as the turn stands now."""
-    return Provenance(
+    provenance = Provenance(
         session=turn.session,
         turn=turn.id,
         prompt=turn.prompt,
         by=turn.mounts[name].by,
         person=turn.person,
     )
+    author = provenance.author
+    if author is None:
+        return provenance
+    since = turn.words_since.get((turn.mounts[name].ref.org, author))
+    return provenance.model_copy(update={"words_since": since})
 
 
 def _traced(

@@ -55,39 +55,52 @@ def stored_without(stored: Stored, path: str) -> Stored | None:
     )
 
 
-def words_kept(
-    provenance: Provenance, base: int | None, forgotten_at: Callable[[str], int]
-) -> Provenance:
+def words_kept(provenance: Provenance, forgotten_at: Callable[[str], int]) -> Provenance:
     """What a store keeps of a turn's ``provenance``: no words of an author forgotten since.
 
-    ``base`` is the cursor the turn loaded at, ``forgotten_at`` when a user
-    of the space's org was last forgotten whole (0: never). A forget that
-    came after the load emptied the author's words everywhere (and destroyed
-    their key); the turn's store, in flight then, must not bring them back,
-    nor make them a key again.
+    ``forgotten_at(user)``: when a user of the space's org was last forgotten
+    whole (0: never). A forget after the turn started (past the mark its
+    ``words_since`` carries) emptied the author's words everywhere and
+    destroyed their key; the turn's store, in flight then, must not bring
+    them back, nor make them a key again. Without a mark nothing is judged:
+    a cursor cannot date a turn over org memory (an org space's cursor is
+    its own last revision, however late it was loaded).
     """
-    author = provenance.words_author
-    if author is None or base is None or forgotten_at(author) <= base:
+    since = provenance.words_since
+    if since is None:
         return provenance
-    return provenance.without_words_of(author)
+    kept = provenance.model_copy(update={"words_since": None})
+    author = kept.words_author
+    if author is None or not since.isdigit() or forgotten_at(author) <= int(since):
+        return kept
+    return kept.without_words_of(author)
 
 
 def trace_kept(trace: Trace, forgotten_at: Callable[[str, str], int]) -> Trace:
-    """What a store keeps of ``trace``: nothing of a holder forgotten after the turn loaded.
+    """What a store keeps of ``trace``: nothing of a holder forgotten after the turn's words.
 
     ``forgotten_at(org, user)``: when they were last forgotten whole (0:
-    never). The turn loaded at its mounts' earliest cursor; a holder
-    forgotten after that loses their part and the prompt, as
-    ``forget_user`` took them from every trace recorded before.
+    never). A person whose own space the turn loaded is dated by that load
+    (its cursor is at least their last forget once the load saw it); the
+    author of a turn over org memory by the mark the turn carries
+    (``words_since``); anyone else is kept. A holder forgotten since loses
+    their part and the prompt, as ``forget_user`` took them from every trace
+    recorded before.
     """
-    cursors = []
-    for mount in trace.mounts.values():
-        if mount.cursor is not None and mount.cursor.isdigit():
-            cursors.append(int(mount.cursor))
-    if not cursors:
-        return trace
-    since = min(cursors)
+    since, author = trace.words_since, trace.author
+    trace = trace.model_copy(update={"words_since": None}) if since is not None else trace
     for org, user in trace.holders():
-        if forgotten_at(org, user) > since:
+        own = [
+            int(mount.cursor)
+            for mount in trace.mounts.values()
+            if mount.ref.owned_by(org, user) and mount.cursor is not None and mount.cursor.isdigit()
+        ]
+        if own:
+            dated = min(own)
+        elif user == author and since is not None and since.isdigit():
+            dated = int(since)
+        else:
+            continue
+        if forgotten_at(org, user) > dated:
             trace = trace.without_words_of(user, org) or trace
     return trace

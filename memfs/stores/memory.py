@@ -180,9 +180,7 @@ class MemoryStore:
                 "turn is stored in it",
                 path=str(ref),
             )
-        provenance = words_kept(
-            provenance, base, lambda user: self._person_forgotten_at(ref.org, user)
-        )
+        provenance = words_kept(provenance, lambda user: self._person_forgotten_at(ref.org, user))
         stored = self._store(ref, changes, base, provenance, review)
         if key is not None and stored.status != "conflict" and not changes.is_empty():
             self._stored_turns[key] = (changes.fingerprint(), stored)

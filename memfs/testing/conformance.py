@@ -622,12 +622,17 @@ async def check_a_turn_that_loaded_before_its_author_was_forgotten_stores_no_wor
 ) -> None:
     # Her turn over org memory loaded, then she was forgotten, then its store
     # and trace came (in flight at the forget): they keep nothing she said.
-    assert isinstance(store, ManagedStore)
+    assert isinstance(store, ManagedStore) and isinstance(store, ForgetLog)
     await _save(store, DANA, ChangeSet(created={"p.md": b"hers"}))
     loaded = await store.load(ORG, "s9")
+    mark = await store.person_forgotten_at("bank-1", "dana") or "0"  # as the turn started
     await store.forget_user("dana", "bank-1", by=ADA)
     words = Provenance(
-        session="s9", turn="t1", prompt="okapi words", by=By(id="dana", label="Dana Q.")
+        session="s9",
+        turn="t1",
+        prompt="okapi words",
+        by=By(id="dana", label="Dana Q."),
+        words_since=mark,
     )
     stored = await store.store(
         ORG, ChangeSet(created={"r.md": b"a rule"}), cursor=loaded.cursor, provenance=words
@@ -636,22 +641,27 @@ async def check_a_turn_that_loaded_before_its_author_was_forgotten_stores_no_wor
     [revision] = await store.history(ORG, "r.md")
     assert revision.provenance.prompt is None
     assert revision.provenance.by == By(id="dana")
-    trace = _trace("s9", "t1", {"rules": ORG}).model_copy(update={"author": "dana"})
-    cursor = loaded.cursor
-    trace = trace.model_copy(
-        update={"mounts": {"rules": trace.mounts["rules"].model_copy(update={"cursor": cursor})}}
+    trace = _trace("s9", "t1", {"rules": ORG}).model_copy(
+        update={"author": "dana", "words_since": mark}
     )
     await store.record_trace(trace)
     [kept] = await store.traces(session="s9")
     assert kept.prompt is None and kept.author is None
-    # A turn that loaded after the forget keeps her words: she is back.
+    # A turn she started once back keeps her words, over org memory that
+    # did not move since (its cursor older than the forget).
     again = await store.load(ORG, "s10")
-    later = words.model_copy(update={"session": "s10"})
+    back_mark = await store.person_forgotten_at("bank-1", "dana")
+    assert back_mark is not None and back_mark != mark
+    later = words.model_copy(update={"session": "s10", "words_since": back_mark})
     await store.store(
         ORG, ChangeSet(created={"s.md": b"b rule"}), cursor=again.cursor, provenance=later
     )
     [back] = await store.history(ORG, "s.md")
-    assert back.provenance.prompt == "okapi words"
+    assert back.provenance.prompt == "okapi words" and back.provenance.words_since is None
+    await store.record_trace(trace.model_copy(update={"session": "s10", "words_since": back_mark}))
+    [traced] = await store.traces(session="s10")
+    assert traced.prompt is not None and traced.author == "dana"
+    assert traced.words_since is None
 
 
 async def check_traces_are_kept_per_turn_oldest_first(store: Store) -> None:

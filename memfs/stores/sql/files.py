@@ -494,7 +494,7 @@ def _store_turn(
     requested: ReviewMode,
 ) -> Stored:
     """``_store_reviewed``, exactly once per turn, and never over a forget the turn predates."""
-    provenance = words_kept(provenance, base, lambda user: _person_forgotten_at(db, ref.org, user))
+    provenance = words_kept(provenance, lambda user: _person_forgotten_at(db, ref.org, user))
     key = _turn_key(provenance)
     if key is not None:
         space_id = _space_id(db, ref)
