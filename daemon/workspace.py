@@ -133,6 +133,8 @@ class OverlayWorkspace:
         self._record_gone: set[str] = set()
         # One ``record`` of a session at a time, each of the turn as it stands then.
         self._recording: dict[str, trio.Lock] = {}
+        # Each session's turn whose end wrote its final record: none is written after.
+        self._ended_turn: dict[str, str] = {}
         # Sessions whose turn, written down, no start brought back (keep_left_behind).
         self.left_behind: set[str] = set()
         # Their (session, turn, space) whose blobs a forget let go of (drop_left_behind).
@@ -571,7 +573,7 @@ class OverlayWorkspace:
         # ``done`` and ``kept`` are the turn's own, read when this write's turn
         # comes: a write made before a forget must not land after the forget's.
         async with self._recording.setdefault(session, trio.Lock()):
-            if session in self._record_gone and not final:
+            if not final and self._ended_turn.get(session) == turn:
                 return  # the turn's end removed its record: nothing is left to rewrite
             await self._record(session, turn, done, kept, final=final, state=state)
 
@@ -617,6 +619,7 @@ class OverlayWorkspace:
             await trio.to_thread.run_sync(write)
             if final:
                 self._record_gone.add(session)
+                self._ended_turn[session] = turn
         except OSError as exc:
             if not _no_room(exc):
                 raise
@@ -651,12 +654,17 @@ class OverlayWorkspace:
         # sync, and on the trio loop that wait would stall every request. A
         # final record (the engine's last before this) removed turn.json
         # already, in its own trip: one trip fewer at every turn end.
-        if session in self._record_gone:
-            self._record_gone.discard(session)
-        else:
-            await trio.to_thread.run_sync(self._remove_record, session)
-        self.manifests.release(session)
         tree = self.overlay.sessions.get(session)
+        # After every record of the turn already waiting, and before any to
+        # come, which find the turn ended and write nothing.
+        async with self._recording.setdefault(session, trio.Lock()):
+            if tree is not None and tree.turn is not None:
+                self._ended_turn[session] = tree.turn.turn
+            if session in self._record_gone:
+                self._record_gone.discard(session)
+            else:
+                await trio.to_thread.run_sync(self._remove_record, session)
+        self.manifests.release(session)
         folder = None
         if tree is not None and tree.turn is not None:
             folder = self.overlay.detach_turn(session, remove=False)
@@ -685,6 +693,7 @@ class OverlayWorkspace:
 
     async def close_session(self, session: str) -> None:
         self._recording.pop(session, None)
+        self._ended_turn.pop(session, None)
         self.overlay.close_session(session)
         await self.forget_names()
 

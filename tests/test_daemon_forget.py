@@ -1596,11 +1596,16 @@ async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_n
     async def end() -> None:
         ended.append(await service.end_turn("s1"))
 
+    async def notice() -> None:
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(end)
         await trio.to_thread.run_sync(waiting.wait, 10)
         await store.forget_user("u_dana", "default", by=None)
-        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        nursery.start_soon(notice)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ws._recording["s1"].statistics().tasks_waiting == 1  # behind the end's write
         go.set()
 
     assert ended[0].spaces["lending-rules"].kept
