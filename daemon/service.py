@@ -330,11 +330,10 @@ class DaemonService:
         # A held change set's space of a person forgotten since, or a file of
         # it: after their words above, since the space is what names them.
         for whose, held in list(self.manual.items()):
-            for name, space in held.spaces.items():
-                ref = space.mount.ref
-                if ref.layer != "user" or (only is not None and ref not in only):
+            for name, (ref, cursor) in held.person_loads().items():
+                if only is not None and ref not in only:
                     continue
-                if await store.forgotten_since(ref, space.mount.cursor):
+                if await store.forgotten_since(ref, cursor):
                     await self._drop_held_space(whose, name)
                     log.info("session %s (held for commit): %s %s", whose[0], name, why)
         return dropped

@@ -1654,10 +1654,15 @@ async def test_two_forgets_heard_at_once_both_hold_in_a_held_change_set(
                 ForgetNotice(org="default", user="u_dana", space="me", path="g.md")
             )
 
+        async def person_notice() -> None:
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+
         async with trio.open_nursery() as nursery:
             nursery.start_soon(file_notice)
             await trio.to_thread.run_sync(waiting.wait, 10)
-            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            nursery.start_soon(person_notice)
+            await trio.testing.wait_all_tasks_blocked()
+            assert service._hold_writes.statistics().tasks_waiting == 1  # behind the first
             go.set()
 
         [hold] = service.manual.values()

@@ -205,6 +205,13 @@ class HeldSpace(Frozen):
     provenance: Provenance
 
 
+class EndedSpace(Frozen):
+    """A person's own space an ended turn saved (or settled) without holding it."""
+
+    ref: SpaceRef
+    cursor: str | None = None  # where the turn loaded it: a look at the store dates forgets by it
+
+
 class ManualHold(Frozen):
     """What an ended turn holds for ``Memory.commit_manual``: its manual spaces.
 
@@ -227,21 +234,28 @@ class ManualHold(Frozen):
     # Each person's own space the turn ended without holding (saved at once,
     # say), by name: its result in ``ended`` names their files, so forgetting
     # them, or a file of that space, settles it too (``forgetting``, ``without``).
-    ended_people: dict[str, SpaceRef] = Field(default_factory=dict)
+    ended_people: dict[str, EndedSpace] = Field(default_factory=dict)
 
     def involves(self, org: str, user: str) -> bool:
         return (org, user) in self.people()
 
     def person_spaces(self) -> dict[str, SpaceRef]:
         """Every person's own space whose files this hold names, held or only ended, by name."""
-        held = {n: s.mount.ref for n, s in self.spaces.items() if s.mount.ref.layer == "user"}
-        return {**self.ended_people, **held}
+        return {name: ref for name, (ref, _) in self.person_loads().items()}
+
+    def person_loads(self) -> dict[str, tuple[SpaceRef, str | None]]:
+        """:meth:`person_spaces`, each with the cursor the turn loaded it at."""
+        loads = {name: (space.ref, space.cursor) for name, space in self.ended_people.items()}
+        for name, held in self.spaces.items():
+            if held.mount.ref.layer == "user":
+                loads[name] = (held.mount.ref, held.mount.cursor)
+        return loads
 
     def people(self) -> set[tuple[str, str]]:
         """(org, user) of everyone with words or memory here (their memory, their name, or
         an author's words), but those forgotten since the turn ended."""
         found = _people(space.mount for space in self.spaces.values())
-        found |= {(ref.org, ref.user) for ref in self.ended_people.values() if ref.user}
+        found |= {(s.ref.org, s.ref.user) for s in self.ended_people.values() if s.ref.user}
         found |= {
             (self.org or space.mount.ref.org, author)
             for space in self.spaces.values()
@@ -364,4 +378,13 @@ def _without_words(provenance: Provenance, user: str) -> Provenance:
     return provenance.model_copy(update={"prompt": None, "by": by, "person": person})
 
 
-__all__ = ["HeldSpace", "ManualHold", "Mount", "MountState", "Owner", "TurnPlan", "TurnState"]
+__all__ = [
+    "EndedSpace",
+    "HeldSpace",
+    "ManualHold",
+    "Mount",
+    "MountState",
+    "Owner",
+    "TurnPlan",
+    "TurnState",
+]

@@ -87,6 +87,7 @@ from memfs.core.specs import (
 )
 from memfs.engine.commits import DEFAULT_MAX_ITEMS, GroupCommit
 from memfs.engine.plan import (
+    EndedSpace,
     HeldSpace,
     ManualHold,
     Mount,
@@ -985,7 +986,7 @@ class Memory:
                 forgotten=sorted(turn.plan.forgotten),
                 org=org_of(mount.ref for mount in turn.mounts.values()),
                 ended_people={
-                    name: turn.mounts[name].ref
+                    name: EndedSpace(ref=turn.mounts[name].ref, cursor=turn.mounts[name].cursor)
                     for name in spaces
                     if name not in held and turn.mounts[name].ref.layer == "user"
                 },
