@@ -267,10 +267,15 @@ class DaemonService:
         store = self.memory.store
         if not isinstance(store, ForgetLog):
             return []
-        for ref, cursor in self.memory.last_known_people():
-            if (only is None or ref in only) and await store.forgotten_since(ref, cursor):
-                self.memory.drop_last_known(ref.__eq__)
         turns = self.memory.held_turns()
+        mounted = {mount.ref for turn in turns for mount in turn.mounts.values()}
+        for ref, cursor in self.memory.last_known_people():
+            if ref not in mounted:
+                # No turn holds its blobs, so it serves nothing but names:
+                # let it go rather than ask after it at every look.
+                self.memory.drop_last_known(ref.__eq__)
+            elif (only is None or ref in only) and await store.forgotten_since(ref, cursor):
+                self.memory.drop_last_known(ref.__eq__)
         live = {(turn.session, turn.id) for turn in turns}
         self.forgets_applied &= {key for key in self.forgets_applied if key[:2] in live}
         dropped = []

@@ -1604,8 +1604,9 @@ async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_n
         await trio.to_thread.run_sync(waiting.wait, 10)
         await store.forget_user("u_dana", "default", by=None)
         nursery.start_soon(notice)
-        await trio.testing.wait_all_tasks_blocked()
-        assert ws._recording["s1"].statistics().tasks_waiting == 1  # behind the end's write
+        with trio.fail_after(10):  # behind the end's write
+            while ws._recording["s1"].statistics().tasks_waiting == 0:  # noqa: ASYNC110
+                await trio.sleep(0.01)
         go.set()
 
     assert ended[0].spaces["lending-rules"].kept
@@ -1661,8 +1662,9 @@ async def test_two_forgets_heard_at_once_both_hold_in_a_held_change_set(
             nursery.start_soon(file_notice)
             await trio.to_thread.run_sync(waiting.wait, 10)
             nursery.start_soon(person_notice)
-            await trio.testing.wait_all_tasks_blocked()
-            assert service._hold_writes.statistics().tasks_waiting == 1  # behind the first
+            with trio.fail_after(10):  # its words are written down first, in threads
+                while service._hold_writes.statistics().tasks_waiting == 0:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
             go.set()
 
         [hold] = service.manual.values()
@@ -1741,9 +1743,10 @@ async def test_a_forget_heard_while_the_turns_last_record_is_written_leaves_no_d
         await trio.to_thread.run_sync(waiting.wait, 10)
         await store.forget_user("u_dana", "default", by=None)
         nursery.start_soon(notice)
-        await trio.testing.wait_all_tasks_blocked()
         # The forget's record of the turn waits for the end's last one.
-        assert ws._recording["s1"].statistics().tasks_waiting == 1
+        with trio.fail_after(10):
+            while ws._recording["s1"].statistics().tasks_waiting == 0:  # noqa: ASYNC110
+                await trio.sleep(0.01)
         go.set()
 
     assert ended[0].spaces["me"].status == "saved"

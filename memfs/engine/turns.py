@@ -465,7 +465,7 @@ class Memory:
             turn.ending = False
         if not turn.kept:
             turn.ended = True
-            self._open.pop(session, None)
+            self._close(turn)
         return result
 
     async def commit_manual(self, held: ManualHold | CommitResult) -> CommitResult:
@@ -554,9 +554,21 @@ class Memory:
         finally:
             turn.ending = False
         turn.ended = True
-        self._open.pop(session, None)
+        self._close(turn)
         await self.workspace.close(turn.session)
         return CommitResult(self, turn.session, turn.id, spaces, files=files)
+
+    def _close(self, turn: Turn) -> None:
+        """``turn`` is over; no last known copy of a person's space outlives the last turn over it.
+
+        A person's copy names blobs only their turns hold: with none left it
+        serves nothing, and kept it would grow with everyone ever served.
+        """
+        self._open.pop(turn.session, None)
+        theirs = {m.ref for m in turn.mounts.values() if not is_shared(m.ref.layer)}
+        if theirs:
+            still = {m.ref for other in self._open.values() for m in other.mounts.values()}
+            self.drop_last_known(lambda ref: ref in theirs and ref not in still)
 
     async def kept_changes(self, session: str) -> dict[str, tuple[Mount, SpaceResult, ChangeSet]]:
         """The kept spaces of the session's open turn: mount, last result, and change set.
