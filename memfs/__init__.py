@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from memfs.api.models import TurnStarted as TurnStarted
     from memfs.client import Client as Client
     from memfs.core.audit import AuditCheck as AuditCheck
+    from memfs.core.audit import AuditPage as AuditPage
     from memfs.core.errors import AlreadyCommitted as AlreadyCommitted
     from memfs.core.errors import AuditTampered as AuditTampered
     from memfs.core.errors import BadRequest as BadRequest
@@ -110,6 +111,7 @@ _EXPORTS = {
     "TurnStarted": "memfs.api.models",
     "Client": "memfs.client",
     "AuditCheck": "memfs.core.audit",
+    "AuditPage": "memfs.core.audit",
     "AlreadyCommitted": "memfs.core.errors",
     "AuditTampered": "memfs.core.errors",
     "BadRequest": "memfs.core.errors",
@@ -186,6 +188,7 @@ __all__ = [
     "AlreadyCommitted",
     "AsOfFile",
     "AuditCheck",
+    "AuditPage",
     "AuditEntry",
     "AuditTampered",
     "BadRequest",
