@@ -38,14 +38,17 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC
 
-from memfs.core.errors import AuditTampered, BadRequest
+from memfs.core import paging
+from memfs.core.errors import AuditTampered
 from memfs.core.models import AuditEntry, ChangeSet, Frozen, Provenance, SpaceRef
+from memfs.core.paging import latest_before
 
 GENESIS = "0" * 64
 # Entries a page of the log shows (the Memory tab, ``GET /api/v1/audit``) unless
 # asked for another number, and the most one page may ask for.
 AUDIT_PAGE = 100
 MAX_AUDIT_PAGE = 1000
+ENTRY = "audit entry"  # what a page of the log holds, as its errors say
 _HEADER = b"memfs-audit-v1\n"
 
 
@@ -158,24 +161,19 @@ def about_put(
 def page(entries: Sequence[AuditEntry], before: str | None, limit: int | None) -> list[AuditEntry]:
     """The newest ``limit`` (all, with None) of ``entries`` written before entry ``before``.
 
-    ``entries`` is a whole log, oldest first, and so is the page. A ``before``
-    that is no entry of it is ``BadRequest``: a page names an entry it showed.
+    ``entries`` is a whole log, oldest first, and so is the page
+    (:func:`memfs.core.paging.latest_before`).
     """
-    end = len(entries)
-    if before is not None:
-        ids = [entry.id for entry in entries]
-        if before not in ids:
-            raise BadRequest("no audit entry has this id", path=before)
-        end = ids.index(before)
-    start = 0 if limit is None else max(0, end - check_limit(limit))
-    return list(entries[start:end])
+    return latest_before(entries, _entry_id, before, limit, what=ENTRY)[0]
 
 
 def check_limit(limit: int) -> int:
     """A page's ``limit``: at least one entry (a store bounds nothing else)."""
-    if limit < 1:
-        raise BadRequest(f"a page of the audit log holds at least one entry, not {limit}")
-    return limit
+    return paging.check_limit(limit, ENTRY)
+
+
+def _entry_id(entry: AuditEntry) -> str:
+    return entry.id
 
 
 __all__ = [

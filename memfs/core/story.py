@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from memfs.core.errors import BadRequest, NotFound
+from memfs.core.errors import NotFound
 from memfs.core.models import (
     AsOfFile,
     By,
@@ -46,6 +46,7 @@ from memfs.core.models import (
     TraceMount,
 )
 from memfs.core.note import file_list
+from memfs.core.paging import latest_before
 from memfs.core.review import WaitingChange
 
 USAGE_DAYS = 30  # org memory's usage counts the opens of this many last days
@@ -189,17 +190,12 @@ def story_page(
     ``traces`` is the session's, oldest first; a ``before`` that is no turn
     of them is ``BadRequest`` (a page names a turn it showed).
     """
-    if limit < 1:
-        raise BadRequest(f"a page of a session story holds at least one turn, not {limit}")
-    end = len(traces)
-    if before is not None:
-        turns = [trace.turn for trace in traces]
-        if before not in turns:
-            raise BadRequest("no turn of this session has this id", path=before)
-        end = turns.index(before)
-    start = max(0, end - limit)
-    shown = list(traces[start:end])
-    return shown, (shown[0].turn if start > 0 else None)
+    shown, earlier = latest_before(traces, _turn_of, before, limit, what="turn of this session")
+    return shown, (shown[0].turn if earlier else None)
+
+
+def _turn_of(trace: Trace) -> str:
+    return trace.turn
 
 
 def mount_line(
