@@ -1374,16 +1374,18 @@ async def test_polls_keep_the_words_of_a_turn_over_org_memory_she_started_once_b
         await store.aclose()
 
 
-async def test_a_file_forget_this_daemon_heard_is_not_served_back_from_the_last_known_copy(
-    tmp_path: Path,
+@pytest.mark.parametrize("heard", ["notice", "look"])
+async def test_a_forgotten_file_is_not_served_back_from_the_last_known_copy(
+    tmp_path: Path, heard: str
 ) -> None:
     # Dana copied one of the desk's rules into her own memory under a name of
-    # her own, and had that file forgotten; this daemon heard the forget (its
-    # notice, as the CLI or a shared store's listener gives it). Then the
-    # store went down. Her next turn falls back to the last copy this process
-    # loaded of her space: it must not name the forgotten file. Its blob is
-    # still here, as the desk's (shared memory's blobs stay), so the last
-    # copy's "every blob still held" check passes and the file comes back.
+    # her own, and had that file forgotten, while a turn of hers is open (so
+    # this process keeps a last copy of her space). This daemon heard the
+    # forget by a notice (the CLI, a shared store's listener), or found it at
+    # a look at the store (another process made it). Then the store went
+    # down: her next turn falls back to that last copy, which must not name
+    # the forgotten file. Its blob is still here, as the desk's (shared
+    # memory's blobs stay), so the copy's "every blob held" check passes.
     rule = b"no unsecured loan over 50k\n"
     forgotten = "letter-to-my-lawyer.md"
     desk_ref = SpaceRef(layer="org", space="desk")
@@ -1393,45 +1395,18 @@ async def test_a_file_forget_this_daemon_heard_is_not_served_back_from_the_last_
     specs = [memfs.org_memory(space="desk", review="none"), memfs.user_memory()]
     memory, ws = desk(tmp_path, store, specs)
     service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
-    for session in ("s1", "s2"):  # the second loads her space lean: its blob is the desk's
-        turn = await memory.start_turn(session, {"userId": "u_dana"})
-        assert forgotten in turn.mounts["me"].snapshot
-        await turn.end()
+    await memory.start_turn("s1", {"userId": "u_dana"})  # stays open
+    second = await memory.start_turn("s2", {"userId": "u_dana"})  # loads her space lean
+    assert forgotten in second.mounts["me"].snapshot
+    await second.end()
 
     await store.forget_file(ME, forgotten, by=None)
-    await service.forgotten(
-        ForgetNotice(org="default", user="u_dana", space=ME.space, path=forgotten)
-    )
-    store.fail("load_lean", memfs.StoreUnavailable("the database is down"))
-
-    again = await memory.start_turn("s3", {"userId": "u_dana"})
-    assert again.mounts["me"].from_last_known_copy
-    assert forgotten not in again.mounts["me"].snapshot
-    assert forgotten not in again.note
-
-
-async def test_a_file_forget_another_process_made_is_not_served_back_from_the_last_known_copy(
-    tmp_path: Path,
-) -> None:
-    # As above, but the forget was made by another process and no notice
-    # came: the look at the store (the poll, or a listener's catch-up) must
-    # find it for the last copy too, not only for open turns.
-    rule = b"no unsecured loan over 50k\n"
-    forgotten = "letter-to-my-lawyer.md"
-    desk_ref = SpaceRef(layer="org", space="desk")
-    store = FaultyStore(SqliteStore(tmp_path / "memfs.db"))
-    await store.put(desk_ref, ChangeSet(created={"rule.md": rule}), provenance=Provenance())
-    await store.put(ME, ChangeSet(created={forgotten: rule}), provenance=Provenance())
-    specs = [memfs.org_memory(space="desk", review="none"), memfs.user_memory()]
-    memory, ws = desk(tmp_path, store, specs)
-    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
-    for session in ("s1", "s2"):  # the second loads her space lean: its blob is the desk's
-        turn = await memory.start_turn(session, {"userId": "u_dana"})
-        assert forgotten in turn.mounts["me"].snapshot
-        await turn.end()
-
-    await store.forget_file(ME, forgotten, by=None)
-    await service.poll_forgets()  # no notice: the look at the store finds it
+    if heard == "notice":
+        await service.forgotten(
+            ForgetNotice(org="default", user="u_dana", space=ME.space, path=forgotten)
+        )
+    else:
+        await service.poll_forgets()
     store.fail("load_lean", memfs.StoreUnavailable("the database is down"))
 
     again = await memory.start_turn("s3", {"userId": "u_dana"})
