@@ -1762,3 +1762,84 @@ async def test_a_file_of_her_saved_space_forgotten_elsewhere_leaves_nothing_of_i
             assert secret not in text, secret
     finally:
         await store.aclose()
+
+
+async def test_her_org_words_after_a_forget_this_daemon_heard_stay_when_an_earlier_start_read_her_mark(  # noqa: E501
+    tmp_path: Path,
+) -> None:
+    # A turn of hers started (her mark read: never forgotten), then she was
+    # forgotten and the daemon told, then she is back at once with a new turn
+    # over org memory. The daemon heard the forget, yet her new turn is handed
+    # the mark read before it (WordMarks caches it MARK_SECONDS): the store
+    # takes the forget for one after her new words and strips them.
+    store = SqliteStore(tmp_path / "memfs.db")
+    memory, ws = desk(tmp_path, store, SPECS[:1])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        rules = SpaceRef(layer="org", space="lending-rules")
+        await store.put(rules, ChangeSet(created={"old.md": b"r\n"}), provenance=Provenance())
+        await dana_starts(service)
+        await service.end_turn("s1")
+        await store.forget_user("u_dana", "default", by=None)
+        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+        again = "okapi-second: a rule I teach once back"
+        body = {"userId": "u_dana", "name": "Dana", "role": "underwriter"}
+        await service.start_turn(StartTurnRequest(session="s2", extra_body=body, prompt=again))
+        write_new(ws.overlay, mounts_of(ws.overlay, "s2")["lending-rules"], "r.md", b"a rule\n")
+        assert memory.open_turn("s2").prompt == again  # the turn keeps them: only the store drops
+
+        ended = await service.end_turn("s2")
+
+        assert ended.spaces["lending-rules"].status == "saved"
+        [revision] = await store.history(rules, "r.md")
+        assert revision.provenance.prompt == again
+        [trace] = await store.traces(session="s2")
+        assert trace.prompt == again
+    finally:
+        await store.aclose()
+
+
+async def test_a_turn_brought_back_after_a_restart_stores_no_words_of_hers_forgotten_in_flight(
+    tmp_path: Path,
+) -> None:
+    # As test_a_forget_made_while_her_org_store_is_in_flight_leaves_her_words_out_of_the_store,
+    # but the turn was brought back by a restart: it has no marks (words_since
+    # None), and the store then judges nothing, so her words outlive the forget.
+    inner = SqliteStore(tmp_path / "memfs.db")
+    rules = SpaceRef(layer="org", space="lending-rules")
+    await inner.put(rules, ChangeSet(created={"old.md": b"r\n"}), provenance=Provenance())
+    store = FaultyStore(inner)
+    memory, ws = desk(tmp_path, store, SPECS[:1])
+    service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+    try:
+        await dana_starts(service)
+        write_new(ws.overlay, mounts_of(ws.overlay)["lending-rules"], "r.md", b"a rule\n")
+        # The daemon restarts: the turn comes back from state_dir.
+        memory, ws = desk(tmp_path, store, SPECS[:1])
+        [record] = ws.saved_turns().records
+        restored = memory.restore_turn(TurnState.model_validate(record["state"]))
+        ws.reattach(restored.state(), record)
+        service = DaemonService(memory, ws, "sqlite://", str(tmp_path / "state"))
+        assert restored.prompt == PROMPT
+        gates = block_stores(store)
+        ended: list[TurnEnded] = []
+
+        async def end() -> None:
+            ended.append(await service.end_turn("s1"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end)
+            await her_store_waits(store)
+            await inner.forget_user("u_dana", "default", by=None)
+            await service.forgotten(ForgetNotice(org="default", user="u_dana"))
+            for gate in gates:
+                gate.set()
+
+        assert ended[0].spaces["lending-rules"].status == "saved"
+        [revision] = await inner.history(rules, "r.md")
+        assert revision.provenance.prompt is None
+        assert revision.provenance.by is not None and revision.provenance.by.label is None
+        [trace] = await inner.traces(session="s1")
+        assert trace.prompt is None
+    finally:
+        await store.aclose()
