@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 
 import trio
 
-from memfs.core.policy import parse_cursor
+from memfs.engine.dating import dating, earliest, own_cursors
 from memfs.engine.plan import Mount, MountState
 from memfs.stores.base import ForgetLog
 
@@ -43,31 +43,6 @@ Judge = Callable[[Key, Iterable[Mount | MountState]], Awaitable[bool]]
 # after it. Longer than the default poll (2 s), so that under load a start
 # mostly finds the mark the last look read instead of asking the store.
 MARK_SECONDS = 5.0
-
-
-def earliest(cursors: Iterable[str | None]) -> str | None:
-    """The earliest of a turn's cursors (they come from one sequence); None if none."""
-    known = [(parse_cursor(cursor), cursor) for cursor in cursors if cursor is not None]
-    return min(known)[1] if known else None
-
-
-def dating(mounts: Iterable[Mount | MountState], org: str, user: str) -> str:
-    """The cursor that dates the words of ``user`` of ``org`` in one turn's loads.
-
-    Their own space's cursor is at least their last forget once the load saw
-    it, so it tells a turn they started once back from one open before.
-    Otherwise the earliest cursor, which may date the turn too early. Only
-    the store's loads count (an app's folder has cursors of its own), and a
-    load that failed has none: a turn with none left is dated before every
-    forget.
-    """
-    known = [m for m in mounts if m.ref.layer != "dir" and m.cursor is not None]
-    return earliest(_own(known, org, user) or [mount.cursor for mount in known]) or "0"
-
-
-def _own(mounts: Iterable[Mount | MountState], org: str, user: str) -> list[str]:
-    """The cursors of the loads of the person's own space: each dates their words exactly."""
-    return [m.cursor for m in mounts if m.cursor is not None and m.ref.owned_by(org, user)]
 
 
 class WordMarks:
@@ -89,6 +64,10 @@ class WordMarks:
             marks[person] = read[1]
         self._turns[key] = marks
 
+    def heard(self, org: str, user: str) -> None:
+        """A forget of ``user`` of ``org`` was heard: a start reads their mark again."""
+        self._read.pop((org, user), None)
+
     def marks(self, key: Key, mounts: Iterable[Mount | MountState]) -> dict[Person, str]:
         """What dates each person's words in turn ``key``, whose loads are ``mounts``.
 
@@ -100,7 +79,7 @@ class WordMarks:
         mounts = list(mounts)
         found = {}
         for (org, user), mark in self._turns.get(key, {}).items():
-            own = earliest(_own(mounts, org, user))
+            own = earliest(own_cursors(mounts, org, user))
             found[(org, user)] = own if own is not None else (mark or "0")
         return found
 
@@ -119,7 +98,7 @@ class WordMarks:
                 return False  # never forgotten
             mounts = list(mounts)
             marks = self._turns.get(key)
-            if not _own(mounts, org, user) and marks is not None and person in marks:
+            if not own_cursors(mounts, org, user) and marks is not None and person in marks:
                 return marks[person] != now[0]
             dated = dating(mounts, org, user)
             if dated not in by_cursor:
@@ -135,4 +114,4 @@ class WordMarks:
         self._read = {p: read for p, read in self._read.items() if now - read[0] <= MARK_SECONDS}
 
 
-__all__ = ["MARK_SECONDS", "Judge", "Key", "Person", "WordMarks", "dating", "earliest"]
+__all__ = ["MARK_SECONDS", "Judge", "Key", "Person", "WordMarks"]

@@ -86,6 +86,7 @@ from memfs.core.specs import (
     as_spec,
 )
 from memfs.engine.commits import DEFAULT_MAX_ITEMS, GroupCommit
+from memfs.engine.dating import dating
 from memfs.engine.plan import (
     EndedSpace,
     HeldSpace,
@@ -99,7 +100,7 @@ from memfs.engine.plan import (
 from memfs.engine.seeds import SeedRecord, read_seed, sync_seed
 from memfs.engine.sources import AppSource, Source, StoreSource, store_is
 from memfs.engine.workspace import CopyWorkspace, Workspace
-from memfs.stores.base import GroupCommitStore, ManagedStore, ReviewingStore, Store
+from memfs.stores.base import ForgetLog, GroupCommitStore, ManagedStore, ReviewingStore, Store
 
 OnError = Callable[[BaseException, str], "Awaitable[None] | None"]
 
@@ -421,6 +422,12 @@ class Memory:
         turn.orphaned = orphaned
         turn.done = dict(state.done)
         turn.kept = dict(state.kept)
+        if isinstance(self.store, ForgetLog):
+            # Its start's marks are gone: its loads date each person's words,
+            # too early at worst (their words dropped from its stores, never kept).
+            turn.words_since = {
+                (org, user): dating(mounts.values(), org, user) for org, user in plan.people()
+            }
         self._open[state.session] = turn
         return turn
 
