@@ -89,7 +89,8 @@ NOT_BACK = (
     "the session's last turn could not be brought back when the daemon started "
     "(see its log); its record and files are kept in state_dir until a start brings it back"
 )
-DAMAGED_SUFFIX = ".damaged"  # a turn.json that could not be read at start, set aside
+# A turn.json or held change set that could not be read at start, set aside.
+DAMAGED_SUFFIX = ".damaged"
 # The copy _write_atomic writes beside its target before the rename: one a
 # crash left is nothing anyone reads, and may hold a person's words.
 TORN_SUFFIX = ".tmp"
@@ -766,10 +767,23 @@ class OverlayWorkspace:
         """The manual change sets written down and not committed, and the (session, turn)
         pairs whose manual spaces were all committed."""
         sessions = self.overlay.state_dir / "sessions"
-        holds = [
-            ManualHold.model_validate_json(path.read_bytes())
-            for path in sorted(sessions.glob(f"*/{MANUAL_DIR}/*.json"))
-        ]
+        holds = []
+        for path in sorted(sessions.glob(f"*/{MANUAL_DIR}/*.json")):
+            try:
+                holds.append(ManualHold.model_validate_json(path.read_bytes()))
+            except (OSError, ValueError) as exc:
+                # Damaged, or written by another memfs: set aside for an
+                # operator (a forget removes it: drop_damaged_records), so one
+                # change set does not stop the start.
+                log.error(
+                    "could not read back the held change set %s of session %s (%s); "
+                    "it is set aside as %s and cannot be committed",
+                    path.stem,
+                    path.parent.parent.name,
+                    exc,
+                    DAMAGED_SUFFIX,
+                )
+                path.replace(path.with_name(path.name + DAMAGED_SUFFIX))
         committed = {
             (path.parent.parent.name, path.stem)
             for path in sessions.glob(f"*/{MANUAL_DIR}/*.committed")
@@ -973,7 +987,7 @@ class OverlayWorkspace:
         await trio.to_thread.run_sync(self._scrub_record, session, [name])
 
     async def drop_damaged_records(self) -> int:
-        """Remove every ``turn.json`` set aside as damaged; how many.
+        """Remove every ``turn.json`` and held change set set aside as damaged; how many.
 
         A person was forgotten: such a record cannot be read to tell whether
         it holds their words, so none is kept (the turn it was never came back).
@@ -981,11 +995,11 @@ class OverlayWorkspace:
 
         def drop() -> int:
             gone = 0
-            for path in (self.overlay.state_dir / "sessions").glob(
-                f"*/{TURN_FILE}{DAMAGED_SUFFIX}"
-            ):
-                path.unlink(missing_ok=True)
-                gone += 1
+            sessions = self.overlay.state_dir / "sessions"
+            for pattern in (f"*/{TURN_FILE}{DAMAGED_SUFFIX}", f"*/{MANUAL_DIR}/*{DAMAGED_SUFFIX}"):
+                for path in sessions.glob(pattern):
+                    path.unlink(missing_ok=True)
+                    gone += 1
             return gone
 
         return await trio.to_thread.run_sync(drop)

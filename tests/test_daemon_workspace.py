@@ -38,7 +38,14 @@ from memfs.stores.sqlite import SqliteStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
-from memfsd.workspace import DONE_FILE, FOLDER_KEY, MANIFEST_FORMAT, OverlayWorkspace
+from memfsd.workspace import (
+    DAMAGED_SUFFIX,
+    DONE_FILE,
+    FOLDER_KEY,
+    MANIFEST_FORMAT,
+    MANUAL_DIR,
+    OverlayWorkspace,
+)
 from tests.overlay_helpers import source_of, turn_of
 
 BODY = {"userId": "u1", "name": "U", "orgId": "o1"}
@@ -1319,3 +1326,27 @@ async def test_a_discard_the_start_cannot_finish_for_one_session_keeps_the_other
     _, _, service = restarted(tmp_path, store_of(memory))
     assert service.recover() == ["s1"]
     assert await service.finish_discards() == ["s1"]
+
+
+@pytest.mark.error_log(r"could not read back the held change set")
+@pytest.mark.parametrize("damage", [b"\0\0\0", b'{"session": "s1"}'])
+async def test_a_held_change_set_that_cannot_be_read_is_set_aside_and_the_daemon_starts(
+    tmp_path: Path, damage: bytes
+) -> None:
+    # One manual/<turn>.json that does not read back (damaged, or written by
+    # another memfs) stopped the daemon's start: recover() raised out of it.
+    memory, ws = workspace(tmp_path)
+    store = store_of(memory)
+    await memory.start_turn("s2", BODY)
+    held = ws.overlay.state_dir / "sessions" / "s1" / MANUAL_DIR / "t-damaged.json"
+    held.parent.mkdir(parents=True)
+    held.write_bytes(damage)
+
+    _, _, service = restarted(tmp_path, store)
+    assert service.recover() == ["s2"]
+    assert service.manual == {}
+    aside = held.with_name(held.name + DAMAGED_SUFFIX)
+    assert aside.read_bytes() == damage and not held.exists()  # kept for an operator
+    # A person forgotten: what it holds cannot be told, so it goes.
+    assert await ws.drop_damaged_records() == 1
+    assert not aside.exists()
