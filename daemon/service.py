@@ -765,7 +765,6 @@ class DaemonService:
         self.memory.drop_last_known(notice.reaches)
         if notice.path is None:
             self.words.heard(notice.org, notice.user)
-        if notice.path is None:
             await self._forget_words(notice.org, notice.user)
         for turn in self.memory.held_turns():
             for name, mount in turn.mounts.items():
