@@ -24,7 +24,7 @@ from memfs.core.specs import MemorySpec
 from memfs.engine.plan import Mount, TurnPlan
 from memfs.engine.turns import Memory, Turn, TurnState
 from memfs.engine.workspace import Fetch
-from memfs.stores.base import Store
+from memfs.stores.base import ManagedStore, Store
 from memfs.stores.folder import FolderStore
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sqlite import SqliteStore
@@ -1531,30 +1531,20 @@ async def test_forgetting_a_person_leaves_nothing_of_her_saved_space_in_a_held_c
         assert hold.ended["me"].changes.is_empty()
 
 
-async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_name_in_done_json(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The rules' store fails (kept: the turn stays open); her space is stored
-    # next, and the end writes that down in done.json. She is forgotten, and
-    # the daemon told, while that write is on its way: the forget writes its
-    # own done.json, and the end's, made before the forget, must not land over it.
+async def forgotten_while_done_json_is_written(
+    service: DaemonService,
+    ws: OverlayWorkspace,
+    store: ManagedStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> TurnEnded:
+    """End s1; while its end writes the done.json naming diagnosis.md, forget Dana and say so.
+
+    The notice's own record of the turn waits behind that write; the write
+    goes on once it does. Returns the end's result.
+    """
     import threading
 
     import memfsd.workspace
-
-    store = FaultyStore(MemoryStore())
-    rules = SpaceRef(layer="org", space="lending-rules")
-    store.fail(
-        "store",
-        memfs.StoreUnavailable("the org store is down"),
-        when=lambda ref, *args, **kwargs: ref.layer == "org",
-    )
-    specs = [memfs.org_memory(space=rules.space, review="none"), memfs.user_memory()]
-    memory, ws = desk(tmp_path, store, specs)
-    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
-    await service.start_turn(StartTurnRequest(session="s1", extra_body={"userId": "u_dana"}))
-    for name, file in (("me", "diagnosis.md"), ("lending-rules", "rule.md")):
-        write_new(ws.overlay, mounts_of(ws.overlay)[name], file, b"x\n")
 
     real = memfsd.workspace._write_atomic
     waiting, go = threading.Event(), threading.Event()
@@ -1579,10 +1569,36 @@ async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_n
         await trio.to_thread.run_sync(waiting.wait, 10)
         await store.forget_user("u_dana", "default", by=None)
         nursery.start_soon(notice)
-        with trio.fail_after(10):  # behind the end's write
+        with trio.fail_after(10):  # the notice's record waits behind the end's write
             while ws._recording["s1"].statistics().tasks_waiting == 0:  # noqa: ASYNC110
                 await trio.sleep(0.01)
         go.set()
+    return ended[0]
+
+
+async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_name_in_done_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rules' store fails (kept: the turn stays open); her space is stored
+    # next, and the end writes that down in done.json. She is forgotten, and
+    # the daemon told, while that write is on its way: the forget writes its
+    # own done.json, and the end's, made before the forget, must not land over it.
+
+    store = FaultyStore(MemoryStore())
+    rules = SpaceRef(layer="org", space="lending-rules")
+    store.fail(
+        "store",
+        memfs.StoreUnavailable("the org store is down"),
+        when=lambda ref, *args, **kwargs: ref.layer == "org",
+    )
+    specs = [memfs.org_memory(space=rules.space, review="none"), memfs.user_memory()]
+    memory, ws = desk(tmp_path, store, specs)
+    service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))
+    await service.start_turn(StartTurnRequest(session="s1", extra_body={"userId": "u_dana"}))
+    for name, file in (("me", "diagnosis.md"), ("lending-rules", "rule.md")):
+        write_new(ws.overlay, mounts_of(ws.overlay)[name], file, b"x\n")
+
+    ended = [await forgotten_while_done_json_is_written(service, ws, store, monkeypatch)]
 
     assert ended[0].spaces["lending-rules"].kept
     done_file = tmp_path / "state" / "sessions" / "s1" / "done.json"
@@ -1684,9 +1700,6 @@ async def test_a_forget_heard_while_the_turns_last_record_is_written_leaves_no_d
     # and the daemon told. The forget's record of the turn waits for that
     # write; the end closes the turn at once after it. Nothing of the ended
     # turn may be written after: no done.json naming her file outlives it.
-    import threading
-
-    import memfsd.workspace
 
     store = MemoryStore()
     specs = [memfs.user_memory()]
@@ -1695,34 +1708,7 @@ async def test_a_forget_heard_while_the_turns_last_record_is_written_leaves_no_d
     await service.start_turn(StartTurnRequest(session="s1", extra_body={"userId": "u_dana"}))
     write_new(ws.overlay, mounts_of(ws.overlay)["me"], "diagnosis.md", b"x\n")
 
-    real = memfsd.workspace._write_atomic
-    waiting, go = threading.Event(), threading.Event()
-
-    def held_back(target: Path, text: str, *args: Any, **kwargs: Any) -> None:
-        if target.name == "done.json" and "diagnosis" in text and not waiting.is_set():
-            waiting.set()
-            go.wait(10)
-        real(target, text, *args, **kwargs)
-
-    monkeypatch.setattr(memfsd.workspace, "_write_atomic", held_back)
-    ended: list[TurnEnded] = []
-
-    async def end() -> None:
-        ended.append(await service.end_turn("s1"))
-
-    async def notice() -> None:
-        await service.forgotten(ForgetNotice(org="default", user="u_dana"))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(end)
-        await trio.to_thread.run_sync(waiting.wait, 10)
-        await store.forget_user("u_dana", "default", by=None)
-        nursery.start_soon(notice)
-        # The forget's record of the turn waits for the end's last one.
-        with trio.fail_after(10):
-            while ws._recording["s1"].statistics().tasks_waiting == 0:  # noqa: ASYNC110
-                await trio.sleep(0.01)
-        go.set()
+    ended = [await forgotten_while_done_json_is_written(service, ws, store, monkeypatch)]
 
     assert ended[0].spaces["me"].status == "saved"
     session = tmp_path / "state" / "sessions" / "s1"
