@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.core.models import By, ChangeSet, Provenance, SpaceRef
+from memfs.core.models import By, ChangeSet, Provenance, SpaceRef, Trace
 from memfs.stores.memory import MemoryStore
 from memfs.stores.sql.store import SqlStore
 from tests.postgres_fixtures import open_sql
@@ -192,3 +192,15 @@ async def test_a_turn_she_starts_after_her_forget_keeps_her_words_over_org_memor
         assert trace.prompt == "words of s3" and trace.author == "dana"
     finally:
         await store.aclose()
+
+
+def test_a_provenances_and_a_traces_words_since_are_never_in_their_dumps() -> None:
+    # The mark is a request's, for the store to judge by: a revision's
+    # history (memfs history prints it) or a held change set on disk never
+    # shows it.
+    provenance = Provenance(session="s1", turn="t1", words_since="5")
+    assert provenance.words_since == "5"
+    assert "words_since" not in provenance.model_dump()
+    assert "words_since" not in provenance.model_dump_json()
+    trace = Trace(session="s1", turn="t1", mounts={}, files={}, words_since="5")
+    assert "words_since" not in trace.model_dump_json()

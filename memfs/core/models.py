@@ -398,8 +398,9 @@ class Provenance(Frozen):
     # Where the store had last forgotten the author (``ForgetLog``'s mark,
     # "0": never) as the turn started: a store keeps no words of an author
     # forgotten since (``memfs.stores.managed.words_kept``). None: not known.
-    # Only the request carries it; a store keeps none.
-    words_since: str | None = None
+    # Only a request in this process carries it: no store keeps it, and no
+    # dump of a provenance (history, a held change set on disk) shows it.
+    words_since: str | None = Field(default=None, exclude=True)
 
     @field_validator("session", "turn", "prompt", "person")
     @classmethod
@@ -723,8 +724,8 @@ class Trace(Frozen):
     # (``Provenance.author`` of the turn): a store seals it for them too.
     author: str | None = None
     # ``Provenance.words_since`` of the author, for ``memfs.stores.managed.trace_kept``;
-    # a store keeps none.
-    words_since: str | None = None
+    # a store keeps none, and no dump shows it.
+    words_since: str | None = Field(default=None, exclude=True)
 
     def people(self) -> list[tuple[str, str]]:
         """(org, user) of every person whose own memory the turn mounted, sorted."""
