@@ -202,5 +202,5 @@ def test_a_provenances_and_a_traces_words_since_are_never_in_their_dumps() -> No
     assert provenance.words_since == "5"
     assert "words_since" not in provenance.model_dump()
     assert "words_since" not in provenance.model_dump_json()
-    trace = Trace(session="s1", turn="t1", mounts={}, files={}, words_since="5")
+    trace = Trace(session="s1", turn="t1", prompt=None, mounts={}, files={}, words_since="5")
     assert "words_since" not in trace.model_dump_json()
