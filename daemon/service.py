@@ -268,7 +268,7 @@ class DaemonService:
         if not isinstance(store, ForgetLog):
             return []
         turns = self.memory.held_turns()
-        mounted = {mount.ref for turn in turns for mount in turn.mounts.values()}
+        mounted = self.memory.mounted()
         for ref, cursor in self.memory.last_known_people():
             if ref not in mounted:
                 # No turn holds its blobs, so it serves nothing but names:

@@ -1829,3 +1829,22 @@ async def test_a_turn_brought_back_after_a_restart_stores_no_words_of_hers_forgo
         assert trace.prompt is None
     finally:
         await store.aclose()
+
+
+async def test_a_persons_last_known_copy_stays_while_a_turn_set_aside_at_start_holds_her_space(
+    tmp_path: Path,
+) -> None:
+    # Her last copy is dropped with the last turn over her space, but a turn
+    # set aside at start (left behind) still holds that space's blobs: the
+    # copy stays while it does, as the look for forgets already counted it.
+    store = SqliteStore(tmp_path / "memfs.db")
+    try:
+        await store.put(ME, ChangeSet(created={"g.md": SECRET}), provenance=Provenance())
+        memory, _ = desk(tmp_path, store, [memfs.user_memory()])
+        await memory.start_turn("s1", {"userId": "u_dana"})
+        second = await memory.start_turn("s2", {"userId": "u_dana"})  # lean: a last copy
+        memory.leave_behind("s1")
+        await second.end()
+        assert [ref for ref, _ in memory.last_known_people()] == [ME]
+    finally:
+        await store.aclose()

@@ -574,8 +574,12 @@ class Memory:
         self._open.pop(turn.session, None)
         theirs = {m.ref for m in turn.mounts.values() if not is_shared(m.ref.layer)}
         if theirs:
-            still = {m.ref for other in self._open.values() for m in other.mounts.values()}
+            still = self.mounted()
             self.drop_last_known(lambda ref: ref in theirs and ref not in still)
+
+    def mounted(self) -> set[SpaceRef]:
+        """The spaces some turn holds (open, or set aside at start): their blobs are here."""
+        return {mount.ref for turn in self.held_turns() for mount in turn.mounts.values()}
 
     async def kept_changes(self, session: str) -> dict[str, tuple[Mount, SpaceResult, ChangeSet]]:
         """The kept spaces of the session's open turn: mount, last result, and change set.
