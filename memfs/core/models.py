@@ -397,7 +397,7 @@ class Provenance(Frozen):
     person: str | None = None
     # Where the store had last forgotten the author (``ForgetLog``'s mark,
     # "0": never) as the turn started: a store keeps no words of an author
-    # forgotten since (``memfs.stores.managed.words_kept``). None: not known.
+    # forgotten since (``memfs.core.forgetting.words_kept``). None: not known.
     # Only a request in this process carries it: no store keeps it, and no
     # dump of a provenance (history, a held change set on disk) shows it.
     words_since: str | None = Field(default=None, exclude=True)
@@ -723,7 +723,7 @@ class Trace(Frozen):
     # Whose words the prompt is besides the people whose memory it mounted
     # (``Provenance.author`` of the turn): a store seals it for them too.
     author: str | None = None
-    # ``Provenance.words_since`` of the author, for ``memfs.stores.managed.trace_kept``;
+    # ``Provenance.words_since`` of the author, for ``memfs.core.forgetting.trace_kept``;
     # a store keeps none, and no dump shows it.
     words_since: str | None = Field(default=None, exclude=True)
 

@@ -18,6 +18,7 @@ from memfs.core import review as rules
 from memfs.core import signin as signin_rules
 from memfs.core.audit import GENESIS, AuditCheck
 from memfs.core.errors import Forgotten, NotFound
+from memfs.core.forgetting import trace_kept, words_kept
 from memfs.core.limits import require_within
 from memfs.core.members import IssuedToken, Member
 from memfs.core.models import (
@@ -47,7 +48,6 @@ from memfs.core.names import check_identity, check_path
 from memfs.core.policy import moved_on, parse_cursor, purged_since
 from memfs.core.review import OPEN_STATES, Effect, ReviewMode, WaitingChange
 from memfs.core.story import as_of_cursor, live_at, trace_matches
-from memfs.stores.managed import trace_kept, words_kept
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 from memfs.core import audit as audit_rules
 from memfs.core import review
 from memfs.core.errors import Forgotten, MemfsError, NotFound, StoreUnavailable, TraceFailed
+from memfs.core.forgetting import words_kept
 from memfs.core.limits import require_within
 from memfs.core.lineage import Lineage
 from memfs.core.models import (
@@ -45,7 +46,6 @@ from memfs.stores.managed import by_of as _by
 from memfs.stores.managed import file_meta as _meta
 from memfs.stores.managed import row_id as _row_id
 from memfs.stores.managed import turn_key as _turn_key
-from memfs.stores.managed import words_kept
 from memfs.stores.manifests import Manifest
 from memfs.stores.sql.audit import _log
 from memfs.stores.sql.db import Db, chunks, marks

@@ -34,9 +34,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from memfs.core import sealing
+from memfs.core.forgetting import trace_kept
 from memfs.core.models import SpaceRef, Trace
 from memfs.core.story import trace_matches
-from memfs.stores.managed import trace_kept
 from memfs.stores.sql.db import Db, chunks, marks
 from memfs.stores.sql.rows import _person_forgotten_at
 from memfs.stores.sql.sealed import Sealer, _person_key
