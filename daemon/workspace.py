@@ -130,8 +130,6 @@ class OverlayWorkspace:
         self._invalidate = invalidate
         self._invalidate_inodes = invalidate_inodes
         self._owners: dict[str, tuple[int | None, int | None]] = {}
-        # Sessions whose turn record a final ``record`` removed: ``close`` need not.
-        self._record_gone: set[str] = set()
         # One ``record`` of a session at a time, each of the turn as it stands then.
         self._recording: dict[str, trio.Lock] = {}
         # Each session's turn whose end wrote its final record: none is written after.
@@ -178,7 +176,6 @@ class OverlayWorkspace:
             # go of the session's holds, which are that turn's.
             raise TurnOpen(NOT_BACK, path=plan.session)
         manifests: dict[str, dict[str, str]] = {}
-        self._record_gone.discard(plan.session)  # a mark is for the turn it ended alone
         # The plan's owner, from this turn on; none named: the session's last.
         owner = plan.owner or Owner(*self._owners.get(plan.session, (None, None)))
         uid, gid = owner
@@ -571,66 +568,57 @@ class OverlayWorkspace:
         final: bool = False,
         state: TurnState | None = None,
     ) -> None:
-        # ``done`` and ``kept`` are the turn's own, read when this write's turn
-        # comes: a write made before a forget must not land after the forget's.
+        # One writer of the session's record at a time, reading ``done`` and
+        # ``kept`` (the turn's own) when its turn comes: a write made before a
+        # forget must not land after the forget's.
         async with self._recording.setdefault(session, trio.Lock()):
             if not final and self._ended_turn.get(session) == turn:
                 return  # the turn's end removed its record: nothing is left to rewrite
-            await self._record(session, turn, done, kept, final=final, state=state)
+            # A small file of its own: rewriting turn.json (the whole manifest)
+            # for every stored space would cost O(space) at every turn end.
+            record = {
+                "turn": turn,
+                "done": {space: r.model_dump(mode="json") for space, r in done.items()},
+                # Without the change set: the working copy holds it, and is read again.
+                "kept": {
+                    space: r.model_dump(mode="json", exclude={"changes"})
+                    for space, r in kept.items()
+                },
+            }
+            target = self.turn_file(session).with_name(DONE_FILE)
+            tree = self.overlay.sessions[session].turn if session in self.overlay.sessions else None
+            try:
+                if kept and tree is not None:
+                    # What a failed store kept must outlive a power cut, as the store would have.
+                    await trio.to_thread.run_sync(tree.ensure_durable)
+                # Synced only for a turn that is durable: until then a power cut
+                # loses the turn itself, and a crash loses no page of this file
+                # (a store repeated after one is caught by its exactly-once record).
+                durable = tree is None or tree.make_durable is None
+                text, syncs = json.dumps(record), self.overlay.blobs.syncs
 
-    async def _record(
-        self,
-        session: str,
-        turn: str,
-        done: Mapping[str, SpaceResult],
-        kept: Mapping[str, SpaceResult],
-        *,
-        final: bool,
-        state: TurnState | None,
-    ) -> None:
-        # A small file of its own: rewriting turn.json (the whole manifest)
-        # for every stored space would cost O(space) at every turn end.
-        record = {
-            "turn": turn,
-            "done": {space: r.model_dump(mode="json") for space, r in done.items()},
-            # Without the change set: the working copy holds it, and is read again.
-            "kept": {
-                space: r.model_dump(mode="json", exclude={"changes"}) for space, r in kept.items()
-            },
-        }
-        target = self.turn_file(session).with_name(DONE_FILE)
-        tree = self.overlay.sessions[session].turn if session in self.overlay.sessions else None
-        try:
-            if kept and tree is not None:
-                # What a failed store kept must outlive a power cut, as the store would have.
-                await trio.to_thread.run_sync(tree.ensure_durable)
-            # Synced only for a turn that is durable: until then a power cut
-            # loses the turn itself, and a crash loses no page of this file
-            # (a store repeated after one is caught by its exactly-once record).
-            durable = tree is None or tree.make_durable is None
-            text, syncs = json.dumps(record), self.overlay.blobs.syncs
+                def write() -> None:
+                    if state is not None:
+                        # Before done.json: the words must not outlive a crash here.
+                        self._restate(session, state)
+                    _write_atomic(target, text, syncs, sync=durable)
+                    if final:  # close's first step, in the same trip (see close)
+                        self._remove_record(session)
 
-            def write() -> None:
-                if state is not None:  # before done.json: the words must not outlive a crash here
-                    self._restate(session, state)
-                _write_atomic(target, text, syncs, sync=durable)
-                if final:  # close's first step, in the same trip (see close)
-                    self._remove_record(session)
-
-            await trio.to_thread.run_sync(write)
-            if final:
-                self._record_gone.add(session)
-                self._ended_turn[session] = turn
-        except OSError as exc:
-            if not _no_room(exc):
-                raise
-            # Nothing is lost: the turn stays open with what it holds (and the
-            # store's exactly-once record catches a space stored just before).
-            raise DiskFull(
-                "the disk under state_dir is full, so the turn's end could not be written "
-                "down; the turn stays open and keeps its files: end it again once there is room",
-                path=session,
-            ) from exc
+                await trio.to_thread.run_sync(write)
+                if final:
+                    self._ended_turn[session] = turn
+            except OSError as exc:
+                if not _no_room(exc):
+                    raise
+                # Nothing is lost: the turn stays open with what it holds (and the
+                # store's exactly-once record catches a space stored just before).
+                raise DiskFull(
+                    "the disk under state_dir is full, so the turn's end could not be "
+                    "written down; the turn stays open and keeps its files: end it again "
+                    "once there is room",
+                    path=session,
+                ) from exc
 
     def access_log(self, session: str) -> dict[str, FileAccess]:
         """What the filesystem saw the session's current (or ending) turn do."""
@@ -656,15 +644,14 @@ class OverlayWorkspace:
         # final record (the engine's last before this) removed turn.json
         # already, in its own trip: one trip fewer at every turn end.
         tree = self.overlay.sessions.get(session)
+        turn = tree.turn.turn if tree is not None and tree.turn is not None else None
         # After every record of the turn already waiting, and before any to
         # come, which find the turn ended and write nothing.
         async with self._recording.setdefault(session, trio.Lock()):
-            if tree is not None and tree.turn is not None:
-                self._ended_turn[session] = tree.turn.turn
-            if session in self._record_gone:
-                self._record_gone.discard(session)
-            else:
+            if turn is None or self._ended_turn.get(session) != turn:
                 await trio.to_thread.run_sync(self._remove_record, session)
+            if turn is not None:
+                self._ended_turn[session] = turn
         self.manifests.release(session)
         folder = None
         if tree is not None and tree.turn is not None:
