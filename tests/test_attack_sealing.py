@@ -287,21 +287,25 @@ async def test_sealing_an_older_postgres_database_then_forgetting_the_person_lea
 @pytest.mark.xfail(
     strict=True,
     reason="not built: one file's rows are sealed under the person's key, which lives on; "
-    "PostgreSQL's dead tuples and WAL keep that ciphertext, which the store key opens "
-    "until it is rotated (docs/daemon.md, 'Forgetting one file in PostgreSQL'). strict: "
-    "this fails the run once no such copy opens, so the mark cannot outlive the gap.",
+    "PostgreSQL's dead tuples and WAL keep that ciphertext, and rotating the store key "
+    "wraps the same person key again, so the new store key opens it too (docs/daemon.md, "
+    "'Forgetting one file in PostgreSQL'). strict: this fails the run once no such copy "
+    "opens, so the mark cannot outlive the gap.",
 )
-async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder_the_store_key_opens(  # noqa: E501
+async def test_forgetting_one_file_in_postgres_then_rotating_the_store_key_leaves_no_copy_the_new_key_opens(  # noqa: E501
     server: ThrowawayPostgres, tmp_path: Path
 ) -> None:
     # The issue: "forgetting a person or a person's file destroys the key
     # material as well as the rows". One file's rows are sealed under the
     # person's key, which stays; PostgreSQL keeps the deleted row versions in
-    # the heap (and the WAL), so whoever holds the store key (every daemon
-    # host) and the data folder opens the forgotten file again.
+    # the heap (and the WAL). Whoever holds the store key (every daemon host)
+    # and the data folder could open them; an operator who then rotates the
+    # store key and destroys the old one should have ended that, as rotating
+    # ends it for a forgotten person. The attacker here holds only what is
+    # left: the new key file and the data folder.
     url = server.new_database()
     dana = SpaceRef(layer="user", space="me", org="bank-1", user="dana")
-    key_file = tmp_path / "store.key"
+    key_file, new_key_file = tmp_path / "store.key", tmp_path / "new.key"
     content = b"narwhal-forgotten-alone-61d0"
     store = PostgresStore(url, key_file=key_file)
     try:
@@ -314,17 +318,19 @@ async def test_forgetting_one_file_in_postgres_leaves_no_copy_in_the_data_folder
         rows = conn.execute(
             "SELECT id, content FROM revisions WHERE content IS NOT NULL ORDER BY id"
         ).fetchall()
-        (wrapped,) = conn.execute("SELECT wrapped FROM person_keys").fetchone() or (b"",)
     store = PostgresStore(url, key_file=key_file)
     try:
         await store.forget_file(dana, "gone.md", by=None)
+        assert await store.rotate_key(new_key_file) == 1
         assert await store.files(dana) == {"kept.md": b"k"}
     finally:
         await store.aclose()
+    key_file.unlink()  # the old store key, destroyed
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
+        (wrapped,) = conn.execute("SELECT wrapped FROM person_keys").fetchone() or (b"",)
     everything = b"".join(p.read_bytes() for p in sorted(server.data.rglob("*")) if p.is_file())
-    person_key = sealing.unwrap_person_key(load_store_key(key_file), "bank-1", "dana", wrapped)
+    person_key = sealing.unwrap_person_key(load_store_key(new_key_file), "bank-1", "dana", wrapped)
     recovered = []
     for revision_id, sealed in rows:
         if bytes(sealed) not in everything:
