@@ -95,6 +95,7 @@ from memfsd.nodes import (
     Snapshot,
     TurnTree,
 )
+from memfsd.spares import Spares
 
 _SIZE = itemgetter(1)  # a Snapshot's size
 log = logging.getLogger("memfsd.overlay")
@@ -120,6 +121,8 @@ class Overlay:
         free_bytes: Callable[[], int] | None = None,
     ) -> None:
         self.state_dir = state_dir
+        # The inodes of ended turns, used again (their folder emptied first).
+        self.spares = Spares(state_dir)
         self.sync_on_close = sync_on_close
         self.blobs = blobs
         self.limits = limits
@@ -512,10 +515,14 @@ class Overlay:
                 self._release_blobs(mount)
         return None if remove else state.dir
 
-    @staticmethod
-    def remove_turn_dir(folder: Path) -> None:
-        """Remove a detached turn's folder (its journal and data files). Blocking."""
-        shutil.rmtree(folder, ignore_errors=True)
+    def remove_turn_dir(self, folder: Path) -> None:
+        """Remove a detached turn's folder (journal, data files), kept as spares. Blocking."""
+        try:
+            self.spares.take_turn_folder(folder)
+        except FileNotFoundError:
+            pass  # never made (a start that failed early), or removed already
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)  # could not be moved: removed in place
 
     def _detach_mount_root(self, mount: MountTree) -> None:
         parent = mount.root.parent
@@ -1270,11 +1277,9 @@ class Overlay:
         """
         data = turn.next_data
         turn.next_data += 1
-        fd = os.open(f"{turn.dir}/data/{data}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        if keep_open:
-            return data, fd
-        os.close(fd)
-        return data, -1
+        path = turn.data_path(data)
+        self.spares.file(path)
+        return (data, os.open(path, os.O_RDWR)) if keep_open else (data, -1)
 
     def _copy_up(self, mount: MountTree, node: Node, *, keep: bool) -> None:
         """Give a snapshot file its own data file before its first change."""

@@ -20,6 +20,7 @@ unknown times. The stored folders travel in the header, in each mount's state.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -62,6 +63,7 @@ from memfsd.durable import GroupSync, boot_id, fsync_each, fsync_path
 from memfsd.manifests import BASE_FIELDS, SharedManifests, row, snapshots
 from memfsd.nodes import MountTree, Snapshot, TurnTree
 from memfsd.overlay import Overlay
+from memfsd.spares import Spares
 
 TURN_FILE = "turn.json"
 # The spaces of an ending turn already stored (or, by a discard, dropped:
@@ -145,6 +147,10 @@ class OverlayWorkspace:
         # This boot of the machine: a turn.json written in it is whole (the page
         # cache kept it); one from an earlier boot only if it was made durable.
         self.boot = boot_id()
+
+    @property
+    def spares(self) -> Spares:
+        return self.overlay.spares
 
     def root(self, session: str) -> Path:
         return self.mount_root / session
@@ -390,8 +396,7 @@ class OverlayWorkspace:
         # The turn's folder and empty journal are made here, in the worker
         # thread, so that attaching the turn on the trio loop only opens them.
         turn_dir = self.overlay.session_dir(state.session) / state.turn
-        make_private_dirs(turn_dir / "data")
-        os.close(os.open(turn_dir / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        self.overlay.spares.turn_folder(turn_dir)
         bases: dict[str, str] = {}
         snaps: Snapshots = {}
         fields: list[str] = []
@@ -424,7 +429,7 @@ class OverlayWorkspace:
         body = json.dumps(header, separators=(",", ":")) + "\n" + "\0".join(fields)
         # Not synced: see _make_durable.
         with self._rewriting:
-            _write_atomic(self.turn_file(state.session), body, sync=False)
+            _write_atomic(self.turn_file(state.session), body, sync=False, spares=self.spares)
         return snaps
 
     def _arm(self, session: str, turn: str, manifests: Mapping[str, Mapping[str, str]]) -> TurnTree:
@@ -554,7 +559,7 @@ class OverlayWorkspace:
         (its agent synced) has it synced too, so a power cut after the store
         does not bring the turn back open either.
         """
-        os.close(open_private(tree.dir / ENDING_FILE, os.O_WRONLY))
+        self.spares.file(tree.dir / ENDING_FILE)
         if tree.make_durable is None:
             self.overlay.blobs.syncs.sync(partial(fsync_path, tree.dir), tree.dir)
 
@@ -601,7 +606,7 @@ class OverlayWorkspace:
                     if state is not None:
                         # Before done.json: the words must not outlive a crash here.
                         self._restate(session, state)
-                    _write_atomic(target, text, syncs, sync=durable)
+                    _write_atomic(target, text, syncs, sync=durable, spares=self.spares)
                     if final:  # close's first step, in the same trip (see close)
                         self._remove_record(session)
 
@@ -840,7 +845,7 @@ class OverlayWorkspace:
             turn,
             path.parent.name,
         )
-        _remove_turn_record(path)
+        _remove_turn_record(path, self.spares)
         return None
 
     def reattach(self, turn: TurnState, record: Mapping[str, Any]) -> None:
@@ -1012,7 +1017,7 @@ class OverlayWorkspace:
     def _remove_record(self, session: str) -> None:
         """The session's turn is over: its record goes, once no rewrite of it is under way."""
         with self._rewriting:
-            _remove_turn_record(self.turn_file(session))
+            _remove_turn_record(self.turn_file(session), self.spares)
 
     def _rewrite_record(
         self,
@@ -1193,14 +1198,23 @@ def _names_turn(turn_file: Path, turn: str) -> bool:
         return False  # gone, or not known to be this turn's: not this start's to remove
 
 
-def _remove_turn_record(turn_file: Path) -> None:
-    """``turn.json``, then ``done.json``: the turn is over (see ``OverlayWorkspace.close``)."""
-    turn_file.unlink(missing_ok=True)
-    turn_file.with_name(DONE_FILE).unlink(missing_ok=True)
+def _remove_turn_record(turn_file: Path, spares: Spares) -> None:
+    """``turn.json``, then ``done.json``: the turn is over (see ``OverlayWorkspace.close``).
+
+    Each leaves its name at once, as an unlink would, and is kept as a spare.
+    """
+    for record in (turn_file, turn_file.with_name(DONE_FILE)):
+        with contextlib.suppress(FileNotFoundError):
+            spares.take_file(record)
 
 
 def _write_atomic(
-    target: Path, text: str, syncs: GroupSync | None = None, *, sync: bool = True
+    target: Path,
+    text: str,
+    syncs: GroupSync | None = None,
+    *,
+    sync: bool = True,
+    spares: Spares | None = None,
 ) -> None:
     """Write ``text`` to ``target`` so that a crash leaves the old file or the new, synced.
 
@@ -1209,6 +1223,7 @@ def _write_atomic(
     writing at the same moment (:mod:`memfsd.durable`); without, they are
     this file's ``fsync`` and its folder's. ``sync=False`` leaves both to the
     page cache: a ``kill -9`` still leaves the old file or the new, whole.
+    With ``spares``, the copy is written into a spare file rather than a new one.
     """
     make_private_dirs(target.parent)
     # Its own name beside each target: manual/<turn>.json and <turn>.committed
@@ -1216,7 +1231,12 @@ def _write_atomic(
     tmp = target.with_name(target.name + TORN_SUFFIX)
     try:
         # 0600: a turn's record holds its prompt, identity and (done.json) results.
-        with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as fh:
+        if spares is None:
+            fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
+        else:
+            spares.file(tmp)
+            fd = os.open(tmp, os.O_WRONLY)
+        with open(fd, "w") as fh:
             fh.write(text)
             fh.flush()
             if sync and syncs is None:

@@ -234,8 +234,12 @@ def entries(overlay: Overlay, mount: MountTree) -> dict[str, tuple[Any, ...]]:
 
 
 def copy_overlay(overlay: Overlay) -> Overlay:
-    """An independent copy of the overlay's nodes (the blob cache shared: it is not copied)."""
-    return copy.deepcopy(overlay, {id(overlay.blobs): overlay.blobs})
+    """An independent copy of the overlay's nodes (the blob cache and spares shared, not copied)."""
+    shared: dict[int, object] = {
+        id(overlay.blobs): overlay.blobs,
+        id(overlay.spares): overlay.spares,
+    }
+    return copy.deepcopy(overlay, shared)
 
 
 def planted(overlay: Overlay, mount: MountTree) -> set[int]:

@@ -100,18 +100,15 @@ async def close_or_die(self, session):
     await close(self, session)
 workspace.OverlayWorkspace.close = close_or_die
 
-rmtree = overlay.shutil.rmtree
-class Shutil:
-    def __getattr__(self, name):
-        return getattr(overlay.shutil_module, name)
-    def rmtree(self, path, **kw):
-        if AT == "rmtree" and Path(path, "journal").exists():
-            # Part of the turn's folder is gone, the rest is still there.
-            os.unlink(Path(path, "journal"))
-            point("rmtree")
-        rmtree(path, **kw)
-overlay.shutil_module = overlay.shutil
-overlay.shutil = Shutil()
+import memfsd.spares as spares
+empty = spares.Spares._empty_into_files
+def empty_or_die(self, folder):
+    if AT == "emptying":
+        # The turn's folder is moved aside, half emptied: its journal gone, its data not.
+        os.unlink(Path(folder, "journal"))
+        point("emptying")
+    empty(self, folder)
+spares.Spares._empty_into_files = empty_or_die
 
 from memfs.cli import main
 main()
@@ -280,8 +277,8 @@ def test_kill_9_in_the_middle_of_a_retry_stores_the_kept_space_exactly_once(
 
 
 # trace: written down as discarded, not traced; close: traced, nothing removed;
-# rmtree: the working copy half removed.
-@pytest.mark.parametrize("moment", ["trace", "close", "rmtree"])
+# emptying: the working copy moved aside to be used again, half emptied.
+@pytest.mark.parametrize("moment", ["trace", "close", "emptying"])
 def test_kill_9_in_the_middle_of_a_discard_leaves_the_space_kept_or_discarded_never_half(
     root: Path, moment: str
 ) -> None:
@@ -320,6 +317,9 @@ def test_kill_9_in_the_middle_of_a_discard_leaves_the_space_kept_or_discarded_ne
     else:
         assert files == {} and revisions == 0 and waiting == 0
         assert traces[0].mounts["me"].status == "not_saved"
-    # No data of the discarded turn is left behind in state_dir.
+    # No data of the discarded turn is left behind in state_dir, spares included.
     if outcome == "discarded":
         assert list((root / "state" / "sessions").rglob("data/*")) == []
+    assert not (root / "state" / "spare").exists() or not any(
+        f.stat().st_size for f in (root / "state" / "spare").rglob("*") if f.is_file()
+    )

@@ -38,6 +38,7 @@ from memfs.stores.sqlite import SqliteStore
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.service import DaemonService
+from memfsd.spares import Spares
 from memfsd.workspace import (
     DAMAGED_SUFFIX,
     DONE_FILE,
@@ -1311,14 +1312,14 @@ async def test_a_discard_the_start_cannot_finish_for_one_session_keeps_the_other
         await ws.record(session, turn.id, discarded, {})
     _, ws, service = restarted(tmp_path, store_of(memory))
     assert service.recover() == ["s1", "s2"]
-    unlink = Path.unlink
+    take_file = Spares.take_file
 
-    def eio(self: Path, missing_ok: bool = False) -> None:
-        if self == ws.turn_file("s1"):
+    def eio(self: Spares, path: Path | str) -> None:  # the record's removal fails
+        if Path(path) == ws.turn_file("s1"):
             raise OSError(errno.EIO, "Input/output error")
-        unlink(self, missing_ok=missing_ok)
+        take_file(self, path)
 
-    monkeypatch.setattr(Path, "unlink", eio)
+    monkeypatch.setattr(Spares, "take_file", eio)
     assert await service.finish_discards() == ["s2"]
     assert not ws.turn_file("s2").exists()
     monkeypatch.undo()
