@@ -550,6 +550,28 @@ SINGLE_TURNS = 20  # turns alone on the idle daemon, after SINGLE_WARMUP untimed
 SINGLE_WARMUP = 3
 
 
+INODE_SAMPLES = 50  # files made to time a new inode in state_dir (inode_cost)
+
+
+def inode_cost(folder: Path) -> float:
+    """Median seconds to make an empty file in a new folder under ``folder`` (then removed).
+
+    On ext4 without a journal this grows with the inodes of the folder's
+    group deleted in the last half minute or so (docs/daemon.md, ``spare/``):
+    it says whether a run found, or left, the disk in that slow state.
+    """
+    probe = Path(tempfile.mkdtemp(prefix="inode-cost-", dir=folder))
+    times = []
+    try:
+        for n in range(INODE_SAMPLES):
+            start = time.perf_counter()
+            os.close(os.open(probe / str(n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            times.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(probe)
+    return statistics.median(times)
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of process ``pid`` (every thread), from ``/proc/PID/stat``."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -662,12 +684,14 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
     short run under strace (after it).
     """
     expected: dict[str, bytes] = {}
+    inode_before = inode_cost(db.parent)
     print("concurrency: turns alone", file=sys.stderr)
     alone, errors = await single_turns(service, expected)
     print(f"concurrency: {sizes.sessions} sessions x {sizes.turns} turns", file=sys.stderr)
     cpu_before, harness_before = cpu_seconds(service.pid), os.times()
     latencies, more, wall = await turns_at_once(service, 0, sizes.sessions, sizes.turns, expected)
     cpu, harness = cpu_seconds(service.pid) - cpu_before, os.times()
+    inode_after = inode_cost(db.parent)
     # The rest of the machine's work per turn: this process (the client, its
     # threads, trio) and the shells it ran (bash and cat, kernel time for
     # their FUSE calls included), reaped into its children's times.
@@ -703,6 +727,8 @@ async def concurrency(service: Daemon, db: Path, sizes: Sizes, res: Results) -> 
         "client cpu/turn": client / len(latencies),
         "shell cpu/turn": shells / len(latencies),
         "cores busy": (cpu + client + shells) / wall,
+        "inode before": inode_before,
+        "inode after": inode_after,
     }
     if synced is not None:
         counts, turns, _ = synced
@@ -973,7 +999,11 @@ def report(
             f"{c['shell cpu/turn'] * 1000:.2f} ms; all three kept {c['cores busy']:.2f} of "
             f"{os.cpu_count()} cores busy. Syncs: "
             f"`strace -f -c -e trace={','.join(SYNC_CALLS)}` attached to the daemon over "
-            f"{sizes.sessions} sessions x {FSYNC_TURNS} turns at once, calls divided by turns.",
+            f"{sizes.sessions} sessions x {FSYNC_TURNS} turns at once, calls divided by turns. "
+            "A new file in state_dir took "
+            f"{c['inode before'] * 1e6:.0f} µs before the concurrent run and "
+            f"{c['inode after'] * 1e6:.0f} µs after it (median of {INODE_SAMPLES}; on ext4 "
+            "without a journal it grows with the inodes recently deleted near it).",
             "",
         ]
     if res.rss:
