@@ -8,6 +8,7 @@ cache knows), shows in the next lean load, which must equal a fresh store's.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.core.lineage import Lineage
 from memfs.core.models import By, ChangeSet, FileMeta, Loaded, Provenance, SpaceRef, digest
 from memfs.stores.base import ReviewingStore
 from memfs.stores.manifests import Manifest, ManifestCache
@@ -44,6 +46,59 @@ def test_a_manifest_is_served_only_at_the_version_it_was_read() -> None:
     assert cache.get(1, 8) is None
     # The one at the old version is dropped, not kept beside the new one.
     assert cache.get(1, 7) is None and cache.files == 0
+
+
+def read_at(version: int, newest: int, files: int = 3) -> Manifest:
+    """A manifest read whole at ``version``, whose space's newest revision row was ``newest``."""
+    return dataclasses.replace(
+        manifest(version, files),
+        changes=version,
+        top=newest,
+        newest=(newest, ("f0.md", "0" * 64)),
+        lineage=Lineage.start(version),
+    )
+
+
+def test_a_thread_asking_for_an_older_version_leaves_the_newer_manifest_held() -> None:
+    # Loads run at once on a pool of connections, each from its own snapshot:
+    # an older one must not throw away what a newer one read.
+    cache = ManifestCache(100)
+    cache.put(1, read_at(9, 90))
+    assert cache.get(1, 8) is None
+    assert cache.get(1, 9) is not None
+
+
+def test_a_manifest_older_than_the_one_held_is_used_but_never_replaces_it() -> None:
+    cache = ManifestCache(100)
+    newer, older = read_at(9, 90), read_at(8, 80)
+    cache.put(1, newer)
+    assert cache.put(1, older) is older  # the older load still gets its own
+    assert cache.held(1) is newer
+
+
+def test_every_load_that_read_a_held_version_again_gets_the_held_one_and_its_line() -> None:
+    # Ten sessions start at once over a space no thread held yet: each reads
+    # it whole. Were each to keep its own line, a reader holding the first
+    # one's (the daemon's shared base) would never find the cache's, and
+    # would compare every file at every turn start.
+    cache = ManifestCache(100)
+    first, again = read_at(9, 90), read_at(9, 90)
+    assert first.lineage is not None and again.lineage is not None
+    assert first.lineage.line != again.lineage.line
+    assert cache.put(1, first) is first
+    assert cache.put(1, again) is first
+
+
+def test_a_version_handed_out_again_after_a_restore_replaces_the_one_held() -> None:
+    # The same version number, another newest row: not the same read.
+    cache = ManifestCache(100)
+    before, restored = read_at(9, 90), read_at(9, 91)
+    cache.put(1, before)
+    assert cache.put(1, restored) is restored
+    assert cache.held(1) is restored
+    # A manifest whose newest row is not known is never taken for the same read.
+    unknown = dataclasses.replace(restored, newest=None)
+    assert cache.put(1, unknown) is unknown
 
 
 def test_the_cache_holds_files_up_to_its_bound_and_drops_the_least_recently_used() -> None:

@@ -71,6 +71,19 @@ class Manifest:
             return Lineage.start(version)
         return self.lineage.then(version, paths)
 
+    def same_read(self, other: Manifest) -> bool:
+        """Whether ``other`` is this manifest read again: the same version, counts and newest row.
+
+        What :func:`memfs.stores.sql.files._as_read` trusts to tell a version
+        from the same number handed out again after a backup was put back.
+        """
+        return self.newest is not None and (
+            self.version,
+            self.changes,
+            self.top,
+            self.newest,
+        ) == (other.version, other.changes, other.top, other.newest)
+
     def lacking(self, have: Container[str]) -> list[str]:
         """The paths whose sha256 ``have`` does not hold, in path order.
 
@@ -104,12 +117,17 @@ class ManifestCache:
         return self._files
 
     def get(self, key: int, version: int) -> Manifest | None:
-        """The manifest of ``key`` at ``version``, if held; one at another version is dropped."""
+        """The manifest of ``key`` at ``version``, if held; one at an older version is dropped.
+
+        One at a newer version stays: the asker's snapshot is older than
+        another thread's (a pool of connections), and the next load wants it.
+        """
         held = self._held.get(key)
         if held is None:
             return None
         if held.version != version:
-            self._drop(key)
+            if held.version < version:
+                self._drop(key)
             return None
         self._held.move_to_end(key)
         return held
@@ -118,16 +136,33 @@ class ManifestCache:
         """The manifest held for ``key`` at whatever version, left in place: a base to refresh."""
         return self._held.get(key)
 
-    def put(self, key: int, manifest: Manifest) -> None:
-        """Hold ``manifest`` for ``key``; one larger than the whole bound is not held."""
+    def put(self, key: int, manifest: Manifest) -> Manifest:
+        """Hold ``manifest`` for ``key``; return the one a load at its version is to use.
+
+        Threads load at once, each from its own snapshot. One whose
+        manifest is older than the one held leaves the held one in place
+        (the cache only moves forward, and so does the lineage of what it
+        holds). One that read the held manifest's version again gets the
+        held one back, so every load at a version tells the same line
+        (:mod:`memfs.core.lineage`): a reader comparing by lineage then
+        finds it, instead of comparing every file. One larger than the
+        whole bound is not held.
+        """
+        held = self._held.get(key)
+        if held is not None and held.version > manifest.version:
+            return manifest
+        if held is not None and held.same_read(manifest):
+            self._held.move_to_end(key)
+            return held
         self._drop(key)
         if len(manifest) > self.max_files:
-            return
+            return manifest
         self._held[key] = manifest
         self._files += len(manifest)
         while self._files > self.max_files:
             oldest = next(iter(self._held))
             self._drop(oldest)
+        return manifest
 
     def clear(self) -> None:
         self._held.clear()

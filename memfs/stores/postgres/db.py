@@ -48,12 +48,18 @@ class NamedRow(tuple[Any, ...]):
         return super().__getitem__(key)
 
 
+@functools.lru_cache(maxsize=512)
+def _row_type(columns: tuple[str, ...]) -> type[NamedRow]:
+    """The row class of a result with these columns: made once, not at every statement."""
+    names = {name: i for i, name in enumerate(columns)}
+    return type("Row", (NamedRow,), {"__slots__": (), "_names": names})
+
+
 def _named_rows(cursor: psycopg.Cursor[Any]) -> RowMaker[NamedRow]:
-    names = {column.name: i for i, column in enumerate(cursor.description or ())}
-    row_type = type("Row", (NamedRow,), {"__slots__": (), "_names": names})
+    row_type = _row_type(tuple(column.name for column in cursor.description or ()))
 
     def make(values: Sequence[Any]) -> NamedRow:
-        return row_type(values)  # type: ignore[no-any-return]
+        return row_type(values)
 
     return make
 

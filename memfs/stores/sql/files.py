@@ -106,7 +106,7 @@ def _load_lean(
             manifest = _read_manifest(db, space_id, version, changes)
         else:
             manifest = _refresh_manifest(db, space_id, version, changes, held)
-        lean.put(generation, space_id, manifest)
+        manifest = lean.put(generation, space_id, manifest)
     files: dict[str, bytes] = {}
     wanted = {int(manifest.revisions[path]): path for path in manifest.lacking(have)}
     ids = list(wanted)

@@ -40,10 +40,12 @@ class LeanCache:
             self._at(generation)
             return self._cache.held(space_id)
 
-    def put(self, generation: int, space_id: int, manifest: Manifest) -> None:
+    def put(self, generation: int, space_id: int, manifest: Manifest) -> Manifest:
+        """Hold ``manifest``; the one a load at its version is to use (``ManifestCache.put``)."""
         with self._lock:
-            if generation == self._generation:
-                self._cache.put(space_id, manifest)
+            if generation != self._generation:
+                return manifest
+            return self._cache.put(space_id, manifest)
 
     def clear(self) -> None:
         with self._lock:
