@@ -307,21 +307,21 @@ async def test_a_base_from_one_threads_refresh_says_nothing_to_another_threads_b
         def __init__(self, lean: LeanCache, held: Manifest | None) -> None:
             self.lean, self._held = lean, held
 
-        def held(self, generation: int, space_id: int) -> Manifest | None:
+        def held(self, generation: int, space_id: int, version: int) -> Manifest | None:
             return self._held
 
         def get(self, generation: int, space_id: int, version: int) -> Manifest | None:
             return None
 
-        def put(self, generation: int, space_id: int, manifest: Manifest) -> None:
-            self.lean.put(generation, space_id, manifest)
+        def put(self, generation: int, space_id: int, manifest: Manifest) -> Manifest:
+            return self.lean.put(generation, space_id, manifest)
 
     try:
         await store.put(RULES, ChangeSet(created={"a.md": b"a"}), provenance=P)
         first = await store.load_lean(RULES, "s0", set())
         (space_id,) = sqlite3.connect(path).execute("SELECT id FROM spaces").fetchone()
         assert first.lineage is not None
-        held = store._lean.held(0, space_id)  # SQLite's generation is always 0
+        held = store._lean.held(0, space_id, 2**62)  # the newest; SQLite's generation is 0
         await store.put(RULES, ChangeSet(created={"x.md": b"x"}), provenance=P)
         late.execute("BEGIN")
         late.execute("SELECT version FROM spaces").fetchall()  # A's snapshot: {a, x}

@@ -19,7 +19,7 @@ import pytest
 from memfs.core.lineage import Lineage
 from memfs.core.models import By, ChangeSet, FileMeta, Loaded, Provenance, SpaceRef, digest
 from memfs.stores.base import ReviewingStore
-from memfs.stores.manifests import Manifest, ManifestCache
+from memfs.stores.manifests import HELD_VERSIONS, Manifest, ManifestCache
 from memfs.stores.sqlite import SqliteStore
 
 ORG = SpaceRef(layer="org", space="rules", org="bank")
@@ -44,8 +44,18 @@ def test_a_manifest_is_served_only_at_the_version_it_was_read() -> None:
     cache.put(1, manifest(7, 3))
     assert cache.get(1, 7) is not None
     assert cache.get(1, 8) is None
-    # The one at the old version is dropped, not kept beside the new one.
-    assert cache.get(1, 7) is None and cache.files == 0
+    assert cache.held(1, 8) is cache.get(1, 7)  # the base a load at 8 refreshes from
+    assert cache.held(1, 6) is None  # nothing read at or before 6
+
+
+@pytest.mark.parametrize("versions", [HELD_VERSIONS, HELD_VERSIONS + 1])
+def test_a_space_keeps_its_last_held_versions_and_the_older_ones_go(versions: int) -> None:
+    cache = ManifestCache(100)
+    for version in range(1, versions + 1):
+        cache.put(1, manifest(version, 3))
+    kept = [v for v in range(1, versions + 1) if cache.get(1, v) is not None]
+    assert kept == list(range(versions - HELD_VERSIONS + 1, versions + 1))  # at and past it
+    assert cache.files == 3 * HELD_VERSIONS
 
 
 def read_at(version: int, newest: int, files: int = 3) -> Manifest:
@@ -68,12 +78,13 @@ def test_a_thread_asking_for_an_older_version_leaves_the_newer_manifest_held() -
     assert cache.get(1, 9) is not None
 
 
-def test_a_manifest_older_than_the_one_held_is_used_but_never_replaces_it() -> None:
+def test_a_manifest_older_than_the_one_held_is_held_beside_it_for_loads_as_far_behind() -> None:
     cache = ManifestCache(100)
     newer, older = read_at(9, 90), read_at(8, 80)
     cache.put(1, newer)
-    assert cache.put(1, older) is older  # the older load still gets its own
-    assert cache.held(1) is newer
+    assert cache.put(1, older) is older
+    assert cache.held(1) is newer  # the newest stays the base of what comes next
+    assert cache.get(1, 8) is older and cache.held(1, 8) is older
 
 
 def test_every_load_that_read_a_held_version_again_gets_the_held_one_and_its_line() -> None:

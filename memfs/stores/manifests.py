@@ -41,6 +41,9 @@ from memfs.core.lineage import Lineage
 from memfs.core.models import FileMeta
 
 DEFAULT_MAX_FILES = 50_000
+# The versions of one space held at once: about the writes a load's snapshot can
+# be behind another's, with a pool of connections loading at once.
+HELD_VERSIONS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +105,21 @@ class Manifest:
 
 
 class ManifestCache:
-    """Manifests by space key, at most ``max_files`` files in all; callers hold a lock."""
+    """Manifests by space key, at most ``max_files`` files in all; callers hold a lock.
+
+    A space's last few versions are held (``HELD_VERSIONS``), not only its
+    newest: loads run at once on a pool of connections, each from its own
+    snapshot, and one a write or two behind the others finds its version
+    here (or the one just before it, to refresh from) instead of reading the
+    whole manifest again on a line of its own.
+    """
 
     def __init__(self, max_files: int = DEFAULT_MAX_FILES) -> None:
         if max_files < 0:
             raise ValueError(f"max_files must be 0 or more, not {max_files}")
         self.max_files = max_files
-        self._held: OrderedDict[int, Manifest] = OrderedDict()
+        # Each space's manifests, oldest version first; spaces least recently used first.
+        self._held: OrderedDict[int, list[Manifest]] = OrderedDict()
         self._files = 0
 
     @property
@@ -117,51 +128,59 @@ class ManifestCache:
         return self._files
 
     def get(self, key: int, version: int) -> Manifest | None:
-        """The manifest of ``key`` at ``version``, if held; one at an older version is dropped.
-
-        One at a newer version stays: the asker's snapshot is older than
-        another thread's (a pool of connections), and the next load wants it.
-        """
-        held = self._held.get(key)
-        if held is None:
+        """The manifest of ``key`` at ``version``, if held (``key`` is then the most recent)."""
+        versions = self._held.get(key)
+        if versions is None:
             return None
-        if held.version != version:
-            if held.version < version:
-                self._drop(key)
-            return None
-        self._held.move_to_end(key)
-        return held
+        if version > versions[-1].version:
+            return None  # the space moved on: what is held is a base to refresh from (held)
+        for manifest in versions:
+            if manifest.version == version:
+                self._held.move_to_end(key)
+                return manifest
+        return None
 
-    def held(self, key: int) -> Manifest | None:
-        """The manifest held for ``key`` at whatever version, left in place: a base to refresh."""
-        return self._held.get(key)
+    def held(self, key: int, version: int | None = None) -> Manifest | None:
+        """The newest manifest held for ``key`` (at or before ``version``): a base to refresh."""
+        found = None
+        for manifest in self._held.get(key, ()):
+            if version is None or manifest.version <= version:
+                found = manifest
+        return found
 
     def put(self, key: int, manifest: Manifest) -> Manifest:
         """Hold ``manifest`` for ``key``; return the one a load at its version is to use.
 
-        Threads load at once, each from its own snapshot. One whose
-        manifest is older than the one held leaves the held one in place
-        (the cache only moves forward, and so does the lineage of what it
-        holds). One that read the held manifest's version again gets the
-        held one back, so every load at a version tells the same line
-        (:mod:`memfs.core.lineage`): a reader comparing by lineage then
-        finds it, instead of comparing every file. One larger than the
-        whole bound is not held.
+        One that read a held version again gets the held one back, so every
+        load at a version tells the same line (:mod:`memfs.core.lineage`): a
+        reader comparing by lineage then finds it, instead of comparing
+        every file. The same version read otherwise is a backup put back in
+        place: what was held of that space goes. One larger than the whole
+        bound is not held.
         """
-        held = self._held.get(key)
-        if held is not None and held.version > manifest.version:
-            return manifest
-        if held is not None and held.same_read(manifest):
-            self._held.move_to_end(key)
-            return held
-        self._drop(key)
+        versions = self._held.get(key, [])
+        for held in versions:
+            if held.version == manifest.version:
+                if held.same_read(manifest):
+                    self._held.move_to_end(key)
+                    return held
+                self._drop(key)
+                versions = []
+                break
         if len(manifest) > self.max_files:
             return manifest
-        self._held[key] = manifest
+        versions = sorted([*versions, manifest], key=lambda held: held.version)
         self._files += len(manifest)
+        while len(versions) > HELD_VERSIONS:
+            self._files -= len(versions.pop(0))
+        self._held[key] = versions
+        self._held.move_to_end(key)
         while self._files > self.max_files:
             oldest = next(iter(self._held))
-            self._drop(oldest)
+            if oldest == key and len(self._held[key]) > 1:
+                self._files -= len(self._held[key].pop(0))  # its older versions go first
+            else:
+                self._drop(oldest)
         return manifest
 
     def clear(self) -> None:
@@ -169,13 +188,13 @@ class ManifestCache:
         self._files = 0
 
     def drop(self, key: int) -> None:
-        """Let go of ``key``'s manifest, if held."""
+        """Let go of ``key``'s manifests, if held."""
         self._drop(key)
 
     def _drop(self, key: int) -> None:
         gone = self._held.pop(key, None)
         if gone is not None:
-            self._files -= len(gone)
+            self._files -= sum(map(len, gone))
 
 
-__all__ = ["DEFAULT_MAX_FILES", "Manifest", "ManifestCache"]
+__all__ = ["DEFAULT_MAX_FILES", "HELD_VERSIONS", "Manifest", "ManifestCache"]

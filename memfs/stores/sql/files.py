@@ -97,7 +97,7 @@ def _load_lean(
         )
     space_id, version = _found(db, key, int(row[0])), int(row[1])
     changes, generation = int(row[2]), int(row[3])
-    held = lean.held(generation, space_id)
+    held = lean.held(generation, space_id, version)
     manifest = lean.get(generation, space_id, version)
     if manifest is not None and not _as_read(db, space_id, manifest):
         manifest = None  # a backup put back in place handed this version out again

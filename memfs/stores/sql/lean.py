@@ -34,11 +34,11 @@ class LeanCache:
             self._at(generation)
             return self._cache.get(space_id, version)
 
-    def held(self, generation: int, space_id: int) -> Manifest | None:
-        """The space's manifest at whatever version it was read (to refresh from)."""
+    def held(self, generation: int, space_id: int, version: int) -> Manifest | None:
+        """The space's newest manifest read at or before ``version`` (to refresh from)."""
         with self._lock:
             self._at(generation)
-            return self._cache.held(space_id)
+            return self._cache.held(space_id, version)
 
     def put(self, generation: int, space_id: int, manifest: Manifest) -> Manifest:
         """Hold ``manifest``; the one a load at its version is to use (``ManifestCache.put``)."""
