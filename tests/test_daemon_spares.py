@@ -7,11 +7,15 @@ import stat
 from pathlib import Path
 
 import pytest
+import trio
 
 from memfs.core.models import Limits
+from memfsd import workspace as workspace_module
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.spares import SPARE_DIR, Spares
+from tests.overlay_helpers import source_of, turn_of
+from tests.test_daemon_workspace import BODY, workspace
 
 
 def written(path: Path, content: bytes) -> Path:
@@ -178,3 +182,96 @@ def test_an_overlay_hands_an_ended_turns_data_file_to_the_next_turn_empty(
     overlay.spares.file(new / "data" / "1")
     assert os.stat(new / "data" / "1").st_ino in inodes
     assert (new / "data" / "1").read_bytes() == b""
+
+
+# -- review of memfsd.spares: what a failing disk and a reader in flight leave -------
+
+
+@pytest.mark.parametrize("kind", ["turn folder", "record"])
+def test_a_file_whose_emptying_fails_leaves_none_of_what_it_held_in_the_spare_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The disk fails the truncate (EIO; ENOSPC on a copy-on-write filesystem)
+    # after the file was moved in: the folder it came from is removed (or the
+    # error goes up), but the file itself stays in spare/<n>, whole, until the
+    # next start. A forget never looks there, and the daemon may run for weeks.
+    spares = Spares(tmp_path)
+    truncate = os.truncate
+
+    def eio(path: object, length: int) -> None:
+        if Path(str(path)).parent == tmp_path / SPARE_DIR:
+            raise OSError(5, "Input/output error")
+        truncate(path, length)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "truncate", eio)
+    if kind == "turn folder":
+        spares.take_turn_folder(turn_folder(tmp_path / "sessions" / "s1" / "t-1"))
+    else:
+        record = written(tmp_path / "sessions" / "s1" / "turn.json", b'{"prompt": "her words"}')
+        with pytest.raises(OSError):
+            spares.take_file(record)
+        assert not record.exists()  # its name went: the turn is over
+    monkeypatch.undo()
+    assert held_bytes(tmp_path) == []
+
+
+def test_a_start_drops_a_never_synced_turn_on_a_disk_with_no_inode_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a reboot a turn.json never made durable is removed. That was an
+    # unlink, which a full disk never refuses; it is now a move into spare/,
+    # which a start removed, and making it again needs an inode: ENOSPC went
+    # out of saved_turns, and the daemon did not start.
+    async def start() -> None:
+        memory, _ = workspace(tmp_path)
+        await memory.start_turn("s1", BODY)
+
+    trio.run(start)
+    monkeypatch.setattr(workspace_module, "boot_id", lambda: "a-later-boot")
+    _, ws = workspace(tmp_path)
+
+    def full(path: object, mode: int = 0o777) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "mkdir", full)
+    assert ws.saved_turns() == ([], [])
+    monkeypatch.undo()
+    assert not ws.turn_file("s1").exists()
+
+
+def test_a_reader_of_an_ended_turns_data_file_never_reads_another_sessions_bytes(
+    tmp_path: Path,
+) -> None:
+    # ``memfs turn kept --file`` (DaemonService.kept_file) reads the kept
+    # turn's data files by path in a worker thread (OverlayWorkspace.collect),
+    # and nothing keeps a ``discard`` of the same turn from running meanwhile:
+    # its folder goes in another worker thread, the trio thread hands the
+    # emptied data files to other sessions' new files. A read whose open came
+    # before the folder went saw the ended turn's bytes (an unlinked file
+    # keeps them); a recycled inode shows it what another session wrote since.
+    async def run() -> None:
+        memory, ws = workspace(tmp_path)
+        overlay = ws.overlay
+        await memory.start_turn("s1", BODY)
+        mine = turn_of(overlay, "s1").mounts["me"]
+        _, fh = overlay.create_open(mine.root.inode, "notes.md", 0o644, 0, 0, os.O_WRONLY)
+        overlay.write(fh, 0, b"s1's own notes, read back by its operator\n")
+        overlay.release(fh)
+        reading = os.open(source_of(overlay, mine, "notes.md"), os.O_RDONLY)  # the read in flight
+        try:
+            await memory.discard_turn("s1")
+            body = {**BODY, "userId": "u2"}
+            await memory.start_turn("s2", body)
+            theirs = turn_of(overlay, "s2").mounts["me"]
+            for n in range(12):  # enough new files to use every spare s1 left
+                _, fh = overlay.create_open(
+                    theirs.root.inode, f"secret-{n}.md", 0o644, 0, 0, os.O_WRONLY
+                )
+                overlay.write(fh, 0, b"u2's secret " * 8)
+                overlay.release(fh)
+            seen = os.pread(reading, 4096, 0)
+        finally:
+            os.close(reading)
+        assert b"u2's secret" not in seen
+
+    trio.run(run)
