@@ -515,10 +515,10 @@ class Overlay:
                 self._release_blobs(mount)
         return None if remove else state.dir
 
-    def remove_turn_dir(self, folder: Path) -> None:
-        """Remove a detached turn's folder (journal, data files), kept as spares. Blocking."""
+    def remove_turn_dir(self, folder: Path, marks: Collection[str] = ()) -> None:
+        """Remove a detached turn's folder, kept as a spare with ``marks``. Blocking."""
         try:
-            self.spares.take_turn_folder(folder)
+            self.spares.take_turn_folder(folder, marks)
         except FileNotFoundError:
             pass  # never made (a start that failed early), or removed already
         except OSError:

@@ -84,6 +84,8 @@ DURABLE_FILE = "durable"
 # in after a crash between a store and done.json would be to a space already
 # stored (its next end a conflict with itself, or a change never stored).
 ENDING_FILE = "ending"
+# A turn folder's marks: empty, read by no one but a start, so kept as spares at its end.
+MARKS = (DURABLE_FILE, ENDING_FILE)
 # The key :meth:`OverlayWorkspace.saved_turns` adds to each record: its session folder's name.
 FOLDER_KEY = "folder"
 # What a session whose turn a start could not bring back is told, at every call it cannot take.
@@ -230,7 +232,9 @@ class OverlayWorkspace:
             if attached:
                 self.overlay.detach_turn(plan.session)  # its folder and blobs with it
             else:
-                self.overlay.remove_turn_dir(self.overlay.session_dir(plan.session) / plan.turn)
+                self.overlay.remove_turn_dir(
+                    self.overlay.session_dir(plan.session) / plan.turn, MARKS
+                )
             self.manifests.release(plan.session)
             for name, manifest in manifests.items():
                 if not attached and not is_shared(plan.mounts[name].layer):
@@ -709,7 +713,7 @@ class OverlayWorkspace:
             if inodes_to is not None:
                 inodes_to(inodes)
             if then_remove is not None:
-                self.overlay.remove_turn_dir(then_remove)
+                self.overlay.remove_turn_dir(then_remove, MARKS)
 
         await trio.to_thread.run_sync(tell)
 

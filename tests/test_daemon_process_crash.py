@@ -101,14 +101,14 @@ async def close_or_die(self, session):
 workspace.OverlayWorkspace.close = close_or_die
 
 import memfsd.spares as spares
-empty = spares.Spares._empty_into_files
-def empty_or_die(self, folder):
+empty = spares.Spares._empty
+def empty_or_die(self, folder, marks):
     if AT == "emptying":
         # The turn's folder is moved aside, half emptied: its journal gone, its data not.
         os.unlink(Path(folder, "journal"))
         point("emptying")
-    empty(self, folder)
-spares.Spares._empty_into_files = empty_or_die
+    empty(self, folder, marks)
+spares.Spares._empty = empty_or_die
 
 from memfs.cli import main
 main()

@@ -14,6 +14,7 @@ from memfsd import workspace as workspace_module
 from memfsd.blobs import BlobCache
 from memfsd.overlay import Overlay
 from memfsd.spares import SPARE_DIR, Spares
+from memfsd.workspace import MARKS
 from tests.overlay_helpers import source_of, turn_of
 from tests.test_daemon_workspace import BODY, workspace
 
@@ -68,22 +69,23 @@ def test_a_file_with_no_spare_left_is_made_new_and_empty(tmp_path: Path) -> None
     assert (tmp_path / "old").read_bytes() == b""
 
 
-def test_a_turn_folder_taken_in_comes_back_holding_only_an_empty_data_folder_and_journal(
+def test_a_turn_folder_taken_in_comes_back_with_an_empty_data_folder_and_a_new_journal(
     tmp_path: Path,
 ) -> None:
     spares = Spares(tmp_path)
     folder = turn_folder(tmp_path / "sessions" / "s1" / "t-1")
-    inode = folder.stat().st_ino
-    spares.take_turn_folder(folder)
+    inode, journal = folder.stat().st_ino, (folder / "journal").stat().st_ino
+    spares.take_turn_folder(folder, MARKS)
     assert not folder.exists()
     assert held_bytes(tmp_path) == []
-    assert len(spares) == 1 + 4  # the folder, and its two data files and two marks as files
+    assert len(spares) == 1 + 2  # the folder, and its two marks as files
     again = tmp_path / "sessions" / "s2" / "t-2"
     spares.turn_folder(again)  # s2's folder is made on the way
     assert again.stat().st_ino == inode
     assert sorted(p.name for p in again.iterdir()) == ["data", "journal"]
     assert list((again / "data").iterdir()) == []
     assert (again / "journal").read_bytes() == b""
+    assert (again / "journal").stat().st_ino != journal  # a reader may still hold the old one
     assert stat.S_IMODE(again.stat().st_mode) == 0o700
 
 
@@ -100,7 +102,7 @@ def test_a_turn_folder_already_there_is_kept_as_it_is_and_the_spare_stays(
     tmp_path: Path,
 ) -> None:
     spares = Spares(tmp_path)
-    spares.take_turn_folder(turn_folder(tmp_path / "t-old"))
+    spares.take_turn_folder(turn_folder(tmp_path / "t-old"), MARKS)
     there = written(tmp_path / "t-again" / "journal", b"a start tried again\n").parent
     (there / "data").mkdir()
     before = len(spares)
@@ -130,22 +132,22 @@ def test_files_taken_in_past_max_files_are_removed_not_kept(tmp_path: Path, kept
 
 def test_turn_folders_taken_in_past_max_folders_are_removed_whole(tmp_path: Path) -> None:
     spares = Spares(tmp_path, max_files=0, max_folders=1)
-    spares.take_turn_folder(turn_folder(tmp_path / "t-1"))  # at the limit: kept
-    spares.take_turn_folder(turn_folder(tmp_path / "t-2"))  # past it: removed
+    spares.take_turn_folder(turn_folder(tmp_path / "t-1"), MARKS)  # at the limit: kept
+    spares.take_turn_folder(turn_folder(tmp_path / "t-2"), MARKS)  # past it: removed
     assert len(spares) == 1
-    assert [p.name for p in (tmp_path / SPARE_DIR).iterdir()] == ["0"]
+    assert [p.is_dir() for p in (tmp_path / SPARE_DIR).iterdir()] == [True]
     assert not (tmp_path / "t-1").exists() and not (tmp_path / "t-2").exists()
     assert held_bytes(tmp_path) == []
 
 
 def test_a_folder_that_is_not_a_turns_is_removed_not_kept(tmp_path: Path) -> None:
-    # A start cut short before its journal was made.
+    # A start cut short before its data folder was made.
     spares = Spares(tmp_path)
-    folder = written(tmp_path / "t-1" / "data" / "1", b"x").parent.parent
-    spares.take_turn_folder(folder)
+    folder = written(tmp_path / "t-1" / "journal", b"{}\n").parent
+    spares.take_turn_folder(folder, MARKS)
     assert not folder.exists()
-    assert len(spares) == 1  # its data file, emptied; not the folder
-    assert [p for p in (tmp_path / SPARE_DIR).iterdir() if p.is_dir()] == []
+    assert len(spares) == 0
+    assert held_bytes(tmp_path) == []
 
 
 def test_a_start_removes_what_an_earlier_run_left_in_the_spare_folder(tmp_path: Path) -> None:
@@ -168,20 +170,32 @@ def test_a_spare_an_earlier_start_removed_is_passed_over(tmp_path: Path) -> None
     assert len(first) == 0
 
 
-def test_an_overlay_hands_an_ended_turns_data_file_to_the_next_turn_empty(
+def test_an_ended_turns_data_files_and_journal_are_unlinked_never_handed_out_again(
     tmp_path: Path,
 ) -> None:
+    # Worker threads read them by path while a turn ends or is shown: a read
+    # whose open came first must keep that turn's bytes, whatever comes next.
     overlay = Overlay(tmp_path, BlobCache(tmp_path / "blobs"), Limits())
     folder = turn_folder(tmp_path / "sessions" / "s1" / "t-1")
-    inodes = {os.stat(folder / name).st_ino for name in ("data/1", "data/2", "ending", "durable")}
-    overlay.remove_turn_dir(folder)
-    assert not folder.exists()
-    assert held_bytes(tmp_path) == []
-    new = tmp_path / "sessions" / "s2" / "t-2"
-    overlay.spares.turn_folder(new)
-    overlay.spares.file(new / "data" / "1")
-    assert os.stat(new / "data" / "1").st_ino in inodes
-    assert (new / "data" / "1").read_bytes() == b""
+    names = ("data/1", "data/2", "journal")
+    before = {name: (folder / name).read_bytes() for name in names}
+    readers = {name: os.open(folder / name, os.O_RDONLY) for name in names}
+    try:
+        overlay.remove_turn_dir(folder, MARKS)
+        assert not folder.exists()
+        assert held_bytes(tmp_path) == []
+        new = tmp_path / "sessions" / "s2" / "t-2"
+        overlay.spares.turn_folder(new)
+        made = [new / "journal"]
+        for n in range(1, 6):
+            overlay.spares.file(new / "data" / str(n))
+            made.append(new / "data" / str(n))
+        for path in made:
+            path.write_bytes(b"s2's own " * 16)
+        assert {name: os.pread(fd, 4096, 0) for name, fd in readers.items()} == before
+    finally:
+        for fd in readers.values():
+            os.close(fd)
 
 
 # -- review of memfsd.spares: what a failing disk and a reader in flight leave -------
@@ -205,11 +219,10 @@ def test_a_file_whose_emptying_fails_leaves_none_of_what_it_held_in_the_spare_fo
 
     monkeypatch.setattr(os, "truncate", eio)
     if kind == "turn folder":
-        spares.take_turn_folder(turn_folder(tmp_path / "sessions" / "s1" / "t-1"))
+        spares.take_turn_folder(turn_folder(tmp_path / "sessions" / "s1" / "t-1"), MARKS)
     else:
         record = written(tmp_path / "sessions" / "s1" / "turn.json", b'{"prompt": "her words"}')
-        with pytest.raises(OSError):
-            spares.take_file(record)
+        spares.take_file(record)  # removed all the same: unlinked, not kept
         assert not record.exists()  # its name went: the turn is over
     monkeypatch.undo()
     assert held_bytes(tmp_path) == []
