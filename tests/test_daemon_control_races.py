@@ -10,7 +10,7 @@ requests (``memfsd.main.serve`` cancels the nursery serving it).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -147,10 +147,10 @@ async def test_a_stop_while_a_manual_turn_ends_keeps_its_change_set_for_the_next
     token = trio.lowlevel.current_trio_token()
     remove = overlay.remove_turn_dir
 
-    def slow_remove(folder: Path) -> None:  # the disk is slow to drop the turn's folder
+    def slow_remove(folder: Path, marks: Collection[str] = ()) -> None:  # a slow disk
         trio.from_thread.run_sync(removing.set, trio_token=token)
         time.sleep(0.3)
-        remove(folder)
+        remove(folder, marks)
 
     try:
         await service.start_turn(StartTurnRequest(session="s1", extra_body=BODY))
