@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 
 import trio
 
-from memfs.engine.dating import dating, earliest, own_cursors
+from memfs.core.forgetting import dating, earliest, own_cursors
 from memfs.engine.plan import Mount, MountState
 from memfs.stores.base import ForgetLog
 

@@ -48,6 +48,7 @@ from memfs.core.errors import (
     TraceFailed,
     TurnOpen,
 )
+from memfs.core.forgetting import dating
 from memfs.core.limits import apply_limits
 from memfs.core.models import (
     ChangeSet,
@@ -86,7 +87,6 @@ from memfs.core.specs import (
     as_spec,
 )
 from memfs.engine.commits import DEFAULT_MAX_ITEMS, GroupCommit
-from memfs.engine.dating import dating
 from memfs.engine.plan import (
     EndedSpace,
     HeldSpace,
