@@ -118,11 +118,6 @@ class Spares:
         Raises only where it could neither move nor unlink it (``path``
         still holds it) or, moved, neither empty nor unlink it.
         """
-        with self._lock:
-            full = len(self._files) >= self.max_files
-        if full:
-            os.unlink(path)
-            return
         try:
             spare = self._moved_in(path)
         except FileNotFoundError:
@@ -139,8 +134,8 @@ class Spares:
         except OSError:
             os.unlink(spare)  # what it held must not wait here
             return
-        with self._lock:
-            self._files.append(spare)
+        if not self._keep(self._files, spare, self.max_files):
+            os.unlink(spare)
 
     def take_turn_folder(self, path: Path, marks: Collection[str] = ()) -> None:
         """Take a detached turn's folder in; what it held goes.
@@ -148,11 +143,6 @@ class Spares:
         ``marks``: names of empty files in it that nobody reads (the caller
         owns them), taken in as spare files; every other file is unlinked.
         """
-        with self._lock:
-            full = len(self._folders) >= self.max_folders
-        if full:
-            shutil.rmtree(path, ignore_errors=True)
-            return
         spare = self._moved_in(path)
         try:
             self._empty(spare, marks)
@@ -160,8 +150,8 @@ class Spares:
             # Not a folder a turn left (a start cut short), or a disk failing: not kept.
             shutil.rmtree(spare, ignore_errors=True)
             return
-        with self._lock:
-            self._folders.append(spare)
+        if not self._keep(self._folders, spare, self.max_folders):
+            shutil.rmtree(spare, ignore_errors=True)
 
     def _empty(self, folder: Path, marks: Collection[str]) -> None:
         """Leave ``folder`` holding an empty ``data/``, nothing else; its marks taken in.
@@ -189,6 +179,14 @@ class Spares:
         spare = self.folder / f"{self._prefix}-{next(self._names)}"
         os.rename(path, spare)
         return spare
+
+    def _keep(self, spares: list[Path], spare: Path, most: int) -> bool:
+        """Add an emptied ``spare`` to ``spares`` unless they are ``most`` already (one lock)."""
+        with self._lock:
+            if len(spares) >= most:
+                return False
+            spares.append(spare)
+            return True
 
     def _pop(self, spares: list[Path]) -> Path | None:
         with self._lock:

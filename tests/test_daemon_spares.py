@@ -130,6 +130,27 @@ def test_files_taken_in_past_max_files_are_removed_not_kept(tmp_path: Path, kept
     assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
 
 
+def test_two_files_taken_in_at_once_never_keep_more_than_max_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two worker threads take a file in at once: the other's comes in while
+    # this one is being emptied, and takes the last place.
+    spares = Spares(tmp_path, max_files=1)
+    truncate = os.truncate
+    other = written(tmp_path / "b", b"y")
+
+    def meanwhile(path: object, length: int) -> None:
+        if other.exists():
+            spares.take_file(other)
+        truncate(path, length)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "truncate", meanwhile)
+    spares.take_file(written(tmp_path / "a", b"x"))
+    monkeypatch.undo()
+    assert len(spares) == 1
+    assert len(list((tmp_path / SPARE_DIR).iterdir())) == 1
+
+
 def test_turn_folders_taken_in_past_max_folders_are_removed_whole(tmp_path: Path) -> None:
     spares = Spares(tmp_path, max_files=0, max_folders=1)
     spares.take_turn_folder(turn_folder(tmp_path / "t-1"), MARKS)  # at the limit: kept
