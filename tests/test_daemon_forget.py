@@ -82,6 +82,17 @@ def desk(
     return Memory(store, specs, workspace=ws), ws
 
 
+def org_store_down() -> tuple[FaultyStore, SpaceRef]:
+    """A memory store whose org spaces' stores fail (an ended turn keeps them), and the rules'."""
+    store = FaultyStore(MemoryStore())
+    store.fail(
+        "store",
+        memfs.StoreUnavailable("the org store is down"),
+        when=lambda ref, *args, **kwargs: ref.layer == "org",
+    )
+    return store, SpaceRef(layer="org", space="lending-rules")
+
+
 def restart(
     tmp_path: Path, store: Store, specs: Sequence[MemorySpec]
 ) -> tuple[OverlayWorkspace, Turn]:
@@ -512,13 +523,7 @@ async def test_a_forget_after_the_space_was_stored_leaves_no_name_in_done_json(
     tmp_path: Path,
 ) -> None:
     """The turn stays open (another space is kept); what it wrote down of the person goes."""
-    store = FaultyStore(MemoryStore())
-    rules = SpaceRef(layer="org", space="lending-rules")
-    store.fail(
-        "store",
-        memfs.StoreUnavailable("the org store is down"),
-        when=lambda ref, *args, **kwargs: ref.layer == "org",
-    )
+    store, rules = org_store_down()
     specs = [memfs.user_memory(), memfs.org_memory(space=rules.space, review="none")]
     memory, ws = desk(tmp_path, store, specs)
     turn = await memory.start_turn("s1", {"userId": "u_dana"})
@@ -1584,13 +1589,7 @@ async def test_a_forget_heard_while_her_stored_space_is_written_down_leaves_no_n
     # the daemon told, while that write is on its way: the forget writes its
     # own done.json, and the end's, made before the forget, must not land over it.
 
-    store = FaultyStore(MemoryStore())
-    rules = SpaceRef(layer="org", space="lending-rules")
-    store.fail(
-        "store",
-        memfs.StoreUnavailable("the org store is down"),
-        when=lambda ref, *args, **kwargs: ref.layer == "org",
-    )
+    store, rules = org_store_down()
     specs = [memfs.org_memory(space=rules.space, review="none"), memfs.user_memory()]
     memory, ws = desk(tmp_path, store, specs)
     service = DaemonService(memory, ws, "memory://", str(tmp_path / "state"))

@@ -15,8 +15,6 @@ import trio
 
 import memfs
 from memfs.core.models import ChangeSet, Provenance, SpaceRef
-from memfs.stores.memory import MemoryStore
-from memfs.testing import FaultyStore
 from memfsd.service import DaemonService
 from tests.daemon_harness import KILL_POINT, require_fuse, running_daemon, sh
 from tests.postgres_fixtures import Databases
@@ -27,6 +25,7 @@ from tests.test_daemon_forget import (
     desk,
     manage,
     mounts_of,
+    org_store_down,
     seeded,
     write_new,
 )
@@ -92,13 +91,7 @@ async def test_a_file_forgotten_elsewhere_after_its_space_was_stored_leaves_the_
     # Another process (my_memory, another daemon, the CLI of another host)
     # forgets that one file and tells no daemon: the look for forgets must
     # drop it as a notice of it would.
-    store = FaultyStore(MemoryStore())
-    rules = SpaceRef(layer="org", space="lending-rules")
-    store.fail(
-        "store",
-        memfs.StoreUnavailable("the org store is down"),
-        when=lambda ref, *args, **kwargs: ref.layer == "org",
-    )
+    store, rules = org_store_down()
     specs = [memfs.user_memory(), memfs.org_memory(space=rules.space, review="none")]
     memory, ws = desk(tmp_path, store, specs)
     turn = await memory.start_turn("s1", {"userId": "u_dana"})
